@@ -1,0 +1,1 @@
+"""Subcommands of the ``dpaudit`` CLI; each module defines ``register(subparsers)``."""

@@ -1,0 +1,39 @@
+"""``dpaudit one-run-bound``: the one-run lower bound from guess counts (Theorem 3.1)."""
+
+from __future__ import annotations
+
+import argparse
+
+from dpaudit.estimators.one_run import epsilon_lower_bound
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "one-run-bound",
+        help="one-run epsilon lower bound (Steinke, Nasr, Jagielski 2023, Theorem 3.1)",
+        description="Lower bound on epsilon from r guesses of which CORRECT were right, "
+        "with M canaries randomized by fair coins (the delta term scales with M).",
+    )
+    p.add_argument("--m", type=int, required=True, help="number of randomized canaries")
+    p.add_argument("--r", type=int, required=True, help="number of guesses (k+ + k-)")
+    p.add_argument("--correct", type=int, required=True, help="number of correct guesses")
+    p.add_argument("--delta", type=float, required=True, help="delta of the audited claim")
+    p.add_argument("--confidence", type=float, default=0.95, help="default: 0.95")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpaudit.cli import emit
+
+    eps = epsilon_lower_bound(args.m, args.r, args.correct, args.delta, args.confidence)
+    result = {
+        "epsilon": eps,
+        "m": args.m,
+        "r": args.r,
+        "correct": args.correct,
+        "delta": args.delta,
+        "confidence": args.confidence,
+    }
+    emit(result, args.json, f"epsilon >= {eps:.6f} at {args.confidence:.0%} confidence")
+    return 0

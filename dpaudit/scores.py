@@ -1,0 +1,237 @@
+"""Per-canary score files: the contract between training/simulation and the estimators.
+
+A score file is a single ``.npz`` archive (readable with NumPy alone, no Snakemake and no
+dpaudit needed) holding three arrays of one shape ``(trials, canaries)`` and one JSON string:
+
+``score``       float64  the audit statistic of each canary in each trial; *higher means IN*
+                         (e.g. minus the loss of the final model on the canary).
+``membership``  int8     1 if the canary was included in the training data of that trial, else 0.
+``canary_id``   int64    a stable identifier of each canary (unique within a trial).
+``meta``        0-d str  JSON object with the per-file metadata (see :data:`REQUIRED_META`).
+
+``trials`` is 1 for a single training run (the one-run designs) and the number of trained
+models for multi-run designs (LiDP, shuffling and selection audits). Reading it back::
+
+    import json, numpy as np
+    with np.load("seed0.npz") as z:
+        meta = json.loads(z["meta"].item())
+        score, member = z["score"], z["membership"]
+
+The archive is written with fixed zip timestamps, so the same content gives the same bytes,
+and atomically (a temporary file renamed into place), so a killed job never leaves a
+half-written score file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpaudit.io import atomic_path
+
+FORMAT_VERSION = 1
+
+#: Metadata every score file carries. ``claimed_epsilon`` is ``null`` in JSON for a run
+#: without any privacy guarantee (no noise); ``accountant`` names who computed it.
+REQUIRED_META: dict[str, str] = {
+    "format_version": "integer, the score-file format version",
+    "experiment": "name of the experiment block in the config",
+    "setting": "name of the setting within the experiment (e.g. eps4)",
+    "seed": "integer seed from which the file was produced",
+    "design": "canary design: one_run | lidp | multi_run",
+    "threat_model": "e.g. black_box_loss, white_box_dirac, simulation",
+    "claimed_epsilon": "epsilon claimed by the accountant (null if no guarantee)",
+    "delta": "the delta at which claimed_epsilon holds",
+    "accountant": "name of the accountant that computed claimed_epsilon",
+}
+
+DESIGNS = ("one_run", "lidp", "multi_run")
+
+
+class ScoreFileError(ValueError):
+    """A score file (or the arrays meant for one) breaks the contract."""
+
+
+@dataclass
+class ScoreFile:
+    """The in-memory form of a score file; see the module docstring for the fields."""
+
+    score: np.ndarray
+    membership: np.ndarray
+    canary_id: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        self.score = np.atleast_2d(np.asarray(self.score, dtype=np.float64))
+        self.membership = np.atleast_2d(np.asarray(self.membership))
+        self.canary_id = np.atleast_2d(np.asarray(self.canary_id, dtype=np.int64))
+        self.meta = dict(self.meta)
+        self.meta.setdefault("format_version", FORMAT_VERSION)
+        validate(self)
+        self.membership = self.membership.astype(np.int8)
+
+    @property
+    def n_trials(self) -> int:
+        return int(self.score.shape[0])
+
+    @property
+    def n_canaries(self) -> int:
+        return int(self.score.shape[1])
+
+    @property
+    def claimed_epsilon(self) -> float:
+        """The claimed epsilon, ``inf`` when the run had no privacy guarantee."""
+        value = self.meta.get("claimed_epsilon")
+        return math.inf if value is None else float(value)
+
+    @property
+    def delta(self) -> float:
+        return float(self.meta["delta"])
+
+    def to_frame(self):
+        """The long (tidy) form: one row per (trial, canary)."""
+        import pandas as pd
+
+        trials, canaries = np.indices(self.score.shape)
+        return pd.DataFrame(
+            {
+                "trial": trials.ravel(),
+                "canary_id": self.canary_id.ravel(),
+                "membership": self.membership.ravel(),
+                "score": self.score.ravel(),
+            }
+        )
+
+
+def _fail(source: str, message: str) -> None:
+    raise ScoreFileError(f"{source}: {message}")
+
+
+def validate(sf: ScoreFile) -> None:
+    """Check the contract; every error names the file and, for bad values, the row.
+
+    Rows are reported as ``trial t, canary c`` (zero-based positions in the arrays).
+    """
+    src = sf.source
+    if sf.score.ndim != 2:
+        _fail(src, f"'score' must be 2-D (trials, canaries), got shape {sf.score.shape}")
+    if sf.score.size == 0:
+        _fail(src, "the file holds no scores (empty 'score' array)")
+    for name in ("membership", "canary_id"):
+        arr = getattr(sf, name)
+        if arr.shape != sf.score.shape:
+            _fail(src, f"'{name}' has shape {arr.shape} but 'score' has {sf.score.shape}")
+    bad = ~np.isfinite(sf.score)
+    if bad.any():
+        t, c = np.argwhere(bad)[0]
+        kind = "NaN" if np.isnan(sf.score[t, c]) else "inf"
+        _fail(
+            src,
+            f"score is {kind} at trial {t}, canary {c} "
+            f"({int(bad.sum())} non-finite score(s) in all)",
+        )
+    mem = sf.membership
+    if not np.issubdtype(mem.dtype, np.number) and mem.dtype != bool:
+        _fail(src, f"'membership' must be numeric 0/1, got dtype {mem.dtype}")
+    not01 = ~np.isin(mem, (0, 1))
+    if not01.any():
+        t, c = np.argwhere(not01)[0]
+        _fail(src, f"membership must be 0 or 1, got {mem[t, c]!r} at trial {t}, canary {c}")
+    missing = [k for k in REQUIRED_META if k not in sf.meta]
+    if missing:
+        _fail(src, f"metadata lacks required key(s) {missing}; required: {list(REQUIRED_META)}")
+    if sf.meta["design"] not in DESIGNS:
+        _fail(src, f"metadata 'design' is {sf.meta['design']!r}; allowed: {list(DESIGNS)}")
+    delta = sf.meta["delta"]
+    if not isinstance(delta, int | float) or not 0 <= delta < 1:
+        _fail(src, f"metadata 'delta' must be a number in [0, 1), got {delta!r}")
+    eps = sf.meta["claimed_epsilon"]
+    if eps is not None and (not isinstance(eps, int | float) or eps < 0):
+        _fail(src, f"metadata 'claimed_epsilon' must be a number >= 0 or null, got {eps!r}")
+
+
+def write(path: str | Path, sf: ScoreFile) -> Path:
+    """Write ``sf`` to ``path`` atomically and byte-reproducibly."""
+    path = Path(path)
+    arrays = {
+        "score": sf.score,
+        "membership": sf.membership.astype(np.int8),
+        "canary_id": sf.canary_id,
+        "meta": np.array(json.dumps(sf.meta, sort_keys=True, allow_nan=False)),
+    }
+    with atomic_path(path) as tmp:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for name, arr in arrays.items():
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with zf.open(info, "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+    return path
+
+
+def read(path: str | Path) -> ScoreFile:
+    """Read and validate a score file; errors name the file and the offending row."""
+    path = Path(path)
+    src = str(path)
+    if not path.exists():
+        raise ScoreFileError(f"{src}: no such score file")
+    if path.stat().st_size == 0:
+        raise ScoreFileError(f"{src}: the file is empty")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in ("score", "membership", "canary_id", "meta") if k not in z]
+            if missing:
+                raise ScoreFileError(f"{src}: missing array(s) {missing}")
+            arrays = {k: z[k] for k in ("score", "membership", "canary_id")}
+            meta_text = z["meta"].item()
+    except ScoreFileError:
+        raise
+    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError, ...
+        raise ScoreFileError(f"{src}: not a readable score file ({exc})") from exc
+    try:
+        meta = json.loads(meta_text)
+    except json.JSONDecodeError as exc:
+        raise ScoreFileError(f"{src}: metadata is not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ScoreFileError(f"{src}: metadata must be a JSON object")
+    return ScoreFile(**arrays, meta=meta, source=src)
+
+
+def concat(files: list[ScoreFile]) -> ScoreFile:
+    """Stack the trials of several score files of one setting (e.g. training shards).
+
+    The files must agree on the number of canaries and on the metadata that defines the
+    setting; ``seed`` becomes the list of the shards' seeds.
+    """
+    if not files:
+        raise ScoreFileError("concat: no score files given")
+    first = files[0]
+    keys = [k for k in REQUIRED_META if k not in ("seed",)]
+    for sf in files[1:]:
+        if sf.n_canaries != first.n_canaries:
+            raise ScoreFileError(
+                f"{sf.source}: {sf.n_canaries} canaries per trial, but {first.source} has "
+                f"{first.n_canaries}"
+            )
+        for k in keys:
+            if sf.meta.get(k) != first.meta.get(k):
+                raise ScoreFileError(
+                    f"{sf.source}: metadata '{k}' is {sf.meta.get(k)!r}, but {first.source} "
+                    f"has {first.meta.get(k)!r}"
+                )
+    meta = dict(first.meta)
+    meta["seed"] = [sf.meta["seed"] for sf in files]
+    return ScoreFile(
+        score=np.concatenate([f.score for f in files]),
+        membership=np.concatenate([f.membership for f in files]),
+        canary_id=np.concatenate([f.canary_id for f in files]),
+        meta=meta,
+        source=",".join(f.source for f in files),
+    )
