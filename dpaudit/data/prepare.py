@@ -83,12 +83,14 @@ def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None
     ``numpy.savez`` stamps each member with the current time; this writer uses a fixed timestamp
     and sorted member names, so equal inputs give identical files.
     """
-    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
-        for key in sorted(arrays):
-            info = zipfile.ZipInfo(f"{key}.npy", date_time=_ZIP_DATE)
-            info.external_attr = 0o644 << 16
-            with zf.open(info, "w", force_zip64=True) as fh:
-                np.lib.format.write_array(fh, np.asanyarray(arrays[key]), allow_pickle=False)
+    with atomic_path(path) as tmp:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
+            for key in sorted(arrays):
+                info = zipfile.ZipInfo(f"{key}.npy", date_time=_ZIP_DATE)
+                info.external_attr = 0o644 << 16
+                with zf.open(info, "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, np.asanyarray(arrays[key]), allow_pickle=False)
+        os.chmod(tmp, 0o644)
 
 
 def load_prepared(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

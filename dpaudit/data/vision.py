@@ -89,8 +89,10 @@ def vision_resources(name: str) -> list[Resource]:
 
 
 def _gunzip_atomic(src: Path, dest: Path) -> None:
-    with atomic_path(dest) as tmp, gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
+    with atomic_path(dest) as tmp:
+        with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+        os.chmod(tmp, 0o644)
 
 
 def _cifar_extracted_ok(cls, root: Path) -> bool:
@@ -147,7 +149,7 @@ def ensure_vision_files(
             provenance.append({"file": r.filename, "url": r.urls[0], "md5": md5})
             continue
         fetch(list(r.urls), dest, md5, "md5", mirror, subdir=cls.__name__)
-        if r.filename.endswith(".gz"):
+        if name in ("mnist", "fashionmnist"):
             plain = dest.with_suffix("")
             if not plain.is_file() or plain.stat().st_mtime < dest.stat().st_mtime:
                 _gunzip_atomic(dest, plain)
