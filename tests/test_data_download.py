@@ -159,6 +159,8 @@ def test_existing_good_file_is_kept_and_bad_file_replaced(tmp_path, payload):
     empty = tmp_path / "empty"
     empty.mkdir()
     fetch(UPSTREAM, dest, _sha(data), mirror=str(empty))  # no source needed
+    fetch(UPSTREAM, dest, _sha(data), mirror=str(tmp_path / "absent"))  # not even resolved
+    fetch(UPSTREAM, dest, _sha(data))  # no network contacted either
     assert dest.read_bytes() == data
     dest.write_bytes(b"stale")
     fetch(UPSTREAM, dest, _sha(data), mirror=str(mirror))

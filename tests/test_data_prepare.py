@@ -258,3 +258,22 @@ def test_real_location30_prepare(tmp_path):
     # 308 + 254 records carry file labels "8" and "20"
     assert t["y_train"].size + t["y_test"].size + t["y_canary"].size == 308 + 254
     assert tmeta["classes"] == ["8", "20"] and set(t["y_train"].tolist()) == {0, 1}
+
+
+def test_cli_prepare_data(tmp_path, location_mirror, capsys):
+    from dpaudit.cli import main
+
+    m, sha = location_mirror
+    out = tmp_path / "cli.npz"
+    args = ["prepare-data", "--name", "location", "--root", str(tmp_path / "root"),
+            "--mirror", str(tmp_path / "elsewhere"), "--mirror", str(m), "--out", str(out)]
+    (tmp_path / "elsewhere").mkdir()
+    params = json.dumps({"sha256": sha, "n_train": 20, "canary_pool": 5})
+    assert main([*args, "--params", params, "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["n_train"] == 20 and meta["n_canary"] == 5
+    bad = json.dumps({"sha256": "0" * 64})
+    assert main([*args[:-2], "--out", str(tmp_path / "bad.npz"), "--params", bad]) == 3
+    assert "checksum mismatch" in capsys.readouterr().err
+    assert not (tmp_path / "bad.npz").exists()
+    assert main([*args, "--params", "[1]"]) == 2

@@ -27,6 +27,7 @@ torchvision publishes for its data sets (``resources``/``tgz_md5``/``split_list`
 from __future__ import annotations
 
 import hashlib
+import http.client
 import logging
 import os
 import tempfile
@@ -204,7 +205,6 @@ def fetch(
         raise ValueError("no URL given")
     dest = Path(dest)
     filename = _basename_of(urls[0])
-    sources = urls if mirror is None else mirror_sources(mirror, filename, subdir)
 
     if dest.is_file():
         actual = file_digest(dest, algorithm)
@@ -217,6 +217,7 @@ def fetch(
         )
         dest.unlink()
 
+    sources = urls if mirror is None else mirror_sources(mirror, filename, subdir)
     dest.parent.mkdir(parents=True, exist_ok=True)
     n_tries = max(int(attempts), len(sources))
     failures: list[str] = []
@@ -231,7 +232,7 @@ def fetch(
                     actual = _copy_source(source, fh, algorithm, timeout)
                     fh.flush()
                     os.fsync(fh.fileno())
-            except (OSError, urllib.error.URLError, ValueError) as exc:
+            except (OSError, urllib.error.URLError, http.client.HTTPException, ValueError) as exc:
                 failures.append(f"try {i + 1}: {source}: could not read ({exc})")
                 log.warning("fetch %s failed: %s", source, exc)
                 continue

@@ -363,6 +363,10 @@ def prepare_dataset(
     if name not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; known: {list(DATASETS)}")
     params = dict(params or {})
+    if mirror is not None and not isinstance(mirror, str | os.PathLike):
+        mirror = [os.fspath(m) for m in mirror]  # a list of mirrors, tried in order
+    elif mirror is not None and not os.fspath(mirror).strip():
+        mirror = None  # an empty config value means "no mirror"
     if name == "synthetic":
         _prepare_synthetic(params, out)
         return

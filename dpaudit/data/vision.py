@@ -23,12 +23,14 @@ images into float32 in [0, 1], optionally standardised per channel.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +122,21 @@ def _untar_atomic(archive: Path, root: Path, folder: str) -> None:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def root_lock(root: Path, name: str) -> Iterator[None]:
+    """Exclusive advisory lock (``flock``) on ``<root>/.<name>.lock`` while files are placed.
+
+    Parallel jobs sharing a root then never extract over each other; each fetch is atomic anyway.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def ensure_vision_files(
     name: str,
     root: str | os.PathLike,
@@ -142,21 +159,26 @@ def ensure_vision_files(
         )
     cls = _tv_class(name)
     provenance = []
-    for r in resources:
-        md5 = checksums.get(r.filename, r.md5)
-        dest = root / r.dest
-        if name == "cifar10" and _cifar_extracted_ok(cls, root):
-            provenance.append({"file": r.filename, "url": r.urls[0], "md5": md5})
-            continue
-        fetch(list(r.urls), dest, md5, "md5", mirror, subdir=cls.__name__)
-        if name in ("mnist", "fashionmnist"):
-            plain = dest.with_suffix("")
-            if not plain.is_file() or plain.stat().st_mtime < dest.stat().st_mtime:
-                _gunzip_atomic(dest, plain)
-        elif name == "cifar10":
-            _untar_atomic(dest, root, cls.base_folder)
-        provenance.append({"file": r.filename, "url": r.urls[0], "md5": md5})
+    with root_lock(root, name):
+        for r in resources:
+            provenance.append(_place(name, cls, root, r, checksums.get(r.filename, r.md5), mirror))
     return provenance
+
+
+def _place(name: str, cls, root: Path, r: Resource, md5: str, mirror: Mirror) -> dict[str, str]:
+    """Fetch one raw file and decompress/extract it where torchvision looks."""
+    record = {"file": r.filename, "url": r.urls[0], "md5": md5}
+    dest = root / r.dest
+    if name == "cifar10" and _cifar_extracted_ok(cls, root):
+        return record
+    fetch(list(r.urls), dest, md5, "md5", mirror, subdir=cls.__name__)
+    if name in ("mnist", "fashionmnist"):
+        plain = dest.with_suffix("")
+        if not plain.is_file() or plain.stat().st_mtime < dest.stat().st_mtime:
+            _gunzip_atomic(dest, plain)
+    elif name == "cifar10":
+        _untar_atomic(dest, root, cls.base_folder)
+    return record
 
 
 def _split_arrays(name: str, root: Path, train: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
