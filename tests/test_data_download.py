@@ -131,7 +131,7 @@ def test_retry_succeeds_when_first_mirror_corrupt(tmp_path, payload, caplog):
     good, data = payload
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "payload.bin").write_bytes(data[:-1] + b"X")
+    (bad / "payload.bin").write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # differs
     dest = tmp_path / "out" / "payload.bin"
     with caplog.at_level("WARNING", logger="dpaudit.data.download"):
         fetch(UPSTREAM, dest, _sha(data), mirror=[str(bad), str(good)])
