@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import io
 import os
 import subprocess
+import tarfile
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -316,6 +318,20 @@ def test_table_parser_rejects_malformed(tmp_path):
     q = fixtures.write_shokri_table(tmp_path / "q.tgz", "b", np.full((2, 3), 2), [1, 2], False)
     with pytest.raises(ValueError, match="0/1"):
         tabular.parse_table(q, features=3, classes=2)
+    for i, text in enumerate((b'"1",0,x\n', b"1,0,70000\n")):
+        bad = tmp_path / f"bad{i}.tgz"
+        with tarfile.open(bad, "w:gz") as tar:
+            info = tarfile.TarInfo("bangkok")
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+        with pytest.raises(ValueError, match="not a comma-separated table of integers"):
+            tabular.parse_table(bad, features=2, classes=1)
+    two = tmp_path / "two.tgz"
+    with tarfile.open(two, "w:gz") as tar:
+        tar.add(p, arcname="a")
+        tar.add(q, arcname="b")
+    with pytest.raises(ValueError, match="exactly one data file"):
+        tabular.parse_table(two, features=3, classes=2)
 
 
 def test_purchase_requires_a_sha256(tmp_path):

@@ -108,7 +108,7 @@ def parse_table(
     archive = Path(archive)
     raw = _read_member(archive)
     try:
-        frame = pd.read_csv(io.BytesIO(raw), header=None, dtype=np.int64)
+        frame = pd.read_csv(io.BytesIO(raw), header=None, dtype=np.int16)  # overflow raises
     except (ValueError, pd.errors.ParserError) as exc:
         raise ValueError(f"{archive}: not a comma-separated table of integers ({exc})") from exc
     table = frame.to_numpy()
@@ -128,7 +128,7 @@ def parse_table(
             f"{archive}: labels should be exactly 1..{classes}; found {present.size} distinct "
             f"values in [{present.min()}, {present.max()}]"
         )
-    return x.astype(np.uint8), (labels - 1).astype(np.int64)
+    return x.astype(np.uint8), labels.astype(np.int64) - 1
 
 
 def load_tabular(
