@@ -82,6 +82,13 @@ def test_fetch_from_http_mirror(tmp_path, payload):
         dest = tmp_path / "out" / "payload.bin"
         fetch(UPSTREAM, dest, _sha(data), mirror=base)
         assert dest.read_bytes() == data
+        # an http 404 from the first mirror falls through to the second
+        dest2 = tmp_path / "out2" / "payload.bin"
+        fetch(UPSTREAM, dest2, _sha(data), mirror=[f"{base}/nowhere", base])
+        assert dest2.read_bytes() == data
+        with pytest.raises(DownloadError, match="404"):
+            fetch(UPSTREAM, tmp_path / "out3" / "payload.bin", _sha(data),
+                  mirror=f"{base}/nowhere", attempts=1)
     finally:
         server.shutdown()
         server.server_close()

@@ -31,6 +31,7 @@ import http.client
 import logging
 import os
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -46,6 +47,7 @@ DEFAULT_ATTEMPTS = 3
 #: Socket timeout (seconds) for http(s) sources.
 DEFAULT_TIMEOUT = 60.0
 _CHUNK = 1 << 20
+_RETRY_PAUSE = 2.0  # seconds before trying an http(s) source again
 _USER_AGENT = "dpaudit-data/0.1 (+https://github.com/; python-urllib)"
 
 
@@ -80,12 +82,6 @@ def file_digest(path: str | Path, algorithm: str = "sha256") -> str:
     return h.hexdigest()
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _is_url(s: str) -> bool:
     return urllib.parse.urlparse(s).scheme in ("file", "http", "https")
 
@@ -94,7 +90,7 @@ def _basename_of(url: str) -> str:
     path = urllib.parse.urlparse(url).path if _is_url(url) else url
     name = os.path.basename(urllib.parse.unquote(path).rstrip("/"))
     if not name:
-        raise ValueError(f"cannot derive a file name from {url!r}; pass filename=")
+        raise ValueError(f"cannot derive a file name from {url!r}")
     return name
 
 
@@ -105,9 +101,9 @@ def mirror_sources(
 ) -> list[str]:
     """The ordered candidate sources for ``filename`` under one or more mirrors.
 
-    For each mirror (in order): ``<mirror>/<subdir>/<filename>`` (when ``subdir`` is given), then
-    ``<mirror>/<filename>``. A mirror is a base URL if it has a ``file``/``http``/``https`` scheme,
-    else a local directory, which must exist.
+    For each mirror (in order): ``<mirror>/<subdir>/<filename>`` (when ``subdir`` is given; for a
+    local directory only if that file exists), then ``<mirror>/<filename>``. A mirror is a base URL
+    if it has a ``file``/``http``/``https`` scheme, else a local directory, which must exist.
     """
     mirrors = [mirror] if isinstance(mirror, str | os.PathLike) else list(mirror)
     if not mirrors:
@@ -224,6 +220,8 @@ def fetch(
     mismatch = False
     for i in range(n_tries):
         source = sources[i % len(sources)]
+        if i >= len(sources) and urllib.parse.urlparse(source).scheme in ("http", "https"):
+            time.sleep(_RETRY_PAUSE)  # a repeated network try: give a transient fault a moment
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         tmp = Path(tmp_name)
         try:
@@ -244,7 +242,7 @@ def fetch(
                 )
                 log.warning("fetch %s: %s mismatch (got %s)", source, algorithm, actual)
                 continue
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; use the usual mode
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600
             os.replace(tmp, dest)
             log.info("fetched %s -> %s (%s ok)", source, dest, algorithm)
             return dest
