@@ -90,10 +90,37 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str,
     return config
 
 
+#: Dataset keys (besides name and seed) that apply to each kind of dataset.
+DATASET_KEYS = {
+    "synthetic": {"n_train", "n_test", "n_features", "n_classes", "separation"},
+    "vision": {"n_train", "n_test", "classes", "canary_pool", "normalize", "checksums"},
+    "tabular": {"n_train", "n_test", "classes", "canary_pool", "test_fraction", "sha256"},
+}
+_DATASET_KIND = {"synthetic": "synthetic", "location": "tabular", "purchase": "tabular"}
+
+
+def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
+    name = dataset.get("name", "synthetic")
+    allowed = DATASET_KEYS[_DATASET_KIND.get(name, "vision")]
+    for key, value in dataset.items():
+        if key not in ("name", "seed") and value is not None and key not in allowed:
+            raise ConfigError(
+                f"config key experiments.{exp}.dataset.{key}: does not apply to dataset "
+                f"{name!r}; allowed keys for it: {sorted(allowed | {'name', 'seed'})}"
+            )
+    if name == "purchase" and not dataset.get("sha256"):
+        raise ConfigError(
+            f"config key experiments.{exp}.dataset.sha256: required for dataset 'purchase' "
+            "(no published checksum is pinned); allowed: the archive's 64-hex-digit SHA-256"
+        )
+
+
 def _check_references(config: dict[str, Any]) -> None:
     """Cross-key checks the schema cannot express."""
     names = sorted(config.get("estimators", {}))
     for exp, block in config.get("experiments", {}).items():
+        if "dataset" in block:
+            _check_dataset(exp, block["dataset"])
         for name in block.get("estimators", []) or []:
             if name not in names:
                 raise ConfigError(

@@ -10,5 +10,7 @@ rule prepare_dataset:
         "../envs/dpaudit.yaml"
     params:
         dataset=dataset_params,
+        root=config["data"]["root"],
+        mirror=config["data"]["mirror"],
     script:
         "../scripts/prepare_dataset.py"

@@ -3,7 +3,7 @@
 import torch
 
 from dpaudit import scores
-from dpaudit.data.prepare import load_dataset
+from dpaudit.data.prepare import load_prepared
 from dpaudit.pipeline import script_logging
 from dpaudit.training.one_run import run_setting
 
@@ -18,7 +18,7 @@ log.info(
     run,
 )
 sf = run_setting(
-    load_dataset(snakemake.input.dataset),
+    load_prepared(snakemake.input.dataset)[0],
     experiment=snakemake.wildcards.experiment,
     setting=snakemake.wildcards.setting,
     seed=int(snakemake.wildcards.seed),

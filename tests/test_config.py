@@ -101,3 +101,13 @@ def test_validation_does_not_touch_other_experiments():
     before = copy.deepcopy(cfg)
     validate_config(cfg, SCHEMA)
     assert cfg["experiments"].keys() == before["experiments"].keys()
+
+
+def test_dataset_keys_must_apply_to_the_dataset():
+    cfg = load("test.yaml")
+    cfg["experiments"]["tiny"]["dataset"] = {"name": "location", "n_features": 10}
+    with pytest.raises(ConfigError, match=r"dataset\.n_features: does not apply to dataset"):
+        validate_config(cfg, SCHEMA)
+    cfg["experiments"]["tiny"]["dataset"] = {"name": "purchase"}
+    with pytest.raises(ConfigError, match=r"dataset\.sha256: required"):
+        validate_config(cfg, SCHEMA)
