@@ -333,7 +333,7 @@ def test_epsilon_bound_below_true_epsilon_of_the_gaussian_mechanism():
     query, base set {0}, Alg. 1 add/remove: the null model holds c_1..c_{K-1}) with the
     exact epsilon of the Gaussian mechanism (Balle-Wang): eps_hat > eps in <= beta of reps."""
     rng = np.random.default_rng(30)
-    delta, sigma, reps, n, K, d = 1e-5, 0.8, 200, 64, 8, 20
+    delta, sigma, reps, n, K, d = 1e-5, 0.8, 200, 64, 8, 100
     eps_true = exact_gaussian_epsilon(sigma, delta)
     above, eps_hats = 0, []
     for _ in range(reps):
@@ -349,7 +349,7 @@ def test_epsilon_bound_below_true_epsilon_of_the_gaussian_mechanism():
         eps_hats.append(res.epsilon)
         above += res.epsilon > eps_true
     assert above / reps <= BETA + SLACK
-    assert np.mean(eps_hats) > 0.1  # the audit detects something (the test is not vacuous)
+    assert np.mean(eps_hats) > 0.2  # the audit detects something (mean 0.26; eps = 5.68)
 
 
 @pytest.mark.parametrize("interval,order", CASES)
