@@ -487,3 +487,21 @@ def test_bad_score_files_and_params():
     mem = np.ones_like(sf.membership)
     with pytest.raises(ScoreFileError, match="no null"):
         audit([ScoreFile(sf.score, mem, sf.canary_id, sf.meta)], {"w": {"method": "lidp"}})
+
+
+def test_cli_lidp_bound(tmp_path, capsys):
+    import json
+
+    from dpaudit import cli, scores
+
+    rng = np.random.default_rng(70)
+    si = correlated_scores(rng, 1, 100, 4, 1.5, 0.1)[0]
+    so = correlated_scores(rng, 1, 100, 4, 0.0, 0.1)[0]
+    path = scores.write(tmp_path / "s.npz", lidp_file(si, so))
+    assert cli.main(["lidp-bound", str(path), "--threshold", "1.0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    direct = lidp.epsilon_lower_bound(si >= 1.0, so >= 1.0, 1e-5, 0.95, "wilson", 2)
+    assert out["epsilon"] == pytest.approx(direct.epsilon) and out["valid"] is True
+    assert out["tuned_epsilon"] is None
+    assert cli.main(["lidp-bound", str(path), "--order", "4", "--confidence", "1.5"]) == 2
+    assert "confidence must lie in (0, 1)" in capsys.readouterr().err
