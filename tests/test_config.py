@@ -117,3 +117,12 @@ def test_dataset_keys_must_apply_to_the_dataset():
     cfg["experiments"]["tiny"]["dataset"] = {"name": "purchase"}
     with pytest.raises(ConfigError, match=r"dataset\.sha256: required"):
         validate_config(cfg, SCHEMA)
+
+
+def test_mechanism_and_analysis_names_are_checked():
+    cfg = {"experiments": {"s": {"kind": "simulate", "mechanism": "lidp_gausian"}}}
+    with pytest.raises(ConfigError, match=r"experiments\.s\.mechanism: 'lidp_gausian' is not"):
+        validate_config(cfg, SCHEMA)
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "nope"}}}
+    with pytest.raises(ConfigError, match=r"allowed values: \[.*one_run_correct_guesses"):
+        validate_config(cfg, SCHEMA)
