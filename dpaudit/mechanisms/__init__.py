@@ -1,0 +1,1 @@
+"""Idealised mechanisms that produce score files without training a model."""
