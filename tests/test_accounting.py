@@ -132,6 +132,16 @@ def test_full_batch_is_the_gaussian_mechanism():
     )  # the CLT mu is an approximation even at q = 1 (0.510 vs 0.5 here)
 
 
+def test_table_reports_a_failing_accountant_instead_of_failing():
+    """sigma = 0.02: e^{1/sigma^2} overflows in the GDP CLT; the other accountants still run."""
+    df = dpsgd.accountant_table(0.02, 0.01, 10, 1e-5, accountants=("rdp", "gdp"))
+    gdp = df[df.accountant == "gdp"].iloc[0]
+    assert np.isnan(gdp.epsilon) and "GDP mu is not finite" in gdp.error
+    assert np.isfinite(df[df.accountant == "rdp"].epsilon.iloc[0])
+    with pytest.raises(ValueError, match="unknown accountant"):
+        dpsgd.accountant_table(1.0, 0.01, 10, 1e-5, accountants=("foo",))
+
+
 def test_table_columns():
     df = dpsgd.accountant_table(1.0, 0.01, 100, 1e-5)
     assert list(df.accountant) == list(dpsgd.ACCOUNTANTS)

@@ -172,21 +172,25 @@ def accountant_table(
 ):
     """One row per accountant for one DP-SGD setting (a pandas DataFrame).
 
-    Columns: accountant, epsilon, is_upper_bound (False for the GDP approximation), ratio_to_pld
-    (when pld is among ``accountants``), and the setting (noise_multiplier, sample_rate, steps,
-    delta).
+    Columns: accountant, epsilon, is_upper_bound (False for the GDP approximation), error (why
+    an accountant gave no value, e.g. the GDP mu overflowing for tiny sigma; epsilon is then
+    NaN), ratio_to_pld (when pld is among ``accountants``), and the setting (noise_multiplier,
+    sample_rate, steps, delta).
     """
     import pandas as pd
 
     check_dpsgd(sigma, q, steps, delta)
-    rows = [
-        {
-            "accountant": name,
-            "epsilon": epsilon(name, sigma, q, steps, delta),
-            "is_upper_bound": name != "gdp",
-        }
-        for name in accountants
-    ]
+    rows = []
+    for name in accountants:
+        try:
+            eps, err = epsilon(name, sigma, q, steps, delta), ""
+        except (ValueError, OverflowError, FloatingPointError) as exc:
+            if name not in EPSILON_FUNCTIONS:
+                raise
+            eps, err = math.nan, str(exc)
+        rows.append(
+            {"accountant": name, "epsilon": eps, "is_upper_bound": name != "gdp", "error": err}
+        )
     df = pd.DataFrame(rows)
     if "pld" in set(accountants):
         df["ratio_to_pld"] = df["epsilon"] / float(

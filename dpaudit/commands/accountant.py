@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from dpaudit.accounting.dpsgd import ACCOUNTANTS, accountant_table
 
@@ -27,7 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from dpaudit.cli import emit
 
     df = accountant_table(args.noise_multiplier, args.sample_rate, args.steps, args.delta)
-    eps = {row.accountant: float(row.epsilon) for row in df.itertuples()}
+    eps = {
+        row.accountant: float(row.epsilon) if math.isfinite(row.epsilon) else None
+        for row in df.itertuples()
+    }
     result = {
         "epsilon": eps["pld"],
         **{f"epsilon_{name}": eps[name] for name in ACCOUNTANTS},
@@ -36,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
         "steps": args.steps,
         "delta": args.delta,
         "gdp_is_approximation": True,
+        "errors": {
+            row.accountant: row.error or f"epsilon is {row.epsilon}"
+            for row in df.itertuples()
+            if row.error or not math.isfinite(row.epsilon)
+        },
     }
     cols = ["accountant", "epsilon", "is_upper_bound", "ratio_to_pld"]
     text = (
