@@ -1,0 +1,1 @@
+"""Idealised mechanisms that are simulated instead of trained; each writes score files."""
