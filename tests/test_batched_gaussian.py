@@ -220,3 +220,15 @@ def test_mechanism_bad_input():
         bg.simulate_scores(0, 5, 1, 1.0, "natural", True)
     with pytest.raises(ValueError, match="shape"):
         bg.log_likelihood_ratio(np.zeros((3, 4)), 1.0, "natural")
+
+
+def test_cli_bgm_simulate(tmp_path):
+    from dpaudit.cli import main
+
+    out = tmp_path / "bgm.npz"
+    assert main(["bgm-simulate", "--runs", "200", "--steps", "10", "--sigma", "1.0",
+                 "--threat-model", "partially_informed", "--seed", "2", "--out", str(out)]) == 0
+    sf = scores.read(out)
+    ref_sf = bg.bgm_score_file(200, 10, 1.0, "partially_informed", seed=2)
+    assert np.array_equal(sf.score, ref_sf.score)
+    assert sf.meta["threat_model"] == "bgm_partially_informed"

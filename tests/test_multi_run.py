@@ -326,3 +326,20 @@ def test_runner_rejects_wrong_shape():
                     canary_id=np.zeros((20, 1), np.int64), meta=_meta())
     with pytest.raises(ScoreFileError, match="no members"):
         METHODS["gdp_fit"].run(sf1, {})
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_multi_run_bound(capsys):
+    import json
+
+    from dpaudit.cli import main
+
+    assert main(["multi-run-bound", "--false-pos", "5", "--nonmembers", "100", "--false-neg",
+                 "0", "--members", "100", "--delta", "1e-5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epsilon"] == pytest.approx(mr.epsilon_from_counts(5, 100, 0, 100, DELTA)[0])
+    assert main(["multi-run-bound", "--false-pos", "5", "--nonmembers", "100", "--false-neg",
+                 "0", "--members", "100", "--delta", "1e-5", "--confidence", "1.2"]) == 2
+    assert "confidence" in capsys.readouterr().err
