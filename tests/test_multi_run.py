@@ -156,6 +156,9 @@ def test_ties_are_never_split():
     assert sw.false_pos.tolist() == [4, 1, 0] and sw.false_neg.tolist() == [0, 1, 4]
     # All scores equal: no threshold separates anything, the bound is 0.
     assert mr.cp_audit(np.zeros(50), _labels(25, 25), DELTA, selection="same_data").epsilon == 0
+    fit = mr.gdp_fit(np.zeros(50), _labels(25, 25), DELTA)
+    assert fit.epsilon == 0 and fit.false_pos + fit.false_neg == 25
+    assert fit.fpr_upper == mr.cp_upper(fit.false_pos, 25, fit.rate_confidence)
 
 
 def test_heldout_uses_disjoint_parts():

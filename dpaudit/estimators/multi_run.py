@@ -215,13 +215,13 @@ def argmax_over_thresholds(
     best = (-1, -np.inf, 1.0, 1.0)
     for start in range(0, order.size, chunk):
         idx = order[start : start + chunk]
-        if ub[idx[0]] <= best[1]:
+        if best[0] >= 0 and ub[idx[0]] <= best[1]:
             break
         a = cp_upper(k0[idx], n0, level)
         b = cp_upper(k1[idx], n1, level)
         val = objective(a, b)
         i = int(np.argmax(val))
-        if val[i] > best[1]:
+        if best[0] < 0 or val[i] > best[1]:
             best = (int(idx[i]), float(val[i]), float(a[i]), float(b[i]))
     return best
 
