@@ -17,6 +17,7 @@ MECHANISMS: dict[str, str] = {
     "lidp_gaussian": "dpaudit.mechanisms.lidp_gaussian:score_file",
     "one_run_gaussian": "dpaudit.mechanisms.one_run_ideal:gaussian_score_file",
     "one_run_rr": "dpaudit.mechanisms.one_run_ideal:randomized_response_score_file",
+    "bgm": "dpaudit.mechanisms.batched_gaussian:bgm_score_file",
 }
 
 #: The score-file design each mechanism writes (decides which estimators apply).
@@ -24,6 +25,7 @@ DESIGNS: dict[str, str] = {
     "lidp_gaussian": "lidp",
     "one_run_gaussian": "one_run",
     "one_run_rr": "one_run",
+    "bgm": "multi_run",
 }
 
 
