@@ -3,6 +3,7 @@
 Importing this package registers every estimator family in :mod:`.registry`.
 """
 
+import dpaudit.estimators.fdp_one_run_audit  # noqa: F401  (registers "fdp_one_run")
 from dpaudit.estimators import one_run_audit  # noqa: F401  (registers "one_run")
 from dpaudit.estimators.registry import METHODS, get, register
 
