@@ -1,0 +1,1 @@
+"""Idealised mechanisms that produce per-canary scores with known privacy."""
