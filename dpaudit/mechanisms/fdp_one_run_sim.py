@@ -159,3 +159,67 @@ def simulate(
             c = compare_at_r(score, member, r, family, d, confidence, params.get("q"), guess)
             rows.append({"mechanism": mechanism, **params, "seed": seed, "delta": d, **vars(c)})
     return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Noise-free idealised curves: the expected error count of the f-DP channels themselves
+# --------------------------------------------------------------------------------------------
+
+
+def expected_wrong(
+    family: str,
+    theta: float,
+    n: int,
+    r: int,
+    delta: float | None = None,
+    q: float | None = None,
+) -> float:
+    """Expected number of wrong guesses among the r most confident of n independent
+    f_theta-DP channels with the MAP decoder (Theorem 3: sum_j v_j)."""
+    return float(fdp.v_vector(family, theta, n, r, delta=delta, q=q).sum() / (1 - fdp.V_ROUND_DOWN))
+
+
+def idealised_point(
+    family: str,
+    theta: float,
+    n: int,
+    r: int,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    q: float | None = None,
+) -> Comparison:
+    """Both bounds at the expected error count (rounded) of the mechanism's own channels
+    (top r by |privacy loss|): the curves of Figs. 3, 11, 12 without seed noise. The one-run
+    bound sees the same r guesses with r - wrong correct (m = n)."""
+    d = delta if family == "approx_dp" else None
+    wrong = int(round(expected_wrong(family, theta, n, r, d, q)))
+    b = fdp.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q)
+    e1 = one_run.epsilon_lower_bound(n, r, r - wrong, delta, confidence)
+    return Comparison(n, r, wrong, b.epsilon, e1, 1 - wrong / r)
+
+
+def idealised_r_curve(
+    family: str, theta: float, n: int, rs: list[int], delta: float = 1e-5,
+    confidence: float = 0.95, q: float | None = None,
+) -> list[Comparison]:
+    """Both bounds as r varies at fixed n (Fig. 12)."""
+    return [idealised_point(family, theta, n, r, delta, confidence, q) for r in rs]
+
+
+def idealised_n_curve(
+    family: str, theta: float, ns: list[int], r: int | None = None, r_fraction: float = 0.2,
+    delta: float = 1e-5, confidence: float = 0.95, q: float | None = None,
+) -> list[Comparison]:
+    """Both bounds as n varies, at fixed r (Fig. 11) or r = r_fraction n (Figs. 3-5, 7, 9)."""
+    out = []
+    for n in ns:
+        rr = min(n, r) if r is not None else max(1, round(r_fraction * n))
+        out.append(idealised_point(family, theta, n, rr, delta, confidence, q))
+    return out
+
+
+def idealised_delta_curve(
+    epsilon: float, deltas: list[float], n: int, r: int, confidence: float = 0.95
+) -> list[Comparison]:
+    """Randomized response at (epsilon, delta) for each delta, null f_{eps', delta} (Fig. 7)."""
+    return [idealised_point("approx_dp", epsilon, n, r, d, confidence) for d in deltas]
