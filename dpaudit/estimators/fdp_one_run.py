@@ -401,7 +401,8 @@ def chernoff_log_p(v: np.ndarray, wrong: int) -> float:
         return 0.0
     if u == 0:
         return float(np.sum(np.log1p(-v)))
-    log_v, log_1mv = np.log(v), np.log1p(-v)
+    with np.errstate(divide="ignore"):  # v = 0 (approx_dp's certain guesses): log v = -inf
+        log_v, log_1mv = np.log(v), np.log1p(-v)
 
     def dkappa(lam: float) -> float:
         # v e^lam / (1 - v + v e^lam) = expit(log v + lam - log(1 - v))
