@@ -399,6 +399,14 @@ def test_registered_runner_rows():
     assert by_sel["fixed"]["epsilon"] == pytest.approx(b.epsilon)
 
 
+def test_registered_runner_null_params_mean_defaults():
+    sf = _score_file()
+    rows = get("fdp_one_run").run(sf, {"family": None, "delta": None, "q": None, "r": None,
+                                       "r_fraction": 0.25, "r_grid": None,
+                                       "selections": ["fixed"], "tail": None, "guess": None})
+    assert rows[0]["r"] == 100 and rows[0]["family"] == "gdp" and rows[0]["delta_used"] == 1e-5
+
+
 def test_registered_runner_bad_params():
     method = get("fdp_one_run")
     sf = _score_file()

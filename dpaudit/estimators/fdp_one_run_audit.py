@@ -105,8 +105,10 @@ def audit_scores(
     )
 
     def claimed_p(nn: int, r: int, wrong: int) -> float:
-        if not math.isfinite(theta_claim):
+        if math.isnan(theta_claim):
             return math.nan
+        if math.isinf(theta_claim):  # the claim allows any theta: never rejected
+            return 1.0
         return fdp.p_value(nn, r, wrong, family, theta_claim, delta, q, tail)
 
     def bound_at(sc, mem, r, conf):
@@ -170,6 +172,8 @@ def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any
     unknown = sorted(set(params) - known)
     if unknown:
         raise ValueError(f"fdp_one_run: unknown parameter(s) {unknown}; allowed: {sorted(known)}")
+    # A config loader may fill schema defaults with null: null means "not given".
+    params = {k: v for k, v in params.items() if v is not None}
     family = fdp.canonical_family(params.get("family", "gdp"))
     delta = float(params.get("delta", sf.delta))
     q = params.get("q")
