@@ -35,10 +35,10 @@ def main() -> None:
     args = ap.parse_args()
     n, r = 100_000, 20_000
     wrong = round(F.v_vector("gdp", 1.0, n, r).sum())
-    F._beta_nodes.cache_clear()
+    F.clear_caches()
 
     def cold():
-        F._beta_nodes.cache_clear()
+        F.clear_caches()
         return F.epsilon_lower_bound(n, r, wrong, "gdp", 1e-5)
 
     t_cold, b = _time(cold, args.repeats)

@@ -163,9 +163,9 @@ def test_v_rank_interpolation(monkeypatch):
     n, r = 10_000, 3000
     approx = F.v_vector("gdp", 1.0, n, r)
     monkeypatch.setattr(F, "J_EXACT", 10**6)
-    F._beta_nodes.cache_clear()
+    F.clear_caches()
     full = F.v_vector("gdp", 1.0, n, r)
-    F._beta_nodes.cache_clear()
+    F.clear_caches()
     assert np.max(np.abs(approx - full) / full) < 1e-5
 
 
@@ -182,6 +182,14 @@ def test_chernoff_matches_binomial_kl_and_bounds_exact_tail():
         assert exact == pytest.approx(stats.binom.logcdf(u, r, p), rel=1e-9)
         assert exact <= F.chernoff_log_p(v, u)
     assert F.chernoff_log_p(v, 60) == 0.0  # u >= sum v
+    # the search statistic: signed root of the (two-sided) Chernoff exponent
+    for u in (10, 59, 61, 100, 200):
+        a = u / r
+        kl = a * math.log(a / p) + ((1 - a) * math.log((1 - a) / (1 - p)) if a < 1 else 0.0)
+        z = F.chernoff_signed_root(v, u)
+        assert z == pytest.approx(math.copysign(math.sqrt(2 * r * kl), 60 - u), rel=1e-8)
+        if u < 60:
+            assert math.exp(F.chernoff_log_p(v, u)) == pytest.approx(math.exp(-z * z / 2))
 
 
 def test_p_value_monotone_in_errors_and_parameter():

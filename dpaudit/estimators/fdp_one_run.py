@@ -123,9 +123,7 @@ def _safe_newton(
     ``fun`` returns (value, derivative). Newton steps that leave the bracket are replaced by
     bisection; the bracket is kept, so the iteration cannot diverge.
     """
-    lo = lo.copy()
-    hi = hi.copy()
-    s = 0.5 * (lo + hi) if start is None else start.copy()
+    s = 0.5 * (lo + hi) if start is None else start
     for _ in range(100):
         f, df = fun(s)
         f = f - log_t
@@ -143,24 +141,48 @@ def _safe_newton(
     return s
 
 
+_INV_SQRT_2PI = 1.0 / math.sqrt(2 * math.pi)
+
+
 def _gdp_log_survival(w: np.ndarray, mu: float) -> tuple[np.ndarray, np.ndarray]:
-    """log P[W >= w] and its derivative, W = |N(mu/2, 1)| (score |L| = mu W)."""
+    """log P[W >= w] and its derivative, W = |N(mu/2, 1)| (score |L| = mu W).
+
+    Linear scale (ndtr is accurate in the far tail) with a log-scale fallback where the
+    survival underflows."""
     a, b = w - mu / 2, w + mu / 2
-    log_s = np.logaddexp(special.log_ndtr(-a), special.log_ndtr(-b))
-    log_dens = np.logaddexp(-0.5 * a * a, -0.5 * b * b) - 0.5 * math.log(2 * math.pi)
-    return log_s, -np.exp(log_dens - log_s)
+    surv = special.ndtr(-a) + special.ndtr(-b)
+    dens = (np.exp(-0.5 * a * a) + np.exp(-0.5 * b * b)) * _INV_SQRT_2PI
+    tiny = surv < 1e-290
+    if np.any(tiny):
+        at, bt = a[tiny], b[tiny]
+        log_s = np.logaddexp(special.log_ndtr(-at), special.log_ndtr(-bt))
+        log_d = np.logaddexp(-0.5 * at * at, -0.5 * bt * bt) + math.log(_INV_SQRT_2PI)
+        out_log = np.log(np.where(tiny, 1.0, surv))
+        out_log[tiny] = log_s
+        ratio = np.where(tiny, 0.0, dens / np.where(tiny, 1.0, surv))
+        ratio[tiny] = np.exp(log_d - log_s)
+        return out_log, -ratio
+    return np.log(surv), -dens / surv
 
 
-def _gdp_quantile(t: np.ndarray, mu: float) -> np.ndarray:
-    """h(t) for mu-GDP: the base pair N(0,1) vs N(mu,1) (Def. 5); closed-form survival."""
+def _gdp_quantile(
+    t: np.ndarray, mu: float, aux: tuple[np.ndarray, ...] | None = None
+) -> np.ndarray:
+    """h(t) for mu-GDP: the base pair N(0,1) vs N(mu,1) (Def. 5); closed-form survival.
+
+    ``aux`` = (log t, ndtri(t), ndtri(min(t/2, 1/2))), which do not depend on mu."""
     if mu <= 0:
         return np.full_like(t, 0.5)
+    log_t, nd_t, nd_t2 = aux if aux is not None else _gdp_aux(t)
     # P[W >= w] lies between Phibar(w - mu/2) and 2 Phibar(w - mu/2): a bracket for w(t).
-    lo = np.maximum(0.0, mu / 2 - special.ndtri(t))
-    hi = np.maximum(lo, mu / 2 - special.ndtri(np.minimum(t / 2, 0.5)))
-    hi = np.maximum(hi, lo + 1e-12)
-    w = _safe_newton(lambda x: _gdp_log_survival(x, mu), np.log(t), lo, hi, start=lo)
+    lo = np.maximum(0.0, mu / 2 - nd_t)
+    hi = np.maximum(lo + 1e-12, mu / 2 - nd_t2)
+    w = _safe_newton(lambda x: _gdp_log_survival(x, mu), log_t, lo, hi, start=lo)
     return error_prob(mu * w)
+
+
+def _gdp_aux(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.log(t), special.ndtri(t), special.ndtri(np.minimum(t / 2, 0.5))
 
 
 def _laplace_quantile(t: np.ndarray, mu: float) -> np.ndarray:
@@ -304,6 +326,17 @@ def _beta_nodes(n: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return js, t, w
 
 
+@lru_cache(maxsize=64)
+def _gdp_nodes_aux(n: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return _gdp_aux(_beta_nodes(n, r)[1])
+
+
+def clear_caches() -> None:
+    """Forget the cached Beta quantiles (for timing cold runs, or after changing the grid)."""
+    _beta_nodes.cache_clear()
+    _gdp_nodes_aux.cache_clear()
+
+
 def _interp_ranks(js: np.ndarray, v_grid: np.ndarray, r: int) -> np.ndarray:
     if len(js) == r:
         return v_grid
@@ -335,7 +368,9 @@ def v_vector(
         p0 = float(special.expit(-theta))
         return p0 * stats.binom.cdf(np.arange(r), n, delta)
     js, t, w = _beta_nodes(int(n), int(r))
-    if family == "laplace":
+    if family == "gdp":
+        v_grid = _gdp_quantile(t, theta, _gdp_nodes_aux(int(n), int(r))) @ w
+    elif family == "laplace":
         v_grid = _laplace_v(js, n, theta)
     elif family == "subsampled_gaussian" and theta > 0 and sgm_kink(theta, q) is not None:
         h = lambda x: error_quantile(family, theta, x, q)  # noqa: E731
@@ -414,6 +449,43 @@ def chernoff_log_p(v: np.ndarray, wrong: int) -> float:
     lam = optimize.brentq(dkappa, lo, 0.0, xtol=1e-14, rtol=1e-14)
     kappa = -lam * u + float(np.sum(np.logaddexp(log_1mv, log_v + lam)))
     return min(0.0, kappa)
+
+
+def chernoff_signed_root(v: np.ndarray, wrong: int) -> float:
+    """z = sign(sum v - u) sqrt(-2 min_lambda kappa(lambda)), lambda over the whole real line.
+
+    For sum v > u the minimiser is negative and exp(min kappa) is the p-value of Eq. (26), so
+    "p <= alpha" is exactly "z >= sqrt(-2 ln alpha)". Unlike the p-value, which is flat (= 1)
+    once sum v <= u, z is smooth and nearly linear in the family parameter: it is what the
+    parameter search solves (used only to locate the root; rejection is checked on p)."""
+    v = np.asarray(v, dtype=float)
+    u = float(wrong)
+    total = float(v.sum())
+    if u == total:
+        return 0.0
+    with np.errstate(divide="ignore"):
+        log_v, log_1mv = np.log(v), np.log1p(-v)
+    if u == 0:
+        kappa = float(np.sum(log_1mv))
+    elif u == len(v):
+        kappa = float(np.sum(log_v))
+    else:
+
+        def dkappa(lam: float) -> float:
+            return float(special.expit(log_v + lam - log_1mv).sum()) - u
+
+        if total > u:
+            lo, hi = -1.0, 0.0
+            while dkappa(lo) > 0:
+                lo *= 2
+        else:
+            lo, hi = 0.0, 1.0
+            while dkappa(hi) < 0:
+                hi *= 2
+        lam = optimize.brentq(dkappa, lo, hi, xtol=1e-12, rtol=1e-12)
+        kappa = -lam * u + float(np.sum(np.logaddexp(log_1mv, log_v + lam)))
+    kappa = min(0.0, kappa)
+    return math.copysign(math.sqrt(-2 * kappa), total - u)
 
 
 def poisson_binomial_log_cdf(v: np.ndarray, wrong: int) -> float:
@@ -577,8 +649,9 @@ def param_lower_bound(
     """(theta_l, p-value at theta_l): the largest family parameter whose null is rejected at
     level 1 - confidence, 0 if none is (p-value then at theta = 0).
 
-    Root finding (Brent) on log p(theta) - log(alpha), then stepping down until the returned
-    parameter is itself rejected: the conservative end. Every f-family here is nested
+    Brent root finding on a smooth monotone transform of the p-value (see
+    :func:`chernoff_signed_root`), then stepping down until the returned parameter is itself
+    rejected (checked on the p-value): the conservative end. Every f-family here is nested
     (f_theta-DP implies f_theta'-DP for theta' >= theta), so rejecting theta_l rejects all
     smaller theta too, whatever the shape of p(theta).
     """
@@ -586,30 +659,56 @@ def param_lower_bound(
     _check(n, r, wrong)
     _check_confidence(confidence)
     _check_family_args(family, delta, q)
+    if tail not in TAILS:
+        raise ValueError(f"unknown tail {tail!r}; allowed: {', '.join(TAILS)}")
     log_alpha = math.log1p(-confidence)
+    # Root finding on a smooth monotone statistic z(theta) (decreasing in theta), with
+    # "rejected" <=> z >= z_alpha <=> p <= alpha. Chernoff: the signed root of the Chernoff
+    # exponent; exact tail: the normal quantile of the p-value.
+    z_alpha = math.sqrt(-2 * log_alpha) if tail == "chernoff" else -special.ndtri_exp(log_alpha)
+    memo: dict[float, tuple[float, float]] = {}
+
+    def evaluate(theta: float) -> tuple[float, float]:
+        if theta not in memo:
+            v = v_vector(family, theta, n, r, delta=delta, q=q)
+            if tail == "chernoff":
+                log_p, z = chernoff_log_p(v, wrong), chernoff_signed_root(v, wrong)
+            else:
+                log_p = poisson_binomial_log_cdf(v, wrong)
+                z = -float(special.ndtri_exp(log_p)) if log_p > -1e300 else math.inf
+            memo[theta] = (log_p, z)
+        return memo[theta]
+
+    def rejected(theta: float) -> bool:
+        return evaluate(theta)[0] <= log_alpha
 
     def f(theta: float) -> float:
-        return log_p_value(n, r, wrong, family, theta, delta, q, tail) - log_alpha
+        return min(evaluate(theta)[1], 1e300) - z_alpha
 
-    f0 = f(0.0)
-    if f0 > 0:
-        return 0.0, math.exp(f0 + log_alpha)
+    if not rejected(0.0):
+        return 0.0, math.exp(evaluate(0.0)[0])
     lo, hi = 0.0, 1.0
-    while f(hi) <= 0:
+    while rejected(hi):
         lo, hi = hi, 2 * hi
         if hi > PARAM_MAX:
             raise ValueError(
                 f"every {family} parameter up to {PARAM_MAX} is rejected (n={n}, r={r}, "
                 f"wrong={wrong}); the null family cannot describe these guesses"
             )
-    theta = optimize.brentq(f, lo, hi, xtol=PARAM_TOL, rtol=1e-12)
-    val = f(theta)
+    if f(lo) > 0 and f(hi) < 0:
+        theta = optimize.brentq(f, lo, hi, xtol=PARAM_TOL, rtol=1e-12)
+    else:  # z saturated at an end: plain bisection on the rejection itself
+        a, b = lo, hi
+        while b - a > PARAM_TOL:
+            mid = 0.5 * (a + b)
+            a, b = (mid, b) if rejected(mid) else (a, mid)
+        theta = a
+    # The conservative end: step down until the returned parameter is itself rejected.
     step = PARAM_TOL
-    while val > 0:
+    while not rejected(theta):
         theta = max(lo, theta - step)
-        val = f(theta)
         step *= 2
-    return float(theta), math.exp(val + log_alpha)
+    return float(theta), math.exp(evaluate(theta)[0])
 
 
 def epsilon_lower_bound(
