@@ -437,3 +437,17 @@ def test_guess_rules():
     assert (kp, km, wrong) == (1, 1, 1)
     with pytest.raises(ValueError, match="unknown guess rule"):
         F.released_guesses(score, member, 2, "random")
+
+
+def test_through_audit_table():
+    from dpaudit.audit import run_estimator
+
+    sf = _score_file(n=1000, mu=1.0, claimed=4.377)
+    df = run_estimator(sf, "fdp", {"method": "fdp_one_run", "r_fraction": 0.2,
+                                   "selections": ["fixed"]})
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert row["method"] == "fdp_one_run" and row["delta"] == 1e-5 and row["r"] == 200
+    assert 0 < row["epsilon"] < 4.377 + 1e-9
+    # the true claim (mu = 1 GDP) is not refuted
+    assert row["p_value"] > 0.05
