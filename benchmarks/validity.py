@@ -171,14 +171,15 @@ def main() -> None:
         "valid lower bound (95% confidence) exceeds the true epsilon: at most 0.05 up to",
         f"Monte Carlo error (one standard error at 0.05 is {se:.3f}). *null zero* is the fraction",
         "of repetitions whose bound is 0 when the membership bits are permuted (members and",
-        "non-members from one distribution): it must be at least 0.95.",
+        "non-members from one distribution): it must be at least 0.95, again up to Monte Carlo",
+        "error. The verdict allows three standard errors on both.",
         "",
         "| estimator | selection | mechanism | true epsilon | mean bound | over | null zero "
         "| verdict |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        ok = r["over"] <= 0.05 + 3 * se and r["null_zero"] >= 0.95
+        ok = r["over"] <= 0.05 + 3 * se and r["null_zero"] >= 0.95 - 3 * se
         lines.append(
             f"| {r['estimator']} | {r['selection']} | {r['mechanism']} | {r['true']:.3f} | "
             f"{r['mean_bound']:.3f} | {r['over']:.3f} | {r['null_zero']:.3f} | "
