@@ -60,9 +60,7 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
 
 
-def audit(
-    files: list[ScoreFile], specs: Mapping[str, Mapping[str, Any]]
-) -> pd.DataFrame:
+def audit(files: list[ScoreFile], specs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Every estimator in ``specs`` (name -> config block) on every file it applies to."""
     frames = [run_estimator(sf, name, spec) for sf in files for name, spec in specs.items()]
     frames = [f for f in frames if not f.empty]

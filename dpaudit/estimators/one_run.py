@@ -66,9 +66,7 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     return min(1.0, beta + alpha * delta * 2 * m)
 
 
-def epsilon_lower_bound(
-    m: int, r: int, v: int, delta: float, confidence: float = 0.95
-) -> float:
+def epsilon_lower_bound(m: int, r: int, v: int, delta: float, confidence: float = 0.95) -> float:
     """The largest epsilon rejected at level ``1 - confidence`` (0 if none is).
 
     Bisection as in the full version's Appendix D: grow the upper end in steps of 1 until the
@@ -196,9 +194,7 @@ def audit_scores(
             level = confidence if sel == "grid_max_uncorrected" else 1 - (1 - confidence) / g
             eps, kp, km, r, v = _best(rows, m, delta, level)
             out.append(
-                OneRunResult(
-                    sel, eps, kp, km, r, v, m, confidence, level, g, sel == "bonferroni"
-                )
+                OneRunResult(sel, eps, kp, km, r, v, m, confidence, level, g, sel == "bonferroni")
             )
         elif sel == "sample_split":
             rng = np.random.default_rng(split_seed)

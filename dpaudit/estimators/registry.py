@@ -50,6 +50,4 @@ def get(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise KeyError(
-            f"unknown estimator method {name!r}; allowed: {sorted(METHODS)}"
-        ) from None
+        raise KeyError(f"unknown estimator method {name!r}; allowed: {sorted(METHODS)}") from None
