@@ -98,6 +98,9 @@ class DPSGDConfig:
     ``batch_size`` is the expected batch size B: the normaliser of the noisy gradient sum, and
     the batch size of the shuffling samplers. ``sample_rate`` is the Poisson rate q (used by the
     ``poisson`` sampler and by the accountant). ``noise_multiplier`` 0 trains without noise.
+    ``steps_per_epoch`` (shuffling samplers only): T; ``None`` takes ``ceil(n_max / B)`` with
+    ``n_max`` the largest training set of the shard, which depends on the shard, so set it
+    (e.g. to ``ceil((n_base + n_canaries) / B)``) when a model must be recomputable alone.
     """
 
     steps: int
@@ -107,8 +110,11 @@ class DPSGDConfig:
     max_grad_norm: float
     lr: float
     sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    steps_per_epoch: int | None = None
 
     def __post_init__(self) -> None:
+        if self.steps_per_epoch is not None and self.steps_per_epoch < 1:
+            raise ValueError(f"steps_per_epoch must be >= 1, got {self.steps_per_epoch}")
         if self.steps < 0:
             raise ValueError(f"steps must be >= 0, got {self.steps}")
         if self.batch_size < 1:
@@ -402,7 +408,7 @@ def train_shard(
         raise ValueError("step_dots needs gradient canaries")
 
     n_max = max(len(np.asarray(t)) for t in data.train_items)
-    t_epoch = steps_per_epoch(max(n_max, 1), config.batch_size)
+    t_epoch = config.steps_per_epoch or steps_per_epoch(max(n_max, 1), config.batch_size)
     streams = [
         ModelBatchStream(config.sampler, items, config.sample_rate, t_epoch, s.sampling)
         for items, s in zip(data.train_items, seeds, strict=True)
