@@ -16,7 +16,10 @@ from torch import nn
 
 
 class SmallTanhCNN(nn.Sequential):
-    """Shallow tanh CNN, an ``nn.Sequential`` (features, classifier). ``input_shape`` is (channels, height, width)."""
+    """Shallow tanh CNN, an ``nn.Sequential`` (features, classifier).
+
+    ``input_shape`` is (channels, height, width).
+    """
 
     def __init__(self, input_shape: tuple[int, ...] = (3, 32, 32), num_classes: int = 10):
         if len(input_shape) != 3:

@@ -14,7 +14,10 @@ from torch import nn
 
 
 class LeNet5(nn.Sequential):
-    """LeNet-5 (tanh), an ``nn.Sequential`` (features, classifier) so the stacked engine runs it. ``input_shape`` is (channels, height, width)."""
+    """LeNet-5 (tanh), an ``nn.Sequential`` (features, classifier) so the stacked engine runs it.
+
+    ``input_shape`` is (channels, height, width).
+    """
 
     def __init__(self, input_shape: tuple[int, ...] = (1, 28, 28), num_classes: int = 10):
         if len(input_shape) != 3:
