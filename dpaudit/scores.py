@@ -143,7 +143,7 @@ def validate(sf: ScoreFile) -> None:
     not01 = ~np.isin(mem, (0, 1))
     if not01.any():
         t, c = np.argwhere(not01)[0]
-        _fail(src, f"membership must be 0 or 1, got {mem[t, c]!r} at trial {t}, canary {c}")
+        _fail(src, f"membership must be 0 or 1, got {mem[t, c].item()!r} at trial {t}, canary {c}")
     missing = [k for k in REQUIRED_META if k not in sf.meta]
     if missing:
         _fail(src, f"metadata lacks required key(s) {missing}; required: {list(REQUIRED_META)}")

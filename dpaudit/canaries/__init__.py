@@ -1,0 +1,1 @@
+"""Canaries: crafted examples (input space) or gradients, and how they are included."""

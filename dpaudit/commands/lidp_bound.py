@@ -1,0 +1,69 @@
+"""``dpaudit lidp-bound``: the LiDP lower bound (Pillutla et al. 2023, Alg. 1) of score files."""
+
+from __future__ import annotations
+
+import argparse
+
+from dpaudit.estimators import xbern
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "lidp-bound",
+        help="LiDP epsilon lower bound from lidp score files (Pillutla et al. 2023, Alg. 1)",
+        description="Lower bound on epsilon from score files of design 'lidp' (K inserted and "
+        "m null canaries per trial), with XBern confidence intervals (Algs. 2-7). Several "
+        "files are stacked as more trials of one setting.",
+    )
+    p.add_argument("scores", nargs="+", help="score file(s) (.npz) of one setting")
+    p.add_argument("--interval", choices=xbern.INTERVALS, default="wilson")
+    p.add_argument(
+        "--order",
+        type=int,
+        choices=xbern.ORDERS,
+        default=None,
+        help="1, 2 or 4 (default: 2; 1 for clopper_pearson)",
+    )
+    p.add_argument("--confidence", type=float, default=0.95, help="default: 0.95")
+    p.add_argument(
+        "--threshold",
+        default="heldout",
+        help="'heldout' (default), 'in_sample' (not valid) or a number",
+    )
+    p.add_argument("--heldout-fraction", type=float, default=0.5)
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--variant", choices=xbern.VARIANTS, default="printed")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpaudit import scores
+    from dpaudit.cli import emit
+    from dpaudit.estimators.lidp_audit import run_lidp
+
+    sf = scores.concat([scores.read(path) for path in args.scores])
+    threshold = args.threshold
+    if threshold not in ("heldout", "in_sample"):
+        threshold = float(threshold)
+    params = {
+        "interval": args.interval,
+        "confidence": args.confidence,
+        "threshold": threshold,
+        "heldout_fraction": args.heldout_fraction,
+        "split_seed": args.split_seed,
+        "variant": args.variant,
+    }
+    if args.order is not None:
+        params["order"] = args.order
+    row = run_lidp(sf, params)[0]
+    row = {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}  # NaN
+    label = "" if row["valid"] else " (NOT a valid bound: threshold tuned on the same trials)"
+    text = (
+        f"epsilon >= {row['epsilon']:.6f} at {row['confidence']:.0%} confidence{label}\n"
+        f"  {row['interval']} order {row['order']}, threshold {row['threshold']:.6g} "
+        f"({row['threshold_mode']}), {row['n_trials']} trials, K={row['K']}, m={row['m']}, "
+        f"p1_lower={row['p1_lower']:.6g}, p0_upper={row['p0_upper']:.6g}"
+    )
+    emit(row, args.json, text)
+    return 0

@@ -1,0 +1,1 @@
+"""Datasets: procedurally generated (no network) and real ones downloaded with checksums."""

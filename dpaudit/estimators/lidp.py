@@ -1,0 +1,324 @@
+"""LiDP lower bound on epsilon and its threshold tuning (Pillutla et al., NeurIPS 2023).
+
+Algorithm 1 (line 8): with ``x`` the (n, K) 0/1 statistics of the K inserted canaries (1 = the
+model falls in the rejection set R_k, i.e. score >= tau) and ``y`` the (n, m) statistics of m
+null canaries,
+
+    eps_hat = log( (p1_lower - delta) / p0_upper ),
+
+where ``p1_lower`` is an XBern lower bound on the mean of ``x`` at failure probability beta/2
+and ``p0_upper`` an XBern upper bound on the mean of ``y`` at beta/2 (:mod:`.xbern`), so that
+P(eps < eps_hat) <= beta (asymptotically for Wilson). Eq. (4) (add/remove, two models per
+trial) and Eq. (12) (replace-one, one model per trial; App. B.2) give the same computation.
+Only this direction of the DP inequality is audited, as in the paper. ``eps_hat`` is reported
+as 0 when the argument of the log is <= 1 or ``p1_lower <= delta``: 0 is always a valid bound.
+
+Threshold (App. E.1): "we repeat the estimation of eps_hat(tau) for a grid of thresholds on a
+holdout set of n trials, fix tau* = argmax, then report numbers over a fresh set of n trials".
+The grid (not given in the paper) is the released code's: 500 equally spaced points between
+min(q10(in scores), q10(null scores)) and max(q90(in), q90(null)), pooled over all trials and
+canaries of the *holdout* trials. Note 000 section 2.11 shows this grid reproduces the paper's
+numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from dpaudit.estimators import xbern
+from dpaudit.estimators.xbern import XBernInputError, XBernSummary
+
+#: Grid size and quantiles of the released code (note 000 section 2.11).
+GRID_SIZE = 500
+GRID_QUANTILES = (0.1, 0.9)
+#: Rows of scores processed at once when counting over the threshold grid (memory bound).
+CHUNK_ROWS = 2048
+
+
+def check_confidence(confidence: float) -> float:
+    try:
+        c = float(confidence)
+    except (TypeError, ValueError):
+        raise XBernInputError(f"confidence must be a number, got {confidence!r}") from None
+    if not 0.0 < c < 1.0:
+        raise XBernInputError(f"confidence must lie in (0, 1), got {confidence!r}")
+    return c
+
+
+def check_delta(delta: float) -> float:
+    d = float(delta)
+    if not 0.0 <= d < 1.0:
+        raise XBernInputError(f"delta must lie in [0, 1), got {delta!r}")
+    return d
+
+
+def epsilon_from_bounds(p1_lower, p0_upper, delta: float) -> np.ndarray:
+    """max(0, log((p1_lower - delta) / p0_upper)), elementwise; 0 where p1_lower <= delta."""
+    p1 = np.asarray(p1_lower, dtype=float) - delta
+    p0 = np.asarray(p0_upper, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = np.log(p1 / p0)
+    return np.where((p1 > 0) & (p0 > 0) & np.isfinite(eps), np.maximum(eps, 0.0), 0.0)
+
+
+@dataclass
+class LiDPBound:
+    """The bound and the pieces it is made of (one row of the audit table)."""
+
+    epsilon: float
+    p1_lower: float
+    p0_upper: float
+    mu1_hat: float
+    mu0_hat: float
+    n_trials: int
+    K: int
+    m: int
+    interval: str
+    order: int
+    confidence: float
+    variant: str
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def _side_bounds(sx: XBernSummary, sy: XBernSummary, beta: float, interval, order, variant):
+    p1_lower, _ = xbern.bounds(sx, beta / 2, interval, order, variant)
+    _, p0_upper = xbern.bounds(sy, beta / 2, interval, order, variant)
+    return p1_lower, p0_upper
+
+
+def epsilon_lower_bound(
+    x: np.ndarray,
+    y: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    interval: str = "wilson",
+    order: int = 2,
+    variant: str = "printed",
+) -> LiDPBound:
+    """Algorithm 1, line 8, from 0/1 matrices ``x`` (n, K) (inserted) and ``y`` (n', m) (null).
+
+    ``beta = 1 - confidence`` is split in half between the two sides.
+    """
+    confidence = check_confidence(confidence)
+    delta = check_delta(delta)
+    x = xbern.check_binary(x, "x (inserted canaries)")
+    y = xbern.check_binary(y, "y (null canaries)")
+    xbern.check_order(order, x.shape[1], interval, "x (inserted canaries)")
+    xbern.check_order(order, y.shape[1], interval, "y (null canaries)")
+    sx = XBernSummary.from_binary(x, order)
+    sy = XBernSummary.from_binary(y, order)
+    beta = 1.0 - confidence
+    p1, p0 = _side_bounds(sx, sy, beta, interval, order, variant)
+    return LiDPBound(
+        epsilon=float(epsilon_from_bounds(p1, p0, delta)),
+        p1_lower=float(p1),
+        p0_upper=float(p0),
+        mu1_hat=float(sx.moments[0]),
+        mu0_hat=float(sy.moments[0]),
+        n_trials=int(x.shape[0]),
+        K=int(x.shape[1]),
+        m=int(y.shape[1]),
+        interval=interval,
+        order=int(order),
+        confidence=confidence,
+        variant=variant,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Thresholds
+# ---------------------------------------------------------------------------------------------
+
+
+def check_scores(score: np.ndarray, name: str) -> np.ndarray:
+    score = np.asarray(score, dtype=np.float64)
+    if score.ndim != 2 or score.shape[0] < 1 or score.shape[1] < 1:
+        raise XBernInputError(f"{name} must be a non-empty 2-D (trials, canaries) array")
+    bad = ~np.isfinite(score)
+    if bad.any():
+        t, k = np.argwhere(bad)[0]
+        raise XBernInputError(f"{name} is not finite at trial {t}, canary {k}")
+    return score
+
+
+def threshold_grid(
+    score_in: np.ndarray, score_out: np.ndarray, size: int = GRID_SIZE
+) -> np.ndarray:
+    """``size`` equally spaced thresholds from min of the two 10% quantiles to max of the two
+    90% quantiles (released code; note 000 section 2.11)."""
+    lo_q, hi_q = GRID_QUANTILES
+    qi = np.quantile(score_in, [lo_q, hi_q])
+    qo = np.quantile(score_out, [lo_q, hi_q])
+    return np.linspace(min(qi[0], qo[0]), max(qi[1], qo[1]), int(size))
+
+
+def summaries_over_grid(score: np.ndarray, grid: np.ndarray, order: int) -> XBernSummary:
+    """XBern summaries of ``score >= tau`` for every tau in ``grid`` (sorted ascending), batched.
+
+    For each score, ``c = #{j : grid_j <= score}``; the count of ones of a row at threshold j
+    is the number of its scores with ``c > j``, a reverse cumulative sum of a per-row histogram
+    of ``c``. Cost O(n K log G + n G), memory O(CHUNK_ROWS * G).
+    """
+    n, K = score.shape
+    G = len(grid)
+    order = min(order, K)
+    per_count = xbern.per_row_moments(np.arange(K + 1), K, order)  # (order, K + 1)
+    hist_counts = np.zeros((K + 1, G), dtype=np.int64)  # how many rows have count s at tau_j
+    cols = np.arange(G)
+    for start in range(0, n, CHUNK_ROWS):
+        block = score[start : start + CHUNK_ROWS]
+        rows = block.shape[0]
+        c = np.searchsorted(grid, block, side="right")  # (rows, K) in 0..G
+        hist = np.bincount(
+            (np.arange(rows)[:, None] * (G + 1) + c).ravel(), minlength=rows * (G + 1)
+        ).reshape(rows, G + 1)
+        # ones of row i at threshold j = sum_{v > j} hist[i, v]
+        above = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1][:, 1:]  # (rows, G)
+        hist_counts += np.bincount((above * G + cols).ravel(), minlength=(K + 1) * G).reshape(
+            K + 1, G
+        )
+    moments = per_count @ hist_counts / n  # (order, G)
+    first = (score[:, :1] >= grid[None, :]).sum(axis=0)
+    return XBernSummary(n=n, K=K, moments=moments, first=first)
+
+
+def epsilon_curve(
+    score_in: np.ndarray,
+    score_out: np.ndarray,
+    grid: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    interval: str = "wilson",
+    order: int = 2,
+    variant: str = "printed",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(eps_hat, p1_lower, p0_upper) at every threshold of ``grid`` (statistic: score >= tau)."""
+    confidence = check_confidence(confidence)
+    delta = check_delta(delta)
+    score_in = check_scores(score_in, "score_in")
+    score_out = check_scores(score_out, "score_out")
+    xbern.check_order(order, score_in.shape[1], interval, "score_in (inserted canaries)")
+    xbern.check_order(order, score_out.shape[1], interval, "score_out (null canaries)")
+    grid = np.sort(np.asarray(grid, dtype=float))
+    sx = summaries_over_grid(score_in, grid, order)
+    sy = summaries_over_grid(score_out, grid, order)
+    p1, p0 = _side_bounds(sx, sy, 1.0 - confidence, interval, order, variant)
+    return epsilon_from_bounds(p1, p0, delta), p1, p0
+
+
+def tune_threshold(
+    score_in: np.ndarray,
+    score_out: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    interval: str = "wilson",
+    order: int = 2,
+    variant: str = "printed",
+    grid_size: int = GRID_SIZE,
+) -> tuple[float, float]:
+    """(tau*, eps_hat(tau*)): the grid threshold maximising eps_hat on these (holdout) trials.
+
+    Ties go to the smallest threshold. The returned eps_hat is *not* a valid bound: it was
+    maximised over the grid on the same data.
+    """
+    grid = threshold_grid(score_in, score_out, grid_size)
+    eps, _, _ = epsilon_curve(
+        score_in, score_out, grid, delta, confidence, interval, order, variant
+    )
+    j = int(np.argmax(eps))
+    return float(grid[j]), float(eps[j])
+
+
+@dataclass
+class LiDPAudit(LiDPBound):
+    """:class:`LiDPBound` at a chosen threshold, with how the threshold was chosen."""
+
+    threshold: float = float("nan")
+    threshold_mode: str = ""
+    n_tune: int = 0
+    tuned_epsilon: float = float("nan")
+    valid: bool = False
+
+
+def split_trials(n: int, heldout_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random split of trial indices into (holdout, evaluation) parts, both non-empty."""
+    if not 0.0 < heldout_fraction < 1.0:
+        raise XBernInputError(f"heldout_fraction must lie in (0, 1), got {heldout_fraction!r}")
+    n_tune = int(round(heldout_fraction * n))
+    if n_tune < 1 or n - n_tune < 1:
+        raise XBernInputError(
+            f"cannot split {n} trials into non-empty holdout and evaluation parts with "
+            f"heldout_fraction={heldout_fraction}"
+        )
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[:n_tune]), np.sort(perm[n_tune:])
+
+
+def audit_scores(
+    score_in: np.ndarray,
+    score_out: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    interval: str = "wilson",
+    order: int = 2,
+    variant: str = "printed",
+    threshold: float | str = "heldout",
+    heldout_fraction: float = 0.5,
+    split_seed: int = 0,
+    grid_size: int = GRID_SIZE,
+) -> LiDPAudit:
+    """The LiDP audit of one set of trials: rows of ``score_in`` (n, K) and ``score_out``
+    (n, m) are the same trials (models); higher score means IN.
+
+    ``threshold``:
+      * a number: fixed in advance; all n trials are used; valid.
+      * ``"heldout"``: tuned on a random ``heldout_fraction`` of the trials (App. E.1), the bound
+        computed on the other trials; valid.
+      * ``"in_sample"``: tuned and evaluated on all trials (the released code's "reuse" mode,
+        "for testing only"); NOT a valid bound (``valid=False``).
+    """
+    score_in = check_scores(score_in, "score_in")
+    score_out = check_scores(score_out, "score_out")
+    if score_in.shape[0] != score_out.shape[0]:
+        raise XBernInputError(
+            f"score_in has {score_in.shape[0]} trials but score_out has {score_out.shape[0]}"
+        )
+    confidence = check_confidence(confidence)
+    delta = check_delta(delta)
+    xbern.check_order(order, score_in.shape[1], interval, "score_in (inserted canaries)")
+    xbern.check_order(order, score_out.shape[1], interval, "score_out (null canaries)")
+    kw = dict(confidence=confidence, interval=interval, order=order, variant=variant)
+    n = score_in.shape[0]
+    if isinstance(threshold, str):
+        if threshold == "heldout":
+            tune, ev = split_trials(n, heldout_fraction, split_seed)
+            valid = True
+        elif threshold == "in_sample":
+            tune = ev = np.arange(n)
+            valid = False
+        else:
+            raise XBernInputError(
+                f"threshold must be a number, 'heldout' or 'in_sample', got {threshold!r}"
+            )
+        tau, tuned_eps = tune_threshold(
+            score_in[tune], score_out[tune], delta, grid_size=grid_size, **kw
+        )
+        n_tune = len(tune)
+    else:
+        tau = float(threshold)
+        if not np.isfinite(tau):
+            raise XBernInputError(f"a fixed threshold must be finite, got {threshold!r}")
+        ev, valid, tuned_eps, n_tune = np.arange(n), True, float("nan"), 0
+    res = epsilon_lower_bound(score_in[ev] >= tau, score_out[ev] >= tau, delta, **kw)
+    return LiDPAudit(
+        **res.as_row(),
+        threshold=tau,
+        threshold_mode=threshold if isinstance(threshold, str) else "fixed",
+        n_tune=n_tune,
+        tuned_epsilon=tuned_eps,
+        valid=valid,
+    )

@@ -1,0 +1,107 @@
+"""Applies the LiDP estimator (:mod:`.lidp`) to score files of design ``lidp``.
+
+Mapping of a LiDP trial to the ``(trials, canaries)`` arrays of :mod:`dpaudit.scores`:
+
+* one row per trial, i.e. per trained model (replace-one variant, App. B.2 / Eq. (12): one
+  model per trial) or per pair of models (add/remove, Algorithm 1 / Eq. (4): the inserted
+  canaries scored on A(D u {c_1..c_K}), the null canaries on A(D u {c_1..c_{K-1}}));
+* columns are the K inserted canaries (``membership`` 1) and the m null canaries, fresh i.i.d.
+  draws from the same canary distribution that were never inserted (``membership`` 0), in any
+  order; every row must have the same K and the same m (the paper and its code use m = K);
+* ``score`` higher means IN (e.g. minus the loss, or the inner product <c, theta> for the
+  Gaussian mechanism); the statistic is ``score >= threshold``.
+
+The score file's ``meta`` may carry ``lidp_variant`` ("replace_one" or "add_remove"); it is
+copied to the output rows but does not change the computation. The paper's "DP + Wilson"
+baseline is this same method on a file with K = 1 (one canary per model) and ``order: 1``, so
+no separate method is registered for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpaudit.estimators import lidp
+from dpaudit.estimators.registry import register
+from dpaudit.scores import ScoreFile, ScoreFileError
+
+#: Parameters the runner reads, with defaults.
+DEFAULTS: dict[str, Any] = {
+    "interval": "wilson",
+    "order": 2,
+    "confidence": 0.95,
+    "threshold": "heldout",
+    "heldout_fraction": 0.5,
+    "split_seed": 0,
+    "grid_size": lidp.GRID_SIZE,
+    "variant": "printed",
+}
+
+
+def split_in_out(sf: ScoreFile) -> tuple[np.ndarray, np.ndarray]:
+    """(score_in (n, K), score_out (n, m)) from a ``lidp`` score file, row order kept."""
+    mem = sf.membership.astype(bool)
+    k_per_row = mem.sum(axis=1)
+    m_per_row = (~mem).sum(axis=1)
+    for name, per_row in (
+        ("inserted (membership 1)", k_per_row),
+        ("null (membership 0)", m_per_row),
+    ):
+        if per_row.min() < 1:
+            t = int(np.argmin(per_row))
+            raise ScoreFileError(f"{sf.source}: trial {t} has no {name} canaries")
+        if per_row.min() != per_row.max():
+            t = int(np.argmax(per_row != per_row[0]))
+            raise ScoreFileError(
+                f"{sf.source}: every trial must have the same number of {name} canaries; "
+                f"trial 0 has {per_row[0]}, trial {t} has {per_row[t]}"
+            )
+    n = sf.n_trials
+    return sf.score[mem].reshape(n, -1), sf.score[~mem].reshape(n, -1)
+
+
+def _confidence(params: dict[str, Any]) -> float:
+    conf = params.get("confidence")
+    beta = params.get("beta")
+    if beta is not None:
+        beta = float(beta)
+        if conf is not None and abs(float(conf) - (1 - beta)) > 1e-12:
+            raise ValueError(f"give confidence or beta, not both inconsistently: {conf}, {beta}")
+        return 1.0 - beta
+    return float(DEFAULTS["confidence"] if conf is None else conf)
+
+
+@register("lidp", designs=("lidp",))
+def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pillutla et al. LiDP bound (Alg. 1 with XBern intervals, Algs. 2-7), threshold tuned on
+    held-out trials (App. E.1) or fixed."""
+    if sf.meta["design"] != "lidp":
+        raise ScoreFileError(f"{sf.source}: lidp applies to design 'lidp' only")
+    unknown = set(params) - set(DEFAULTS) - {"beta"}
+    if unknown:
+        raise ValueError(
+            f"unknown lidp parameter(s) {sorted(unknown)}; allowed: {sorted(DEFAULTS) + ['beta']}"
+        )
+    p = {**DEFAULTS, **params}
+    interval = p["interval"]
+    order = int(p["order"]) if "order" in params or interval != "clopper_pearson" else 1
+    score_in, score_out = split_in_out(sf)
+    res = lidp.audit_scores(
+        score_in,
+        score_out,
+        delta=sf.delta,
+        confidence=_confidence(params),
+        interval=interval,
+        order=order,
+        variant=p["variant"],
+        threshold=p["threshold"],
+        heldout_fraction=float(p["heldout_fraction"]),
+        split_seed=int(p["split_seed"]),
+        grid_size=int(p["grid_size"]),
+    )
+    row = res.as_row()
+    row["asymptotic"] = interval == "wilson"
+    row["lidp_variant"] = sf.meta.get("lidp_variant", "")
+    return [row]

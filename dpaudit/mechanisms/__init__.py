@@ -1,0 +1,1 @@
+"""Idealised mechanisms that write score files (no training)."""

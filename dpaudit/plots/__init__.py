@@ -1,0 +1,5 @@
+"""Figures (matplotlib, Agg backend: no display needed)."""
+
+import matplotlib
+
+matplotlib.use("Agg")

@@ -1,0 +1,1 @@
+"""DP-SGD training that produces per-canary score files."""

@@ -1,0 +1,98 @@
+"""One training run of the one-run design, from config blocks to a score file.
+
+The experiment's canaries (their inputs and labels) depend only on the canary seed, so every
+setting audits the same canaries; the coins (who is IN), the initialisation, the batches and
+the noise depend on the run seed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from dpaudit.canaries.inclusion import fair_coins
+from dpaudit.canaries.input_space import random_inputs
+from dpaudit.models import build_model
+from dpaudit.scores import FORMAT_VERSION, ScoreFile
+from dpaudit.seeding import derive_seed
+from dpaudit.training.dpsgd import DPSGDParams, summary, train_with_canaries
+
+CANARY_TYPES = ("random_input",)
+
+
+def make_canaries(data: dict[str, np.ndarray], spec: dict[str, Any]) -> tuple[np.ndarray, ...]:
+    """The canary inputs and labels of ``spec`` (type, m, seed, ...)."""
+    kind = spec["type"]
+    if kind == "random_input":
+        n_features = int(np.prod(data["x_train"].shape[1:]))
+        n_classes = int(data["y_train"].max()) + 1
+        x, y = random_inputs(
+            spec["m"], n_features, n_classes, spec.get("scale", 1.0), spec.get("seed", 0)
+        )
+        return x.reshape((spec["m"], *data["x_train"].shape[1:])), y
+    raise ValueError(f"unknown canary type {kind!r}; allowed: {list(CANARY_TYPES)}")
+
+
+def run_setting(
+    data: dict[str, np.ndarray],
+    *,
+    experiment: str,
+    setting: str,
+    seed: int,
+    model: dict[str, Any],
+    canaries: dict[str, Any],
+    train: dict[str, Any],
+    target_epsilon: float | None,
+    device: str = "auto",
+) -> ScoreFile:
+    """Train one model of ``setting`` with run seed ``seed``; return its score file."""
+    canary_x, canary_y = make_canaries(data, canaries)
+    membership = fair_coins(len(canary_y), derive_seed(seed, "coins"))
+    torch.manual_seed(derive_seed(seed, "init"))
+    spec = dict(model)
+    name = spec.pop("name")
+    net = build_model(
+        name,
+        in_features=int(np.prod(data["x_train"].shape[1:])),
+        n_classes=int(data["y_train"].max()) + 1,
+        **spec,
+    )
+    params = DPSGDParams(
+        epochs=train["epochs"],
+        batch_size=train["batch_size"],
+        lr=train["lr"],
+        momentum=train.get("momentum", 0.0),
+        max_grad_norm=train["max_grad_norm"],
+        delta=train["delta"],
+        target_epsilon=target_epsilon,
+        accountant=train.get("accountant", "rdp"),
+    )
+    result = train_with_canaries(
+        net, data, canary_x, canary_y, membership, params, derive_seed(seed, "train"), device
+    )
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "experiment": experiment,
+        "setting": setting,
+        "seed": seed,
+        "design": "one_run",
+        "threat_model": "black_box_loss",
+        "score": "minus_loss",
+        "canary_type": canaries["type"],
+        "claimed_epsilon": result.claimed_epsilon,
+        "target_epsilon": target_epsilon,
+        "delta": train["delta"],
+        "accountant": result.accountant,
+        "sampler": "poisson",
+        "m": len(canary_y),
+        "n_train": int(len(data["y_train"])),
+        **summary(result),
+    }
+    return ScoreFile(
+        score=result.canary_scores[None, :],
+        membership=membership[None, :],
+        canary_id=np.arange(len(canary_y))[None, :],
+        meta=meta,
+    )

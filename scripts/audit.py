@@ -1,0 +1,12 @@
+"""Snakemake adapter: run one estimator on one score file."""
+
+from dpaudit import scores
+from dpaudit.audit import run_estimator
+from dpaudit.io import write_csv
+from dpaudit.pipeline import script_logging
+
+log = script_logging(snakemake.log[0])
+sf = scores.read(snakemake.input.scores)
+table = run_estimator(sf, snakemake.wildcards.estimator, snakemake.params.estimator)
+write_csv(snakemake.output.table, table)
+log.info("%d row(s); max epsilon %s", len(table), table["epsilon"].max() if len(table) else None)

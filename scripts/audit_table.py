@@ -1,0 +1,10 @@
+"""Snakemake adapter: concatenate the per-file audit rows into one tidy table."""
+
+from dpaudit.io import write_csv
+from dpaudit.pipeline import script_logging
+from dpaudit.tables import concat_tables
+
+log = script_logging(snakemake.log[0])
+table = concat_tables(list(snakemake.input))
+write_csv(snakemake.output[0], table)
+log.info("%d rows from %d files", len(table), len(snakemake.input))

@@ -1,0 +1,64 @@
+"""The dpaudit command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dpaudit.cli import main
+
+
+def test_one_run_bound_json(capsys):
+    code = main(
+        [
+            "one-run-bound",
+            "--m",
+            "100000",
+            "--r",
+            "1510",
+            "--correct",
+            "1439",
+            "--delta",
+            "1e-5",
+            "--json",
+        ]
+    )
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epsilon"] == pytest.approx(2.6759, abs=1e-3)  # note 001 section 5
+
+
+def test_one_run_bound_text_and_errors(capsys):
+    assert (
+        main(["one-run-bound", "--m", "100", "--r", "100", "--correct", "100", "--delta", "0"]) == 0
+    )
+    assert "epsilon >= 3.49" in capsys.readouterr().out
+    assert main(["one-run-bound", "--m", "10", "--r", "100", "--correct", "5", "--delta", "0"]) == 2
+    assert "r <= m" in capsys.readouterr().err
+
+
+def test_console_script_module_entry():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpaudit.cli",
+            "one-run-bound",
+            "--m",
+            "1000",
+            "--r",
+            "1000",
+            "--correct",
+            "1000",
+            "--delta",
+            "1e-5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout)["epsilon"] == pytest.approx(5.78, abs=0.01)

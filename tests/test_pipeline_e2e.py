@@ -1,0 +1,168 @@
+"""End to end: the Snakemake pipeline on config/test.yaml in a temporary directory.
+
+One full run (about a minute on one core) is shared by the tests below; each later test only
+asks Snakemake what it *would* do (dry runs) or reruns single targets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from dpaudit import scores
+from dpaudit.estimators.one_run import audit_scores
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_CONFIG = REPO / "config" / "test.yaml"
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir: Path, *args: str, configfile: Path = TEST_CONFIG, check: bool = True):
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(configfile),
+        "--cores",
+        "2",
+        *args,
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    if check and done.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run as {rule: count}; {} when nothing is to be done."""
+    if "Nothing to be done" in output:
+        return {}
+    block = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.M)}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("e2e")
+    snakemake(workdir)
+    return workdir
+
+
+def test_table_figure_and_report_exist_with_sane_values(run_dir):
+    table = pd.read_csv(run_dir / "results/tiny/audit.csv")
+    assert set(table["setting"]) == {"eps4", "nonprivate"}
+    assert set(table["selection"]) == {"grid_max_uncorrected", "bonferroni"}
+    assert (table["epsilon"] >= 0).all() and np.isfinite(table["epsilon"]).all()
+    private = table[table["setting"] == "eps4"]
+    assert (private["claimed_epsilon"].between(3.5, 4.0)).all()  # Opacus RDP hits the target
+    assert (private["epsilon"] < private["claimed_epsilon"]).all()
+    assert not table.loc[table["selection"] == "grid_max_uncorrected", "valid"].any()
+    for suffix in ("pdf", "png"):
+        fig = run_dir / f"results/tiny/figures/eps_empirical_vs_claimed.{suffix}"
+        assert fig.stat().st_size > 5000
+    assert (run_dir / "results/tiny/figures/eps_empirical_vs_claimed.png").read_bytes()[:4] == (
+        b"\x89PNG"
+    )
+    report = (run_dir / "results/report.html").read_text(errors="ignore")
+    assert "audit.csv" in report and "eps_empirical_vs_claimed" in report
+
+
+def test_nonprivate_run_gives_positive_bound(run_dir):
+    table = pd.read_csv(run_dir / "results/tiny/audit.csv")
+    row = table[(table["setting"] == "nonprivate") & (table["selection"] == "bonferroni")]
+    assert float(row["epsilon"].iloc[0]) > 0.5
+
+
+def test_permuted_membership_null_control(run_dir):
+    """The noise-free run's scores with the membership bits permuted: the valid bound is 0 in
+    nearly all repetitions (here at least 95 of 100)."""
+    sf = scores.read(run_dir / "results/tiny/scores/nonprivate/seed0.npz")
+    rng = np.random.default_rng(0)
+    zeros = 0
+    for _ in range(100):
+        member = rng.permutation(sf.membership[0])
+        (res,) = audit_scores(sf.score[0], member, sf.delta, 0.95, selections=["bonferroni"])
+        zeros += res.epsilon == 0.0
+    assert zeros >= 95
+
+
+def test_complete_run_schedules_nothing(run_dir):
+    assert job_counts(snakemake(run_dir, "-n").stdout) == {}
+
+
+def test_changing_confidence_reruns_no_training(run_dir, tmp_path):
+    cfg = yaml.safe_load(TEST_CONFIG.read_text())
+    cfg["estimators"]["one_run"]["confidence"] = 0.9
+    path = tmp_path / "conf.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    counts = job_counts(snakemake(run_dir, "-n", configfile=path).stdout)
+    assert "train" not in counts and "prepare_dataset" not in counts
+    assert counts["audit"] == 2 and counts["figure_eps"] == 1
+
+
+def test_changing_one_setting_reruns_only_it(run_dir, tmp_path):
+    cfg = yaml.safe_load(TEST_CONFIG.read_text())
+    cfg["experiments"]["tiny"]["train"]["target_epsilons"] = [4, 8]
+    path = tmp_path / "more.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    counts = job_counts(snakemake(run_dir, "-n", configfile=path).stdout)
+    assert counts["train"] == 1 and counts["audit"] == 1  # only the new eps8 setting
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda c: c["experiments"]["tiny"]["train"].update(epochz=3), "experiments.tiny.train"),
+        (
+            lambda c: c["experiments"]["tiny"]["train"].update(target_epsilons=[-1]),
+            "experiments.tiny.train.target_epsilons[0]",
+        ),
+    ],
+    ids=["misspelled-key", "negative-epsilon"],
+)
+def test_bad_config_fails_before_any_job(tmp_path, edit, key):
+    cfg = yaml.safe_load(TEST_CONFIG.read_text())
+    edit(cfg)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    done = snakemake(workdir, "-n", configfile=path, check=False)
+    assert done.returncode != 0
+    assert key in done.stderr + done.stdout
+    assert not (workdir / "results").exists() and not (workdir / "resources").exists()
+
+
+def test_deleting_a_score_file_reruns_only_its_job(run_dir):
+    victim = run_dir / "results/tiny/scores/eps4/seed0.npz"
+    saved = victim.read_bytes()
+    victim.unlink()
+    counts = job_counts(snakemake(run_dir, "-n").stdout)
+    assert counts == {"train": 1, "audit": 1, "audit_table": 1, "figure_eps": 1, "all": 1}
+    snakemake(run_dir, "results/tiny/scores/eps4/seed0.npz")
+    assert victim.read_bytes() == saved  # and it is reproduced bit for bit
+
+
+def test_same_config_gives_identical_score_files(run_dir, tmp_path):
+    other = tmp_path / "again"
+    other.mkdir()
+    targets = ["results/tiny/scores/eps4/seed0.npz", "results/tiny/scores/nonprivate/seed0.npz"]
+    snakemake(other, *targets)
+    for t in targets:
+        assert (other / t).read_bytes() == (run_dir / t).read_bytes(), t
+    shutil.rmtree(other)
