@@ -87,8 +87,13 @@ def test_fetch_from_http_mirror(tmp_path, payload):
         fetch(UPSTREAM, dest2, _sha(data), mirror=[f"{base}/nowhere", base])
         assert dest2.read_bytes() == data
         with pytest.raises(DownloadError, match="404"):
-            fetch(UPSTREAM, tmp_path / "out3" / "payload.bin", _sha(data),
-                  mirror=f"{base}/nowhere", attempts=1)
+            fetch(
+                UPSTREAM,
+                tmp_path / "out3" / "payload.bin",
+                _sha(data),
+                mirror=f"{base}/nowhere",
+                attempts=1,
+            )
     finally:
         server.shutdown()
         server.server_close()
@@ -260,8 +265,11 @@ def test_cifar10_python_tarball(tmp_path, monkeypatch):
     info = fixtures.make_mirror(m, "cifar10", n_train=25, n_test=8, seed=3)
     md5 = info["member_md5"]
     # torchvision re-checks each extracted batch against its own MD5 list: point it at ours.
-    monkeypatch.setattr(tvd.CIFAR10, "train_list", [[f"data_batch_{i}", md5[f"data_batch_{i}"]]
-                                                    for i in range(1, 6)])
+    monkeypatch.setattr(
+        tvd.CIFAR10,
+        "train_list",
+        [[f"data_batch_{i}", md5[f"data_batch_{i}"]] for i in range(1, 6)],
+    )
     monkeypatch.setattr(tvd.CIFAR10, "test_list", [["test_batch", md5["test_batch"]]])
     monkeypatch.setattr(tvd.CIFAR10, "meta", {**tvd.CIFAR10.meta, "md5": md5["batches.meta"]})
     root = tmp_path / "root"
@@ -299,8 +307,9 @@ def test_svhn_mat(tmp_path, monkeypatch):
 def test_location_like_archive_from_mirror(tmp_path, monkeypatch):
     m = tmp_path / "mirror"
     info = fixtures.make_mirror(m, "location", n_train=70, n_test=20, seed=5)
-    monkeypatch.setitem(tabular.TABULAR_DATASETS, "location",
-                        replace(tabular.TABULAR_DATASETS["location"], rows=90))
+    monkeypatch.setitem(
+        tabular.TABULAR_DATASETS, "location", replace(tabular.TABULAR_DATASETS["location"], rows=90)
+    )
     sha = info["checksums"]["dataset_location.tgz"]
     d = tabular.load_tabular("location", tmp_path / "root", m.as_uri(), sha256=sha)
     assert d["x"].shape == (90, 446) and d["x"].dtype == np.uint8
@@ -312,8 +321,9 @@ def test_location_like_archive_from_mirror(tmp_path, monkeypatch):
 
 
 def test_table_parser_rejects_malformed(tmp_path):
-    p = fixtures.write_shokri_table(tmp_path / "t.tgz", "bangkok", np.ones((4, 3)), [1, 2, 1, 2],
-                                    quote_labels=True)
+    p = fixtures.write_shokri_table(
+        tmp_path / "t.tgz", "bangkok", np.ones((4, 3)), [1, 2, 1, 2], quote_labels=True
+    )
     x, y = tabular.parse_table(p, features=3, classes=2)
     assert x.shape == (4, 3) and y.tolist() == [0, 1, 0, 1]
     with pytest.raises(ValueError, match="columns"):
@@ -352,7 +362,10 @@ def _shared_dir() -> tuple[Path | None, list[Path]]:
     try:
         common = subprocess.run(
             ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=REPO, capture_output=True, text=True, check=True,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         candidates.append(Path(common).parent.parent / "shared")
     except (OSError, subprocess.CalledProcessError):

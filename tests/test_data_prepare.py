@@ -25,7 +25,10 @@ def _shared_dir() -> tuple[Path | None, list[Path]]:
     try:
         common = subprocess.run(
             ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=REPO, capture_output=True, text=True, check=True,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         candidates.append(Path(common).parent.parent / "shared")
     except (OSError, subprocess.CalledProcessError):
@@ -51,15 +54,19 @@ def mnist_mirror(tmp_path_factory):
 def location_mirror(tmp_path, monkeypatch):
     m = tmp_path / "mirror"
     info = fixtures.make_mirror(m, "location", n_train=240, n_test=60, seed=12)
-    monkeypatch.setitem(tabular.TABULAR_DATASETS, "location",
-                        replace(tabular.TABULAR_DATASETS["location"], rows=300))
+    monkeypatch.setitem(
+        tabular.TABULAR_DATASETS,
+        "location",
+        replace(tabular.TABULAR_DATASETS["location"], rows=300),
+    )
     return m, info["checksums"]["dataset_location.tgz"]
 
 
 def _mnist(tmp_path, mirror, checksums, out="d.npz", **params):
     out = tmp_path / out
-    prepare_dataset("mnist", {"checksums": checksums, **params}, str(tmp_path / "root"),
-                    str(mirror), str(out))
+    prepare_dataset(
+        "mnist", {"checksums": checksums, **params}, str(tmp_path / "root"), str(mirror), str(out)
+    )
     return out
 
 
@@ -189,8 +196,13 @@ def test_unknown_dataset_and_purchase_checksum(tmp_path):
     with pytest.raises(ValueError, match="sha256"):
         prepare_dataset("purchase", {}, str(tmp_path), str(tmp_path), str(tmp_path / "o.npz"))
     with pytest.raises(ValueError, match="test_fraction"):
-        prepare_dataset("location", {"test_fraction": 1.0}, str(tmp_path), str(tmp_path),
-                        str(tmp_path / "o.npz"))
+        prepare_dataset(
+            "location",
+            {"test_fraction": 1.0},
+            str(tmp_path),
+            str(tmp_path),
+            str(tmp_path / "o.npz"),
+        )
 
 
 def test_synthetic_dispatch(tmp_path, monkeypatch):
@@ -199,8 +211,12 @@ def test_synthetic_dispatch(tmp_path, monkeypatch):
     def make_synthetic(**kw):
         calls.append(kw)
         rng = np.random.default_rng(kw["seed"])
-        return {"x_train": rng.normal(size=(6, 3)), "y_train": np.arange(6) % 2,
-                "x_test": rng.normal(size=(4, 3)), "y_test": np.arange(4) % 2}
+        return {
+            "x_train": rng.normal(size=(6, 3)),
+            "y_train": np.arange(6) % 2,
+            "x_test": rng.normal(size=(4, 3)),
+            "y_test": np.arange(4) % 2,
+        }
 
     fake = types.ModuleType("dpaudit.data.synthetic")
     fake.make_synthetic = make_synthetic
@@ -244,8 +260,9 @@ def test_real_location30_prepare(tmp_path):
     params = {"seed": 0, "test_fraction": 0.5, "canary_pool": 1000, "n_train": 2000}
     outs = [tmp_path / "a.npz", tmp_path / "b.npz"]
     for out in outs:
-        prepare_dataset("location", params, str(tmp_path / "root"),
-                        str(shared / "data" / "location"), str(out))
+        prepare_dataset(
+            "location", params, str(tmp_path / "root"), str(shared / "data" / "location"), str(out)
+        )
     assert _digest(outs[0]) == _digest(outs[1])
     arrays, meta = load_prepared(outs[0])
     assert arrays["x_train"].shape == (2000, 446)
@@ -265,8 +282,19 @@ def test_cli_prepare_data(tmp_path, location_mirror, capsys):
 
     m, sha = location_mirror
     out = tmp_path / "cli.npz"
-    args = ["prepare-data", "--name", "location", "--root", str(tmp_path / "root"),
-            "--mirror", str(tmp_path / "elsewhere"), "--mirror", str(m), "--out", str(out)]
+    args = [
+        "prepare-data",
+        "--name",
+        "location",
+        "--root",
+        str(tmp_path / "root"),
+        "--mirror",
+        str(tmp_path / "elsewhere"),
+        "--mirror",
+        str(m),
+        "--out",
+        str(out),
+    ]
     (tmp_path / "elsewhere").mkdir()
     params = json.dumps({"sha256": sha, "n_train": 20, "canary_pool": 5})
     assert main([*args, "--params", params, "--json"]) == 0

@@ -209,7 +209,10 @@ def fetch(
             return dest
         log.warning(
             "%s exists with %s %s, expected %s: deleting and fetching again",
-            dest, algorithm, actual, expected,
+            dest,
+            algorithm,
+            actual,
+            expected,
         )
         dest.unlink()
 

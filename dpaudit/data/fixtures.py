@@ -69,13 +69,18 @@ def write_cifar_tarball(
 
     def batch(x: np.ndarray, y: np.ndarray, name: str) -> bytes:
         x = np.ascontiguousarray(x, dtype=np.uint8).reshape(len(x), -1)
-        d = {"batch_label": name, "labels": [int(v) for v in y], "data": x,
-             "filenames": [f"{name}_{i}.png" for i in range(len(x))]}
+        d = {
+            "batch_label": name,
+            "labels": [int(v) for v in y],
+            "data": x,
+            "filenames": [f"{name}_{i}.png" for i in range(len(x))],
+        }
         return pickle.dumps(d, protocol=2)
 
     members: dict[str, bytes] = {}
-    for i, (xs, ys) in enumerate(zip(np.array_split(x_train, 5), np.array_split(y_train, 5),
-                                     strict=True)):
+    for i, (xs, ys) in enumerate(
+        zip(np.array_split(x_train, 5), np.array_split(y_train, 5), strict=True)
+    ):
         members[f"data_batch_{i + 1}"] = batch(xs, ys, f"training batch {i + 1} of 5")
     members["test_batch"] = batch(x_test, y_test, "testing batch 1 of 1")
     members["batches.meta"] = pickle.dumps(
@@ -146,8 +151,10 @@ def make_mirror(
     if name in ("mnist", "fashionmnist"):
         sub = "MNIST" if name == "mnist" else "FashionMNIST"
         for prefix, n in (("train", n_train), ("t10k", n_test)):
-            imgs = write_idx_gz(mirror / sub / f"{prefix}-images-idx3-ubyte.gz",
-                                rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+            imgs = write_idx_gz(
+                mirror / sub / f"{prefix}-images-idx3-ubyte.gz",
+                rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+            )
             labs = write_idx_gz(mirror / sub / f"{prefix}-labels-idx1-ubyte.gz", labels(n, 10))
             for p in (imgs, labs):
                 out["checksums"][p.name] = file_digest(p, "md5")
@@ -157,19 +164,33 @@ def make_mirror(
         p = mirror / sub / "cifar-10-python.tar.gz"
         out["member_md5"] = write_cifar_tarball(
             p,
-            rng.integers(0, 256, (n_train, 3, 32, 32), dtype=np.uint8), labels(n_train, 10),
-            rng.integers(0, 256, (n_test, 3, 32, 32), dtype=np.uint8), labels(n_test, 10),
-            ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
-             "truck"],
+            rng.integers(0, 256, (n_train, 3, 32, 32), dtype=np.uint8),
+            labels(n_train, 10),
+            rng.integers(0, 256, (n_test, 3, 32, 32), dtype=np.uint8),
+            labels(n_test, 10),
+            [
+                "airplane",
+                "automobile",
+                "bird",
+                "cat",
+                "deer",
+                "dog",
+                "frog",
+                "horse",
+                "ship",
+                "truck",
+            ],
         )
         out["checksums"][p.name] = file_digest(p, "md5")
         out.update(algorithm="md5", subdir=sub)
     elif name == "svhn":
         sub = "SVHN"
         for split, n in (("train", n_train), ("test", n_test)):
-            p = write_svhn_mat(mirror / sub / f"{split}_32x32.mat",
-                               rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8),
-                               labels(n, 10))
+            p = write_svhn_mat(
+                mirror / sub / f"{split}_32x32.mat",
+                rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8),
+                labels(n, 10),
+            )
             out["checksums"][p.name] = file_digest(p, "md5")
         out.update(algorithm="md5", subdir=sub)
     elif name in ("location", "purchase"):

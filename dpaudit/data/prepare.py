@@ -61,8 +61,15 @@ from dpaudit.io import atomic_path
 FORMAT_VERSION = 1
 DATASETS = ("synthetic", "mnist", "fashionmnist", "cifar10", "svhn", "location", "purchase")
 ARRAY_KEYS = (
-    "x_train", "y_train", "x_test", "y_test", "x_canary", "y_canary",
-    "train_index", "test_index", "canary_index",
+    "x_train",
+    "y_train",
+    "x_test",
+    "y_test",
+    "x_canary",
+    "y_canary",
+    "train_index",
+    "test_index",
+    "canary_index",
 )
 
 _COMMON = {"seed", "n_train", "n_test", "classes", "canary_pool"}
@@ -141,9 +148,7 @@ def _classes(params: Mapping[str, Any], k: int) -> list[int] | None:
         or len(set(c)) != len(c)
         or any(not 0 <= v < k for v in c)
     ):
-        raise ValueError(
-            f"param 'classes' must list >= 2 distinct labels in [0, {k}), got {c!r}"
-        )
+        raise ValueError(f"param 'classes' must list >= 2 distinct labels in [0, {k}), got {c!r}")
     return [int(v) for v in c]
 
 
@@ -283,8 +288,16 @@ def _prepare_vision(name, params, root, mirror, streams, out) -> None:
         "normalization": None if mean is None else {"mean": mean, "std": std},
     }
     _prepare_real(
-        name, params, (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"]),
-        NUM_CLASSES[name], data["classes"], streams, lambda x: to_float(x, mean, std), meta, out,
+        name,
+        params,
+        (data["x_train"], data["y_train"]),
+        (data["x_test"], data["y_test"]),
+        NUM_CLASSES[name],
+        data["classes"],
+        streams,
+        lambda x: to_float(x, mean, std),
+        meta,
+        out,
     )
 
 
@@ -309,9 +322,17 @@ def _prepare_tabular(name, params, root, mirror, streams, out) -> None:
         "normalization": None,
     }
     _prepare_real(
-        name, params, (x[train_rows], y[train_rows]), (x[test_rows], y[test_rows]),
-        TABULAR_DATASETS[name].classes, data["classes"], streams,
-        lambda v: v.astype(np.float32), meta, out, row_maps=(train_rows, test_rows),
+        name,
+        params,
+        (x[train_rows], y[train_rows]),
+        (x[test_rows], y[test_rows]),
+        TABULAR_DATASETS[name].classes,
+        data["classes"],
+        streams,
+        lambda v: v.astype(np.float32),
+        meta,
+        out,
+        row_maps=(train_rows, test_rows),
     )
 
 

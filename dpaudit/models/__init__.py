@@ -45,9 +45,7 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
     return cls(**kwargs)
 
 
-def build_for_data(
-    spec: dict[str, Any], input_shape: Sequence[int], n_classes: int
-) -> nn.Module:
+def build_for_data(spec: dict[str, Any], input_shape: Sequence[int], n_classes: int) -> nn.Module:
     """Build the model of a config block ``{name: ..., **args}`` for inputs of ``input_shape``
     (one example, without the batch dimension) and ``n_classes`` classes."""
     spec = dict(spec)
