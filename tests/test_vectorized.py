@@ -1,4 +1,4 @@
-"""The vectorised DP-SGD engine against Opacus, and its noise, seeds, resuming and white-box sums."""
+"""The vectorised DP-SGD engine against Opacus; its noise, seeds, resuming and white-box sums."""
 
 from __future__ import annotations
 
@@ -106,7 +106,8 @@ def _data(n=60, shape=(20,), k=3, seed=0):
 
 def test_noise_has_the_right_scale():
     """With no data every update is pure noise: theta_T - theta_0 = -(lr/B) sum_t N(0, (sigma C)^2)
-    per coordinate, independent across coordinates and models (4 x 2010 coordinates). KS test of the standardised
+    per coordinate, independent across coordinates and models (4 x 2010 coordinates). KS test
+    of the standardised
     coordinates against N(0, 1) and a chi-square test of their variance."""
     x, y = _data(shape=(200,), k=10)
     m, steps, lr, b, sigma, c = 4, 5, 0.3, 10, 1.7, 0.8
