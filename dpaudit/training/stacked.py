@@ -108,8 +108,9 @@ class StackedSequential:
         self.layers = layers
 
     # -- forward -----------------------------------------------------------------------------
-    # Internally activations are laid out (B, M, ...): a convolution over M models with
-    # per-model weights is then one grouped convolution on the free view (B, M*C, H, W).
+    # Internally activations are laid out (B, M, ...) (pooling and the per-sample gradient
+    # convolutions then work on free views). ``x`` may be given as the (M, B) transpose of a
+    # contiguous (B, M) tensor, which makes the first copy free.
     def _forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
         m, b = x.shape[:2]
         h = x.transpose(0, 1).contiguous()  # (B, M, ...)
@@ -126,19 +127,23 @@ class StackedSequential:
                 saved.append((lay, h, z))
                 h = z
             elif isinstance(mod, nn.Conv2d):
-                c, hh, ww = h.shape[2:]
                 w = params[lay.prefix + "weight"]  # (M, out, c, k, k)
-                bias = params[lay.prefix + "bias"].reshape(-1) if mod.bias is not None else None
-                z = F.conv2d(
-                    h.reshape(b, m * c, hh, ww),
-                    w.reshape(m * mod.out_channels, *w.shape[2:]),
-                    bias,
-                    stride=mod.stride,
-                    padding=mod.padding,
-                    dilation=mod.dilation,
-                    groups=m,
+                # one ordinary convolution per model: on the CPU this beats one grouped
+                # convolution over all models (measured: 2-4x for LeNet-5's layers)
+                z = torch.stack(
+                    [
+                        F.conv2d(
+                            h[:, i],
+                            w[i],
+                            params[lay.prefix + "bias"][i] if mod.bias is not None else None,
+                            stride=mod.stride,
+                            padding=mod.padding,
+                            dilation=mod.dilation,
+                        )
+                        for i in range(m)
+                    ],
+                    dim=1,
                 )
-                z = z.view(b, m, mod.out_channels, *z.shape[2:])
                 saved.append((lay, h, z))
                 h = z
             elif isinstance(mod, nn.Flatten):
