@@ -158,3 +158,35 @@ def test_bad_configs(data):
             ctype="clipbkd",
             canaries={"first_component": 10, "last_component": 20, "label": 9},
         )
+
+
+def test_cli_train_shard_writes_score_file_and_removes_checkpoint(tmp_path, capsys):
+    from dpaudit.cli import main
+
+    run = tmp_path / "run.yaml"
+    run.write_text(
+        "design: one_run\nthreat_model: black_box_loss\nmodel: {name: logreg}\n"
+        "canaries: {type: random_input, m: 20, scale: 6.0}\n"
+        "train: {epochs: 1, batch_size: 100, models_per_shard: 2}\ntarget_epsilon: 8\n"
+    )
+    out = tmp_path / "s.npz"
+    rc = main(
+        [
+            "train-shard",
+            "--run",
+            str(run),
+            "--data",
+            "synthetic",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    sf = read(out)
+    assert sf.score.shape == (2, 20) and abs(sf.meta["claimed_epsilon"] - 8) < 0.1
+    assert not (tmp_path / "s.npz.ckpt").exists()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("desgn: one_run\n")
+    with pytest.raises(SystemExit, match="unknown key"):
+        main(["train-shard", "--run", str(bad), "--data", "synthetic", "--out", str(out)])
