@@ -49,6 +49,7 @@ from dpaudit.canaries import gradient_space, input_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
+from dpaudit.training.device import resolve_device
 from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
 from dpaudit.training.samplers import SamplerSpec
 from dpaudit.training.stacked import StackedSequential
@@ -176,6 +177,7 @@ def run_shard(
     checkpoint: str | Path | None = None,
     progress: bool = False,
     step_hook: Callable[[int], None] | None = None,
+    device: str = "cpu",
 ) -> ShardOutput:
     """Train shard ``shard`` of ``setting`` and score its canaries; see the module docstring.
 
@@ -183,6 +185,7 @@ def run_shard(
     canaries, ``x_canary, y_canary``). ``target_epsilon=None`` trains without noise unless
     ``train.noise_multiplier`` is set. ``checkpoint``: a file for resuming a killed shard (the
     caller deletes it after writing the outputs). ``step_hook(step)`` runs after every step.
+    ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); only the CPU is tested.
     """
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; allowed: {list(DESIGNS)}")
@@ -319,6 +322,7 @@ def run_shard(
         checkpoint_every_s=float(t["checkpoint_every_s"]),
         step_hook=step_hook,
         progress=progress,
+        device=resolve_device(device),
     )
 
     # ---- score ----------------------------------------------------------------------------------

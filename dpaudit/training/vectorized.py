@@ -363,6 +363,7 @@ def train_shard(
     *,
     model_chunk: int | None = None,
     engine: str = "auto",
+    device: str | torch.device = "cpu",
     checkpoint: str | Path | None = None,
     checkpoint_every_s: float = 300.0,
     step_hook: Callable[[int], None] | None = None,
@@ -373,7 +374,9 @@ def train_shard(
     ``checkpoint``: a file the shard state is written to (atomically) every
     ``checkpoint_every_s`` seconds and resumed from if it exists and matches this exact shard
     (same config, seeds, data and recording; otherwise an error says so). It is left in place;
-    the caller removes it once the outputs are written. ``step_hook(step)`` runs after every
+    the caller removes it once the outputs are written. ``device``: where the models train
+    (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (numpy, per model
+    and step, so results do not depend on the device beyond round-off) and copied over. ``step_hook(step)`` runs after every
     completed step (e.g. to interrupt a test run).
     """
     record = record or Recording()
@@ -382,20 +385,23 @@ def train_shard(
         raise ValueError(f"{n_models} seeds but {len(data.train_items)} training sets")
     if n_models == 0:
         raise ValueError("a shard needs at least one model")
+    dev = torch.device(device)
     template, params, buffers = init_models(model_fn, seeds)
+    params = {k: v.to(dev) for k, v in params.items()}
+    buffers = {k: v.to(dev) for k, v in buffers.items()}
     dtype = next(iter(params.values())).dtype
     names = list(params)
     shapes = [params[k].shape[1:] for k in names]
     sizes = [math.prod(s) for s in shapes]
     n_params = sum(sizes)
     params0 = {k: v.clone() for k, v in params.items()}
-    x = data.x.to(dtype)
-    y = data.y.long()
+    x = data.x.to(dev, dtype)
+    y = data.y.to(dev).long()
     n_inputs = x.shape[0]
     kg = data.n_grad_canaries
     vcan = None
     if kg:
-        vcan = data.grad_canaries.to(dtype)  # type: ignore[union-attr]
+        vcan = data.grad_canaries.to(dev, dtype)  # type: ignore[union-attr]
         if vcan.shape[1] != n_params:
             raise ValueError(
                 f"gradient canaries have {vcan.shape[1]} coordinates, the model has {n_params}"
@@ -423,9 +429,12 @@ def train_shard(
     sigma_c = config.noise_multiplier * config.max_grad_norm
     scale = config.lr / config.batch_size
 
-    white_box = None if wb_ids is None else torch.zeros(n_models, len(wb_ids), dtype=torch.float64)
+    f64 = torch.float64 if dev.type != "mps" else torch.float32
+    white_box = (
+        None if wb_ids is None else torch.zeros(n_models, len(wb_ids), dtype=f64, device=dev)
+    )
     step_dots = (
-        torch.zeros(n_models, kg, config.steps, dtype=torch.float64) if record.step_dots else None
+        torch.zeros(n_models, kg, config.steps, dtype=f64, device=dev) if record.step_dots else None
     )
 
     fingerprint = _fingerprint(
@@ -441,7 +450,7 @@ def train_shard(
     start = 0
     ckpt = Path(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, weights_only=True)
+        state = torch.load(ckpt, weights_only=True, map_location=dev)
         if state["fingerprint"] != fingerprint:
             raise ValueError(
                 f"{ckpt}: checkpoint belongs to a different shard (config, seeds or data "
@@ -471,8 +480,8 @@ def train_shard(
 
         bar = tqdm(total=config.steps, initial=start, desc="DP-SGD shard", unit="step")
     last_save = time.monotonic()
-    wb_x = None if wb_ids is None else x[torch.as_tensor(wb_ids)]
-    wb_y = None if wb_ids is None else y[torch.as_tensor(wb_ids)]
+    wb_x = None if wb_ids is None else x[torch.as_tensor(wb_ids, device=dev)]
+    wb_y = None if wb_ids is None else y[torch.as_tensor(wb_ids, device=dev)]
     with torch.no_grad():
         for step in range(start, config.steps):
             batches = [s.batch(step) for s in streams]
@@ -489,6 +498,7 @@ def train_shard(
                     for i, t in enumerate(inp):
                         idx[i, : len(t)] = torch.from_numpy(t)
                         w[i, : len(t)] = 1
+                    idx, w = idx.to(dev), w.to(dev)
                     if eng.name == "stacked":  # gather batch-major: no transpose copy later
                         xb, yb = x[idx.T].transpose(0, 1), y[idx.T].T
                     else:
@@ -496,12 +506,13 @@ def train_shard(
                     summed = eng.clipped_grad_sum(p_c, buf_c, xb, yb, w, config.max_grad_norm)
                     flat = torch.cat([summed[k].reshape(m, -1) for k in names], dim=1)
                 else:
-                    flat = torch.zeros(m, n_params, dtype=dtype)
+                    flat = torch.zeros(m, n_params, dtype=dtype, device=dev)
                 if kg:
                     counts = torch.zeros(m, kg, dtype=dtype)
                     for i, bt in enumerate(batches[a:b]):
                         gc = bt[bt >= n_inputs] - n_inputs
                         counts[i, torch.from_numpy(gc)] = 1
+                    counts = counts.to(dev)
                     flat = flat + counts @ vcan
                 if sigma_c > 0:
                     noise = np.stack(
@@ -512,10 +523,10 @@ def train_shard(
                             for j in range(a, b)
                         ]
                     )
-                    flat = flat + sigma_c * torch.from_numpy(noise).to(dtype)
+                    flat = flat + sigma_c * torch.from_numpy(noise).to(dev, dtype)
                 g_tilde = flat / config.batch_size
                 if step_dots is not None:
-                    step_dots[a:b, :, step] = (g_tilde @ vcan.T).double()  # type: ignore[union-attr]
+                    step_dots[a:b, :, step] = (g_tilde @ vcan.T).to(f64)  # type: ignore[union-attr]
                 update = scale * flat  # theta_{t-1} - theta_t
                 if white_box is not None:
                     direction = {}
@@ -530,7 +541,7 @@ def train_shard(
                         wb_y.expand(m, *wb_y.shape),  # type: ignore[union-attr]
                         config.max_grad_norm,
                         direction,
-                    ).double()
+                    ).to(f64)
                 off = 0
                 for k, size, shape in zip(names, sizes, shapes, strict=True):
                     params[k][a:b] -= update[:, off : off + size].reshape(m, *shape)
@@ -545,10 +556,10 @@ def train_shard(
     if bar is not None:
         bar.close()
     return ShardResult(
-        params0=params0,
-        params=params,
-        white_box=None if white_box is None else white_box.numpy(),
-        step_dots=None if step_dots is None else step_dots.numpy(),
+        params0={k: v.cpu() for k, v in params0.items()},
+        params={k: v.cpu() for k, v in params.items()},
+        white_box=None if white_box is None else white_box.double().cpu().numpy(),
+        step_dots=None if step_dots is None else step_dots.double().cpu().numpy(),
         steps=config.steps,
         meta={
             "sampler": config.sampler.name,
