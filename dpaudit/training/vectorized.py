@@ -376,8 +376,8 @@ def train_shard(
     (same config, seeds, data and recording; otherwise an error says so). It is left in place;
     the caller removes it once the outputs are written. ``device``: where the models train
     (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (numpy, per model
-    and step, so results do not depend on the device beyond round-off) and copied over. ``step_hook(step)`` runs after every
-    completed step (e.g. to interrupt a test run).
+    and step, so results do not depend on the device beyond round-off) and copied over.
+    ``step_hook(step)`` runs after every completed step (e.g. to interrupt a test run).
     """
     record = record or Recording()
     n_models = len(seeds)
