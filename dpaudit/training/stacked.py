@@ -75,28 +75,34 @@ def supports(model: nn.Module) -> bool:
 
 
 def _conv_per_sample_weight_grad(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Per-sample weight gradients (B, M, out, in*k*k) of a convolution with input ``a``
-    (B, M, in, H, W) and output gradient ``g`` (B, M, out, Ho, Wo).
+    """Per-sample weight gradients (M, B, out, in*k*k) of a convolution with input ``a``
+    (M, B, in, H, W) and output gradient ``g`` (M, B, out, Ho, Wo).
 
     The gradient of example ``s`` is the cross-correlation of its input with its output
-    gradient; all ``B*M`` of them are one grouped convolution with the input channels as the
+    gradient; all ``M*B`` of them are one grouped convolution with the input channels as the
     batch (Rochette et al. 2019): stride and dilation swap roles.
     """
-    b, m, c, hh, ww = a.shape
+    m, b, c, hh, ww = a.shape
     out_c, ho, wo = g.shape[2:]
     kh, kw = mod.kernel_size
-    inp = a.permute(2, 0, 1, 3, 4).reshape(c, b * m, hh, ww)
-    ker = g.reshape(b * m * out_c, 1, ho, wo)
+    inp = a.permute(2, 0, 1, 3, 4).reshape(c, m * b, hh, ww)
+    ker = g.reshape(m * b * out_c, 1, ho, wo)
     r = F.conv2d(
-        inp, ker, padding=mod.padding, stride=mod.dilation, dilation=mod.stride, groups=b * m
-    )  # (c, b*m*out, >=kh, >=kw)
+        inp, ker, padding=mod.padding, stride=mod.dilation, dilation=mod.stride, groups=m * b
+    )  # (c, m*b*out, >=kh, >=kw)
     r = r[:, :, :kh, :kw]
-    return r.reshape(c, b, m, out_c, kh * kw).permute(1, 2, 3, 0, 4).reshape(b, m, out_c, -1)
+    return r.reshape(c, m, b, out_c, kh * kw).permute(1, 2, 3, 0, 4).reshape(m, b, out_c, -1)
 
 
 class StackedSequential:
     """Forward, backward and clipped per-sample gradient sums for ``M`` stacked copies of one
-    sequential architecture (parameters as returned by ``torch.func.stack_module_state``)."""
+    sequential architecture (parameters as returned by ``torch.func.stack_module_state``).
+
+    Activations are laid out (M, B, ...), contiguous: linear layers are batched matrix
+    products over models, convolutions one ordinary convolution per model (on the CPU faster
+    than one grouped convolution over all models: 2-4x for LeNet-5's layers), pooling works on
+    the free view (M*B, C, H, W).
+    """
 
     def __init__(self, template: nn.Module) -> None:
         layers = flatten_sequential(template)
@@ -107,33 +113,28 @@ class StackedSequential:
             )
         self.layers = layers
 
-    # -- forward -----------------------------------------------------------------------------
-    # Internally activations are laid out (B, M, ...) (pooling and the per-sample gradient
-    # convolutions then work on free views). ``x`` may be given as the (M, B) transpose of a
-    # contiguous (B, M) tensor, which makes the first copy free.
     def _forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
         m, b = x.shape[:2]
-        h = x.transpose(0, 1).contiguous()  # (B, M, ...)
-        saved = []  # (layer, layer input (B, M, in), pre-activation output)
+        h = x.contiguous()
+        saved = []  # (layer, layer input, pre-activation output)
         for lay in self.layers:
             mod = lay.module
             if isinstance(mod, nn.Linear):
                 if h.dim() != 3:
                     raise ValueError(f"{lay.prefix}: Linear expects flat inputs, got {h.shape}")
                 w = params[lay.prefix + "weight"]  # (M, out, in)
-                z = torch.bmm(h.transpose(0, 1), w.transpose(1, 2)).transpose(0, 1)
                 if mod.bias is not None:
-                    z = z + params[lay.prefix + "bias"][None]
+                    z = torch.baddbmm(params[lay.prefix + "bias"][:, None, :], h, w.transpose(1, 2))
+                else:
+                    z = torch.bmm(h, w.transpose(1, 2))
                 saved.append((lay, h, z))
                 h = z
             elif isinstance(mod, nn.Conv2d):
                 w = params[lay.prefix + "weight"]  # (M, out, c, k, k)
-                # one ordinary convolution per model: on the CPU this beats one grouped
-                # convolution over all models (measured: 2-4x for LeNet-5's layers)
                 z = torch.stack(
                     [
                         F.conv2d(
-                            h[:, i],
+                            h[i],
                             w[i],
                             params[lay.prefix + "bias"][i] if mod.bias is not None else None,
                             stride=mod.stride,
@@ -141,19 +142,18 @@ class StackedSequential:
                             dilation=mod.dilation,
                         )
                         for i in range(m)
-                    ],
-                    dim=1,
+                    ]
                 )
                 saved.append((lay, h, z))
                 h = z
             elif isinstance(mod, nn.Flatten):
-                h = h.reshape(b, m, -1)
+                h = h.reshape(m, b, -1)
             elif isinstance(mod, nn.AvgPool2d | nn.MaxPool2d):
-                y = mod(h.reshape(b, -1, *h.shape[3:]))
-                h = y.view(b, m, -1, *y.shape[2:])
+                y = mod(h.reshape(m * b, *h.shape[2:]))
+                h = y.view(m, b, *y.shape[1:])
             else:  # elementwise activations, Identity
                 h = mod(h)
-        return h.transpose(0, 1), saved
+        return h, saved
 
     def logits(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """Logits (M, B, classes) of model ``m`` on ``x[m]``."""
@@ -173,17 +173,17 @@ class StackedSequential:
         for (lay, a, _), g in zip(saved, gz, strict=True):
             a = a.detach()
             if isinstance(lay.module, nn.Conv2d):
-                a = _conv_per_sample_weight_grad(lay.module, a, g)  # (B, M, out, in*k*k)
+                a = _conv_per_sample_weight_grad(lay.module, a, g)  # (M, B, out, in*k*k)
             items.append((lay, a, g))
         return items
 
     @staticmethod
     def _sq_norms(items) -> tuple[torch.Tensor, list]:
-        """Per-sample squared gradient norms (B, M) and the per-layer pieces reused later.
+        """Per-sample squared gradient norms (M, B) and the per-layer pieces reused later.
 
-        Layer items are laid out (B, M, ...): linear ``a`` (B, M, in), ``g`` (B, M, out);
-        convolution ``a`` the per-sample weight gradient (B, M, out, in*k*k), ``g`` the output
-        gradient (B, M, out, Ho, Wo).
+        Layer items: linear ``a`` (M, B, in), ``g`` (M, B, out); convolution ``a`` the
+        per-sample weight gradient (M, B, out, in*k*k), ``g`` the output gradient
+        (M, B, out, Ho, Wo).
         """
         total = None
         pieces = []
@@ -215,22 +215,22 @@ class StackedSequential:
         """Same contract as :func:`dpaudit.training.vectorized.clipped_grad_sum`."""
         items = self._grads(params, x, y)
         sq, pieces = self._sq_norms(items)
-        factor = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0) * weight.T  # (B, M)
+        factor = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0) * weight  # (M, B)
         out: dict[str, torch.Tensor] = {}
         for (lay, a, g), gw in zip(items, pieces, strict=True):
             mod = lay.module
             if isinstance(mod, nn.Linear):
-                gc = (g * factor[..., None]).permute(1, 2, 0)  # (M, out, B)
-                out[lay.prefix + "weight"] = torch.bmm(gc, a.transpose(0, 1))
+                gc = g * factor[..., None]  # (M, B, out)
+                out[lay.prefix + "weight"] = torch.bmm(gc.transpose(1, 2), a)
                 if mod.bias is not None:
-                    out[lay.prefix + "bias"] = gc.sum(-1)
+                    out[lay.prefix + "bias"] = gc.sum(1)
             else:
                 w = params[lay.prefix + "weight"]
-                out[lay.prefix + "weight"] = torch.einsum("bm,bmoi->moi", factor, gw).reshape(
-                    w.shape
-                )
+                out[lay.prefix + "weight"] = torch.bmm(
+                    factor[:, None, :], gw.reshape(gw.shape[0], gw.shape[1], -1)
+                ).reshape(w.shape)
                 if mod.bias is not None:
-                    out[lay.prefix + "bias"] = torch.einsum("bm,bmo->mo", factor, g.sum((-1, -2)))
+                    out[lay.prefix + "bias"] = torch.einsum("mb,mbo->mo", factor, g.sum((-1, -2)))
         return out
 
     def clipped_dot(
@@ -250,10 +250,11 @@ class StackedSequential:
             mod = lay.module
             u = direction[lay.prefix + "weight"]
             if isinstance(mod, nn.Linear):
-                dot = dot + torch.einsum("bmo,moi,bmi->bm", g, u, a)
+                # <U, g a^T> = g^T U a
+                dot = dot + (torch.bmm(g, u) * a).sum(-1)
             else:
-                dot = dot + torch.einsum("bmoi,moi->bm", gw, u.reshape(u.shape[0], u.shape[1], -1))
+                dot = dot + torch.einsum("mboi,moi->mb", gw, u.reshape(u.shape[0], u.shape[1], -1))
             if mod.bias is not None:
                 gb = g if isinstance(mod, nn.Linear) else g.sum((-1, -2))
-                dot = dot + torch.einsum("bmo,mo->bm", gb, direction[lay.prefix + "bias"])
-        return (dot * factor).T
+                dot = dot + torch.einsum("mbo,mo->mb", gb, direction[lay.prefix + "bias"])
+        return dot * factor

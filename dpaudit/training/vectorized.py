@@ -499,11 +499,9 @@ def train_shard(
                         idx[i, : len(t)] = torch.from_numpy(t)
                         w[i, : len(t)] = 1
                     idx, w = idx.to(dev), w.to(dev)
-                    if eng.name == "stacked":  # gather batch-major: no transpose copy later
-                        xb, yb = x[idx.T].transpose(0, 1), y[idx.T].T
-                    else:
-                        xb, yb = x[idx], y[idx]
-                    summed = eng.clipped_grad_sum(p_c, buf_c, xb, yb, w, config.max_grad_norm)
+                    summed = eng.clipped_grad_sum(
+                        p_c, buf_c, x[idx], y[idx], w, config.max_grad_norm
+                    )
                     flat = torch.cat([summed[k].reshape(m, -1) for k in names], dim=1)
                 else:
                     flat = torch.zeros(m, n_params, dtype=dtype, device=dev)
