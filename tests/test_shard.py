@@ -83,6 +83,27 @@ def test_multi_run_single_target(data):
     assert 0 < sf.membership.mean() < 1
 
 
+def test_zero_out_neighbouring(data):
+    """Zero-out: OUT trials hold a zero-gradient record instead of the target, so every model's
+    dataset has the same size, and the target's signal is still there."""
+    out = _run(
+        data,
+        "multi_run",
+        "per_step_dot",
+        "random_gradient",
+        canaries={"neighbouring": "zero_out"},
+        train={"models_per_shard": 8, "sampler": "shuffle", "epochs": 2},
+    )
+    sf = out.score_file
+    assert sf.meta["neighbouring"] == "zero_out" and sf.meta["sample_rate"] == 50 / 301
+    mem = sf.membership[:, 0].astype(bool)
+    assert 0 < mem.sum() < 8
+    obs = out.observations["step_dots"]
+    assert np.isfinite(obs).all() and obs.shape == (8, 1, 12)
+    with pytest.raises(ValueError, match="zero_out needs gradient canaries"):
+        _run(data, canaries={"neighbouring": "zero_out"})
+
+
 def test_dirac_white_box_score_is_telescoped_coordinate(data):
     out = _run(data, "one_run", "white_box_dot", "dirac", eps=4.0)
     r, sf = out.result, out.score_file

@@ -16,6 +16,10 @@ Designs (rows of the score file are trials, columns canaries; higher score means
                (1 column); the classical many-models audit (Jagielski et al. 2020; the
                shuffling and selection papers).
 
+``canaries.neighbouring``: ``add_remove`` (an OUT canary is absent) or ``zero_out`` (gradient
+canaries only: an OUT canary is replaced by a record whose gradient is zero, the adjacency of
+Annamalai et al. §2.1 / note 003 §2.1; dataset sizes then do not depend on membership).
+
 Threat models (``score`` names the statistic; note 001 §3, note 000 §3, note 003 §2.5-2.7):
 
 ``black_box_loss``    input canaries, final model: ``-loss(theta_T; c)``.
@@ -103,7 +107,9 @@ CANARY_DEFAULTS: dict[str, Any] = {
     "first_component": None,
     "last_component": None,
     "label": 5,
+    "neighbouring": "add_remove",
 }
+NEIGHBOURING = ("add_remove", "zero_out")
 
 
 @dataclass
@@ -204,6 +210,16 @@ def run_shard(
             f"{list(THREAT_MODELS[threat_model])}"
         )
     gradient = kind in GRADIENT_CANARIES
+    if c["neighbouring"] not in NEIGHBOURING:
+        raise ValueError(
+            f"canaries.neighbouring {c['neighbouring']!r}; allowed: {list(NEIGHBOURING)}"
+        )
+    zero_out = c["neighbouring"] == "zero_out"
+    if zero_out and not gradient:
+        raise ValueError(
+            "canaries.neighbouring: zero_out needs gradient canaries (the zero-out record has "
+            "a zero gradient, which no input has)"
+        )
     x_train, y_train = data["x_train"], data["y_train"]
     n_train = len(y_train)
     n_classes = int(max(y_train.max(), data["y_test"].max())) + 1
@@ -262,6 +278,8 @@ def run_shard(
             v, dirac_coords = gradient_space.dirac(pool_size, n_params, norm, c["seed"])
         else:
             v = gradient_space.random_direction(pool_size, n_params, norm, c["seed"])
+        if zero_out:  # one zero-gradient record per column, used by OUT canaries
+            v = np.concatenate([v, np.zeros((n_cols, n_params), dtype=v.dtype)])
         grad_pool = torch.from_numpy(v)
         x_all, y_all = x_train, y_train
         offset_train, n_inputs = 0, n_train
@@ -275,10 +293,16 @@ def run_shard(
     for j in range(n_models):
         inserted = cols[j][member[j] == 1]
         canary_items = (n_inputs + inserted) if gradient else inserted
+        if zero_out:
+            canary_items = np.concatenate(
+                [canary_items, n_inputs + pool_size + np.flatnonzero(member[j] == 0)]
+            )
         items.append(np.concatenate([canary_items, train_ids]).astype(np.int64))  # canaries first
 
     # ---- hyper-parameters and the claimed epsilon ---------------------------------------------
     b = int(t["batch_size"])
+    if zero_out:  # every column holds a record (the canary or the zero-out record)
+        expected_in = n_cols
     n_nominal = max(1, round(n_train + expected_in))
     q = min(1.0, b / n_nominal)
     t_epoch = max(1, round(n_nominal / b))
@@ -341,16 +365,16 @@ def run_shard(
         score = np.take_along_axis(result.white_box, pos, axis=1)  # type: ignore[arg-type]
     elif threat_model == "white_box_dot":
         diff = (result.flat("params0") - result.flat("params")).double()
-        full = (diff @ grad_pool.double().T).numpy()  # type: ignore[union-attr]
+        full = (diff @ grad_pool[:pool_size].double().T).numpy()  # type: ignore[union-attr]
         score = np.take_along_axis(full, cols, axis=1)
     elif threat_model == "final_model_cosine":
         theta = result.flat("params").double()
-        vp = grad_pool.double()  # type: ignore[union-attr]
+        vp = grad_pool[:pool_size].double()  # type: ignore[union-attr]
         cos = (theta @ vp.T) / (theta.norm(dim=1, keepdim=True) * vp.norm(dim=1)[None])
         score = np.take_along_axis(-cos.numpy(), cols, axis=1)
     else:  # per_step_dot: o_t = <g~_t, v/|v|>
-        vn = grad_pool.norm(dim=1).double().numpy()  # type: ignore[union-attr]
-        obs = result.step_dots / vn[None, :, None]  # type: ignore[index]
+        vn = grad_pool[:pool_size].norm(dim=1).double().numpy()  # type: ignore[union-attr]
+        obs = result.step_dots[:, :pool_size] / vn[None, :, None]  # type: ignore[index]
         obs = np.take_along_axis(obs, cols[:, :, None], axis=1)
         observations["step_dots"] = obs
         score = obs.sum(-1)
@@ -372,6 +396,7 @@ def run_shard(
             "per_step_dot": "sum_t_noisy_gradient_dot_unit_canary",
         }[threat_model],
         "canary_type": kind,
+        "neighbouring": c["neighbouring"],
         "claimed_epsilon": claimed,
         "target_epsilon": target_epsilon,
         "delta": float(t["delta"]),
