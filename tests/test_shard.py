@@ -105,7 +105,7 @@ def test_zero_out_neighbouring(data):
 
 
 def test_dirac_white_box_score_is_telescoped_coordinate(data):
-    out = _run(data, "one_run", "white_box_dot", "dirac", eps=4.0)
+    out = _run(data, "one_run", "white_box_dot", "dirac", train={"noise_multiplier": 1.0})
     r, sf = out.result, out.score_file
     diff = (r.flat("params0") - r.flat("params")).double().numpy()
     from dpaudit.canaries.gradient_space import dirac
@@ -124,11 +124,11 @@ def test_claimed_epsilon_is_the_poisson_accountants(data):
 
 
 def test_models_recomputable_from_a_smaller_shard(data):
-    big = _run(data, eps=4.0, train={"models_per_shard": 3}).score_file
-    small = _run(data, eps=4.0, train={"models_per_shard": 1}).score_file
+    big = _run(data, train={"models_per_shard": 3, "noise_multiplier": 1.0}).score_file
+    small = _run(data, train={"models_per_shard": 1, "noise_multiplier": 1.0}).score_file
     np.testing.assert_array_equal(small.membership[0], big.membership[0])
     np.testing.assert_allclose(small.score[0], big.score[0], rtol=1e-4, atol=1e-5)
-    other = _run(data, eps=4.0, shard=1, train={"models_per_shard": 1}).score_file
+    other = _run(data, shard=1, train={"models_per_shard": 1, "noise_multiplier": 1.0}).score_file
     assert not np.array_equal(other.membership[0], big.membership[0])
 
 

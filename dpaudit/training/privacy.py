@@ -8,6 +8,7 @@ paper's point, note 003 §2.8): the score file records both.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -39,11 +40,12 @@ def poisson_epsilon(
     return eps
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_noise(
     target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
 ) -> float:
     """The noise multiplier for which the accountant claims ``target_epsilon`` (Opacus's
-    ``get_noise_multiplier``, tolerance 0.01 in epsilon)."""
+    ``get_noise_multiplier``, tolerance 0.01 in epsilon); cached, as it takes seconds."""
     _check(accountant)
     if not target_epsilon > 0:
         raise ValueError(f"target_epsilon must be > 0, got {target_epsilon}")
