@@ -69,14 +69,29 @@ def opacus_one_model(spec, shape, x, y, steps, b, sigma, c, lr, seed) -> None:
                 break
 
 
-def throughput(name: str, n_models: int, n_opacus: int, steps: int, engine: str = "auto"):
+def throughput(
+    name: str, n_models: int, n_opacus: int, steps: int, engine: str = "auto", repeats: int = 3
+):
+    """Models per second of both paths, timed in ``repeats`` alternating rounds (the machine is
+    shared, so load drifts); rates are medians over rounds, the speed-up the median of the
+    per-round ratios."""
     spec, shape = MODELS[name]
     x, y = _data(shape)
     b, sigma, c, lr = 100, 1.0, 1.0, 0.1
     cfg = DPSGDConfig(steps, b, b / len(y), sigma, c, lr)
     items = [np.arange(len(y))] * n_models
     seeds = [model_seeds(0, "bench", 0, j) for j in range(n_models)]
-    # warm-up (first-call overheads), then timed
+
+    def vec():
+        return train_shard(
+            lambda: build_for_data(spec, shape, 10),
+            ShardData(x, y, items),
+            seeds,
+            cfg,
+            engine=engine,
+        )
+
+    # warm-up (first-call overheads)
     train_shard(
         lambda: build_for_data(spec, shape, 10),
         ShardData(x, y, items[:2]),
@@ -84,24 +99,28 @@ def throughput(name: str, n_models: int, n_opacus: int, steps: int, engine: str 
         DPSGDConfig(1, b, b / len(y), sigma, c, lr),
         engine=engine,
     )
-    t0 = time.perf_counter()
-    r = train_shard(
-        lambda: build_for_data(spec, shape, 10), ShardData(x, y, items), seeds, cfg, engine=engine
-    )
-    t_vec = time.perf_counter() - t0
     opacus_one_model(spec, shape, x, y, 1, b, sigma, c, lr, 0)
-    t0 = time.perf_counter()
-    for j in range(n_opacus):
-        opacus_one_model(spec, shape, x, y, steps, b, sigma, c, lr, j)
-    t_op = time.perf_counter() - t0
+    rv, ro = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        r = vec()
+        rv.append(n_models / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        for j in range(n_opacus):
+            opacus_one_model(spec, shape, x, y, steps, b, sigma, c, lr, j)
+        ro.append(n_opacus / (time.perf_counter() - t0))
     return {
         "model": name,
         "params": r.meta["n_params"],
         "engine": r.meta["engine"],
         "models_vec": n_models,
-        "vec_models_per_s": n_models / t_vec,
-        "opacus_models_per_s": n_opacus / t_op,
-        "speedup": (n_models / t_vec) / (n_opacus / t_op),
+        "vec_models_per_s": float(np.median(rv)),
+        "opacus_models_per_s": float(np.median(ro)),
+        "speedup": float(np.median(np.array(rv) / np.array(ro))),
+        "speedup_range": (
+            float(min(np.array(rv) / np.array(ro))),
+            float(max(np.array(rv) / np.array(ro))),
+        ),
         "steps": steps,
     }
 
@@ -167,6 +186,7 @@ def wrn_step_cost(batch: int, steps: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer models and steps")
+    ap.add_argument("--func", action="store_true", help="also time the torch.func engine")
     ap.add_argument("--rss-child", nargs=2, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rss_child:
@@ -174,7 +194,7 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     steps = 5 if args.quick else 10
-    cases = [("logreg", 256, 8), ("mlp", 32, 4), ("lenet", 32, 4)]
+    cases = [("logreg", 256, 8), ("mlp", 32, 3), ("lenet", 32, 4)]
     if args.quick:
         cases = [("logreg", 64, 4), ("mlp", 16, 2), ("lenet", 16, 2)]
     print(
@@ -188,7 +208,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name, m, mo in cases:
         for engine in ("auto", "func"):
-            r = throughput(name, m, mo, steps, engine)
+            if engine == "func" and not args.func:
+                continue
+            r = throughput(name, m, mo, steps, engine, repeats=1 if engine == "func" else 3)
             print(
                 f"| {r['model']} | {r['params']:,} | {r['engine']} | {r['models_vec']} | "
                 f"{r['vec_models_per_s']:.2f} | {r['opacus_models_per_s']:.2f} | "
