@@ -95,6 +95,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "model_chunk": None,
     "engine": "auto",
     "checkpoint_every_s": 300.0,
+    "eval_examples": 1000,
 }
 #: Defaults of the ``canaries`` block.
 CANARY_DEFAULTS: dict[str, Any] = {
@@ -379,7 +380,7 @@ def run_shard(
         observations["step_dots"] = obs
         score = obs.sum(-1)
 
-    acc = _accuracy(template, result, data)
+    acc = _accuracy(template, result, data, t["eval_examples"])
     meta = {
         "format_version": FORMAT_VERSION,
         "experiment": experiment,
@@ -417,6 +418,7 @@ def run_shard(
         "canary_pool_size": pool_size,
         "engine": result.meta["engine"],
         "test_accuracy": float(np.mean(acc)),
+        "test_accuracy_examples": int(min(len(data["y_test"]), t["eval_examples"] or 10**12)),
         "test_accuracy_per_model": [float(a) for a in acc],
     }
     if dirac_coords is not None:
@@ -437,9 +439,12 @@ def _all_logits(template, result: ShardResult, x: torch.Tensor) -> torch.Tensor:
     return stacked_logits(template, result.params, None, x)
 
 
-def _accuracy(template, result: ShardResult, data: dict[str, np.ndarray]) -> np.ndarray:
-    xt = torch.from_numpy(np.ascontiguousarray(data["x_test"]))
-    yt = torch.from_numpy(data["y_test"])
+def _accuracy(
+    template, result: ShardResult, data: dict[str, np.ndarray], n_eval: int | None
+) -> np.ndarray:
+    """Test accuracy of every model on the first ``n_eval`` test examples (None: all)."""
+    xt = torch.from_numpy(np.ascontiguousarray(data["x_test"][:n_eval]))
+    yt = torch.from_numpy(data["y_test"][:n_eval])
     logits = _all_logits(template, result, xt)
     return (logits.argmax(-1) == yt[None]).double().mean(1).numpy()
 
