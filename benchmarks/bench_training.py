@@ -203,9 +203,9 @@ def main() -> None:
     )
     print(
         "| model | params | engine | models in shard | vectorised models/s | "
-        "Opacus models/s | speed-up |"
+        "Opacus models/s | speed-up (median of rounds) | range over rounds |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, m, mo in cases:
         for engine in ("auto", "func"):
             if engine == "func" and not args.func:
@@ -214,7 +214,8 @@ def main() -> None:
             print(
                 f"| {r['model']} | {r['params']:,} | {r['engine']} | {r['models_vec']} | "
                 f"{r['vec_models_per_s']:.2f} | {r['opacus_models_per_s']:.2f} | "
-                f"{r['speedup']:.1f}x |",
+                f"{r['speedup']:.1f}x | {r['speedup_range'][0]:.1f}-"
+                f"{r['speedup_range'][1]:.1f}x |",
                 flush=True,
             )
     n_rss = 64 if args.quick else 256
