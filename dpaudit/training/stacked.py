@@ -131,17 +131,20 @@ class StackedSequential:
                 h = z
             elif isinstance(mod, nn.Conv2d):
                 w = params[lay.prefix + "weight"]  # (M, out, c, k, k)
+                bias = params[lay.prefix + "bias"].unbind(0) if mod.bias is not None else None
+                # unbind, not h[i]: the backward of M separate selects would zero-fill M
+                # full-size gradient buffers
                 z = torch.stack(
                     [
                         F.conv2d(
-                            h[i],
-                            w[i],
-                            params[lay.prefix + "bias"][i] if mod.bias is not None else None,
+                            hi,
+                            wi,
+                            None if bias is None else bias[i],
                             stride=mod.stride,
                             padding=mod.padding,
                             dilation=mod.dilation,
                         )
-                        for i in range(m)
+                        for i, (hi, wi) in enumerate(zip(h.unbind(0), w.unbind(0), strict=True))
                     ]
                 )
                 saved.append((lay, h, z))
