@@ -170,6 +170,8 @@ def test_bad_configs(data):
         d = dict(data)
         d["x_canary"] = d["x_canary"][:0]
         _run(d, ctype="in_distribution")
+    with pytest.raises(ValueError, match="plain SGD"):
+        _run(data, train={"momentum": 0.9})
     with pytest.raises(ValueError, match="unknown sampler"):
         _run(data, train={"sampler": "random"})
     with pytest.raises(ValueError, match="not a class"):

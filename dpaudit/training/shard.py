@@ -96,6 +96,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "engine": "auto",
     "checkpoint_every_s": 300.0,
     "eval_examples": 1000,
+    "momentum": 0.0,
 }
 #: Defaults of the ``canaries`` block.
 CANARY_DEFAULTS: dict[str, Any] = {
@@ -200,6 +201,11 @@ def run_shard(
         raise ValueError(f"unknown threat_model {threat_model!r}; allowed: {list(THREAT_MODELS)}")
     t = _merge(TRAIN_DEFAULTS, train, "train")
     c = _merge(CANARY_DEFAULTS, canaries, "canaries")
+    if t["momentum"]:
+        raise ValueError(
+            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD (momentum 0); "
+            "use the Opacus one-model engine for momentum"
+        )
     kind = c["type"]
     if kind not in INPUT_CANARIES + GRADIENT_CANARIES:
         raise ValueError(
