@@ -21,8 +21,9 @@ Randomness is a pure function of per-model integer seeds and the step index
 * a killed job resumes from its last checkpoint and reproduces the uninterrupted run exactly;
 * results are deterministic on the CPU for a fixed thread count.
 
-Models are processed in chunks of ``model_chunk`` per step to bound the memory of the
-per-sample gradients (``chunk * batch * params`` floats); chunking does not change the results
+Per-sample gradients come from the ghost-norm engine of :mod:`dpaudit.training.stacked` for
+plain sequential models, else from ``torch.func`` (:func:`choose_engine`). Models are processed
+in chunks of ``model_chunk`` per step to bound memory; chunking does not change the results
 beyond floating-point round-off.
 
 Everything the white-box threat models need is recorded here (note 001 §3, note 003 §2.6):
@@ -30,8 +31,9 @@ Everything the white-box threat models need is recorded here (note 001 §3, note
                 for chosen input canaries ``c`` (Steinke et al. 2023, §4.1);
 ``step_dots``   per step, ``<g~_t, v_k>`` for every gradient canary ``v_k`` (Annamalai et al.,
                 Algorithm 1, ``o_t``; the Natural/PI likelihood ratios of note 003 §2.7).
-The gradient-canary sum over all steps telescopes to ``<theta_0 - theta_T, v_k> / lr``-free form
-``<theta_0 - theta_T, v_k>`` and is computed from the first and last iterates (note 001 §3).
+For a gradient canary (fixed gradient ``v_k``) the white-box sum telescopes to
+``<theta_0 - theta_T, v_k>`` under plain SGD and is computed from the first and last iterates
+(note 001 §3).
 """
 
 from __future__ import annotations
