@@ -12,6 +12,8 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/simulate.smk"
+include: "rules/analysis.smk"
 include: "rules/audit.smk"
 include: "rules/figures.smk"
 

@@ -56,6 +56,8 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         "method": method.name,
         "params": json.dumps(spec, sort_keys=True),
     }
+    for accountant, eps in sorted((sf.meta.get("claimed_epsilons") or {}).items()):
+        ident[f"claimed_epsilon_{accountant}"] = float("inf") if eps is None else eps
     frame = pd.DataFrame([{**ident, **row} for row in rows])
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
 

@@ -115,10 +115,30 @@ def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
         )
 
 
+def _check_registered(exp: str, block: dict[str, Any]) -> None:
+    """Mechanism and analysis names must be registered (their tables are the allowed values)."""
+    if block.get("kind") == "simulate":
+        from dpaudit.mechanisms.registry import MECHANISMS as table
+
+        key = "mechanism"
+    elif block.get("kind") == "analysis":
+        from dpaudit.analyses import ANALYSES as table
+
+        key = "analysis"
+    else:
+        return
+    if block.get(key) not in table:
+        raise ConfigError(
+            f"config key experiments.{exp}.{key}: {block.get(key)!r} is not allowed; "
+            f"allowed values: {sorted(table)}"
+        )
+
+
 def _check_references(config: dict[str, Any]) -> None:
     """Cross-key checks the schema cannot express."""
     names = sorted(config.get("estimators", {}))
     for exp, block in config.get("experiments", {}).items():
+        _check_registered(exp, block)
         if "dataset" in block:
             _check_dataset(exp, block["dataset"])
         for name in block.get("estimators", []) or []:

@@ -43,3 +43,11 @@ def write_csv(path: str | Path, frame) -> None:
     """Write a pandas DataFrame as CSV, atomically."""
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
+
+
+def copy_atomic(src: str | Path, dst: str | Path) -> None:
+    """Copy ``src`` to ``dst`` atomically."""
+    import shutil
+
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)

@@ -5,6 +5,7 @@ Kept in the library (not in the .smk files) so they are unit-tested and usable e
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import sys
@@ -30,8 +31,67 @@ def train_settings(experiment: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def _fmt(value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text.replace("-", "m").replace("+", "")
+
+
+def simulate_settings(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Setting name -> mechanism parameters of a ``kind: simulate`` experiment.
+
+    Each setting is the fixed ``params`` updated with one of the explicit ``points`` (a list of
+    dicts, for parameters that vary together) and one point of the cartesian product of
+    ``grid``; it is named after the varying values, like ``n1024_K32``.
+    """
+    base = dict(experiment.get("params") or {})
+    grid = experiment.get("grid") or {}
+    points = experiment.get("points") or [{}]
+    keys = list(grid)
+    out: dict[str, dict[str, Any]] = {}
+    for point in points:
+        for values in itertools.product(*(grid[k] for k in keys)):
+            varying = {**point, **dict(zip(keys, values, strict=True))}
+            name = "_".join(f"{k}{_fmt(v)}" for k, v in varying.items()) or "base"
+            if name in out:
+                raise ValueError(f"two settings are both named {name!r}")
+            out[name] = {**base, **varying}
+    return out
+
+
+def varying_keys(experiment: dict[str, Any]) -> list[str]:
+    """The parameter names that vary across the settings of a simulate experiment."""
+    keys = list(experiment.get("grid") or {})
+    for point in experiment.get("points") or []:
+        keys += [k for k in point if k not in keys]
+    return keys
+
+
+def experiment_settings(experiment: dict[str, Any]) -> dict[str, Any]:
+    """Setting name -> what defines it, for experiments that write score files."""
+    kind = experiment["kind"]
+    if kind == "train":
+        return train_settings(experiment)
+    if kind == "simulate":
+        return simulate_settings(experiment)
+    return {}
+
+
+def setting_columns(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Setting name -> the grid values that vary across settings (joined onto audit tables)."""
+    if experiment["kind"] == "simulate":
+        keys = varying_keys(experiment)
+        return {s: {k: p[k] for k in keys} for s, p in simulate_settings(experiment).items()}
+    if experiment["kind"] == "train":
+        return {s: {"target_epsilon": e} for s, e in train_settings(experiment).items()}
+    return {}
+
+
 def experiment_designs(experiment: dict[str, Any]) -> set[str]:
     """The score-file designs an experiment produces."""
+    if experiment["kind"] == "simulate":
+        from dpaudit.mechanisms.registry import DESIGNS
+
+        return {DESIGNS[experiment["mechanism"]]}
     return {experiment.get("design", "one_run")}
 
 

@@ -30,7 +30,11 @@ rule audit_table:
         ),
     log:
         "logs/{experiment}/audit_table.log",
+    wildcard_constraints:
+        experiment=kind_pattern("train", "simulate"),
     conda:
         "../envs/dpaudit.yaml"
+    params:
+        settings=setting_table,
     script:
         "../scripts/audit_table.py"

@@ -8,7 +8,14 @@ from pathlib import Path
 import yaml
 
 from dpaudit.config import ConfigError, load_schema, validate_config
-from dpaudit.pipeline import applicable_estimators, canonical, train_settings
+from dpaudit.pipeline import (
+    applicable_estimators,
+    canonical,
+    experiment_settings,
+    setting_columns,
+    simulate_settings,
+    train_settings,
+)
 
 try:
     validate_config(
@@ -20,6 +27,7 @@ except ConfigError as err:
 
 EXPERIMENTS = config["experiments"]
 REPORT = "results/report.html"
+SCORE_KINDS = ("train", "simulate")
 
 
 wildcard_constraints:
@@ -27,10 +35,19 @@ wildcard_constraints:
     setting="[A-Za-z0-9_.]+",
     seed="[0-9]+",
     estimator="[A-Za-z][A-Za-z0-9_]*",
+    paper="[a-z0-9_]+",
+    figure="[A-Za-z0-9_]+",
 
 
-def experiment_config(wildcards):
-    return EXPERIMENTS[wildcards.experiment]
+def experiments_of(*kinds):
+    return [name for name, exp in EXPERIMENTS.items() if exp["kind"] in kinds]
+
+
+def kind_pattern(*kinds):
+    """A wildcard pattern matching exactly the experiments of these kinds (rules that write
+    the same paths for different kinds are told apart by it)."""
+    names = experiments_of(*kinds)
+    return "|".join(names) if names else "(?!)"
 
 
 def score_files(experiment):
@@ -38,7 +55,7 @@ def score_files(experiment):
     exp = EXPERIMENTS[experiment]
     return [
         f"results/{experiment}/scores/{setting}/seed{seed}.npz"
-        for setting in train_settings(exp)
+        for setting in experiment_settings(exp)
         for seed in exp["seeds"]
     ]
 
@@ -49,21 +66,25 @@ def audit_files(wildcards):
     return [
         f"results/{wildcards.experiment}/audit/{name}/{setting}/seed{seed}.csv"
         for name in applicable_estimators(config, wildcards.experiment)
-        for setting in train_settings(exp)
+        for setting in experiment_settings(exp)
         for seed in exp["seeds"]
     ]
+
+
+def _setting(wildcards, settings):
+    if wildcards.setting not in settings:
+        raise ValueError(
+            f"experiment {wildcards.experiment!r} has no setting {wildcards.setting!r}; "
+            f"allowed: {sorted(settings)}"
+        )
+    return settings[wildcards.setting]
 
 
 def train_params(wildcards):
     """Everything a training job reads from the config, so that Snakemake reruns exactly the
     settings whose parameters changed."""
     exp = EXPERIMENTS[wildcards.experiment]
-    settings = train_settings(exp)
-    if wildcards.setting not in settings:
-        raise ValueError(
-            f"experiment {wildcards.experiment!r} has no setting {wildcards.setting!r}; "
-            f"allowed: {sorted(settings)}"
-        )
+    target = _setting(wildcards, train_settings(exp))
     train = {
         k: v
         for k, v in exp["train"].items()
@@ -74,9 +95,15 @@ def train_params(wildcards):
             "model": exp["model"],
             "canaries": exp["canaries"],
             "train": train,
-            "target_epsilon": settings[wildcards.setting],
+            "target_epsilon": target,
         }
     )
+
+
+def simulate_params(wildcards):
+    exp = EXPERIMENTS[wildcards.experiment]
+    params = _setting(wildcards, simulate_settings(exp))
+    return canonical({"mechanism": exp["mechanism"], "params": params})
 
 
 def estimator_params(wildcards):
@@ -87,20 +114,93 @@ def dataset_params(wildcards):
     return canonical(EXPERIMENTS[wildcards.experiment]["dataset"])
 
 
-def all_targets():
-    targets = []
-    for name in EXPERIMENTS:
-        targets += score_files(name)
-        targets += [
-            f"results/{name}/audit.csv",
-            f"results/{name}/figures/eps_empirical_vs_claimed.pdf",
-            f"results/{name}/figures/eps_empirical_vs_claimed.png",
-        ]
-    return targets
+def analysis_params(wildcards):
+    exp = EXPERIMENTS[wildcards.experiment]
+    return canonical({"analysis": exp["analysis"], "params": exp["params"]})
+
+
+def setting_table(wildcards):
+    return canonical(setting_columns(EXPERIMENTS[wildcards.experiment]))
+
+
+def figure_params(wildcards):
+    exp = EXPERIMENTS[wildcards.experiment]
+    return canonical(
+        {"kind": exp["kind"], "title": exp.get("description", ""), **exp["figure"]}
+    )
+
+
+def main_table(experiment):
+    kind = EXPERIMENTS[experiment]["kind"]
+    return f"results/{experiment}/{'table' if kind == 'analysis' else 'audit'}.csv"
+
+
+def figure_stem(experiment):
+    if EXPERIMENTS[experiment]["kind"] == "train":
+        return f"results/{experiment}/figures/eps_empirical_vs_claimed"
+    return f"results/{experiment}/figures/figure"
+
+
+def experiment_table(wildcards):
+    return main_table(wildcards.experiment)
 
 
 def experiment_description(wildcards):
     return EXPERIMENTS[wildcards.experiment].get("description", "")
+
+
+PAPER_TARGETS = {
+    exp["paper_target"]: name
+    for name, exp in EXPERIMENTS.items()
+    if exp.get("paper_target")
+}
+
+
+def target_pattern(part):
+    """Wildcard pattern for the paper (part 0) or figure (part 1) of published targets."""
+    names = sorted({key.split("/")[part] for key in PAPER_TARGETS})
+    return "|".join(names) if names else "(?!)"
+
+
+def paper_target_inputs(wildcards):
+    key = f"{wildcards.paper}/{wildcards.figure}"
+    if key not in PAPER_TARGETS:
+        raise ValueError(
+            f"no experiment publishes {key!r}; allowed: {sorted(PAPER_TARGETS)}"
+        )
+    name = PAPER_TARGETS[key]
+    stem = figure_stem(name)
+    return {"pdf": f"{stem}.pdf", "png": f"{stem}.png", "table": main_table(name)}
+
+
+def reproduction_inputs(wildcards):
+    return [
+        main_table(name) for name, exp in EXPERIMENTS.items() if exp.get("reproduce")
+    ]
+
+
+def reproduction_params(wildcards):
+    return canonical(
+        {
+            name: {"table": main_table(name), "checks": exp["reproduce"]}
+            for name, exp in EXPERIMENTS.items()
+            if exp.get("reproduce")
+        }
+    )
+
+
+def all_targets():
+    targets = []
+    for name in EXPERIMENTS:
+        if EXPERIMENTS[name]["kind"] in SCORE_KINDS:
+            targets += score_files(name)
+        stem = figure_stem(name)
+        targets += [main_table(name), f"{stem}.pdf", f"{stem}.png"]
+    for key in PAPER_TARGETS:
+        targets += [f"results/{key}.{ext}" for ext in ("pdf", "png", "csv")]
+    if any(exp.get("reproduce") for exp in EXPERIMENTS.values()):
+        targets += ["results/reproduction.md", "results/reproduction.csv"]
+    return targets
 
 
 def write_report(path):

@@ -10,6 +10,8 @@ rule train:
         "logs/{experiment}/train/{setting}/seed{seed}.log",
     benchmark:
         "results/{experiment}/benchmarks/train/{setting}/seed{seed}.tsv"
+    wildcard_constraints:
+        experiment=kind_pattern("train"),
     conda:
         "../envs/dpaudit.yaml"
     threads: config["compute"]["threads_per_training_job"]

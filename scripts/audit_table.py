@@ -2,9 +2,9 @@
 
 from dpaudit.io import write_csv
 from dpaudit.pipeline import script_logging
-from dpaudit.tables import concat_tables
+from dpaudit.tables import add_setting_columns, concat_tables
 
 log = script_logging(snakemake.log[0])
-table = concat_tables(list(snakemake.input))
+table = add_setting_columns(concat_tables(list(snakemake.input)), snakemake.params.settings)
 write_csv(snakemake.output[0], table)
 log.info("%d rows from %d files", len(table), len(snakemake.input))

@@ -72,11 +72,20 @@ def test_unknown_estimator_reference():
         validate_config(cfg, SCHEMA)
 
 
+def _resolve(sub: dict) -> dict:
+    if "$ref" in sub:
+        return SCHEMA["$defs"][sub["$ref"].rsplit("/", 1)[-1]]
+    return sub
+
+
 def _leaves(schema: dict, path: str, out: list) -> None:
     props = schema.get("properties", {})
     for key, sub in props.items():
-        out.append((f"{path}.{key}", sub))
+        sub = _resolve(sub)
+        out.append((f"{path}.{key}", sub, key in schema.get("required", [])))
         _leaves(sub, f"{path}.{key}", out)
+        if "items" in sub:
+            _leaves(sub["items"], f"{path}.{key}[]", out)
 
 
 def test_schema_documents_every_key():
@@ -86,14 +95,11 @@ def test_schema_documents_every_key():
     for name, sub in SCHEMA["$defs"].items():
         _leaves(sub, f"$defs.{name}", keys)
     assert len(keys) > 30
-    for path, sub in keys:
+    for path, sub, required in keys:
         assert "description" in sub, path
-    required = {"kind", "method"}
-    for path, sub in keys:
-        if path.rsplit(".", 1)[-1] not in required and "$defs.experiment." not in path:
-            assert "default" in sub or path.endswith(".estimators") or "$defs.estimator." in path, (
-                path
-            )
+        # Required keys have no default by nature; "estimators" lists default to all that apply.
+        if not required and not path.endswith(".estimators") and "$defs.experiment." not in path:
+            assert "default" in sub, path
 
 
 def test_validation_does_not_touch_other_experiments():
@@ -110,4 +116,13 @@ def test_dataset_keys_must_apply_to_the_dataset():
         validate_config(cfg, SCHEMA)
     cfg["experiments"]["tiny"]["dataset"] = {"name": "purchase"}
     with pytest.raises(ConfigError, match=r"dataset\.sha256: required"):
+        validate_config(cfg, SCHEMA)
+
+
+def test_mechanism_and_analysis_names_are_checked():
+    cfg = {"experiments": {"s": {"kind": "simulate", "mechanism": "lidp_gausian"}}}
+    with pytest.raises(ConfigError, match=r"experiments\.s\.mechanism: 'lidp_gausian' is not"):
+        validate_config(cfg, SCHEMA)
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "nope"}}}
+    with pytest.raises(ConfigError, match=r"allowed values: \[.*one_run_correct_guesses"):
         validate_config(cfg, SCHEMA)

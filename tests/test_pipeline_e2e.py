@@ -71,6 +71,9 @@ def test_table_figure_and_report_exist_with_sane_values(run_dir):
     private = table[table["setting"] == "eps4"]
     assert (private["claimed_epsilon"].between(3.5, 4.0)).all()  # Opacus RDP hits the target
     assert (private["epsilon"] < private["claimed_epsilon"]).all()
+    # every accountant side by side; PLD is tighter than the RDP that calibrated the noise
+    assert (private["claimed_epsilon_pld"] <= private["claimed_epsilon_rdp"] + 1e-9).all()
+    assert np.allclose(private["claimed_epsilon_rdp"], private["claimed_epsilon"])
     assert not table.loc[table["selection"] == "grid_max_uncorrected", "valid"].any()
     for suffix in ("pdf", "png"):
         fig = run_dir / f"results/tiny/figures/eps_empirical_vs_claimed.{suffix}"

@@ -35,6 +35,20 @@ def make_canaries(data: dict[str, np.ndarray], spec: dict[str, Any]) -> tuple[np
     raise ValueError(f"unknown canary type {kind!r}; allowed: {list(CANARY_TYPES)}")
 
 
+def claimed_epsilons(result, delta: float) -> dict[str, float | None]:
+    """Every accountant's epsilon for the run's (noise multiplier, sample rate, steps), so the
+    audit table can show them side by side (null for a run without noise)."""
+    from dpaudit.accounting.dpsgd import ACCOUNTANTS, accountant_table
+
+    if result.claimed_epsilon is None or result.noise_multiplier <= 0:
+        return {name: None for name in ACCOUNTANTS}
+    table = accountant_table(result.noise_multiplier, result.sample_rate, result.steps, delta)
+    return {
+        row.accountant: (None if row.epsilon != row.epsilon else float(row.epsilon))
+        for row in table.itertuples()
+    }
+
+
 def run_setting(
     data: dict[str, np.ndarray],
     *,
@@ -73,6 +87,7 @@ def run_setting(
         net, data, canary_x, canary_y, membership, params, derive_seed(seed, "train"), device
     )
     meta = {
+        "claimed_epsilons": claimed_epsilons(result, train["delta"]),
         "format_version": FORMAT_VERSION,
         "experiment": experiment,
         "setting": setting,

@@ -1,0 +1,254 @@
+"""Claimed epsilon of DP-SGD with Poisson subsampling, from four accountants.
+
+The mechanism: ``steps`` compositions of the Poisson-subsampled Gaussian mechanism with noise
+multiplier ``sigma`` (noise std / clipping norm) and sample rate ``q``. Each accountant returns
+an upper bound on epsilon at ``delta`` (PLD and PRV are numerically tight; RDP is looser; GDP is
+a central-limit *approximation*, not a bound):
+
+``rdp``  Opacus ``RDPAccountant``: Mironov, Talwar, Zhang (2019) RDP of the sampled Gaussian,
+         converted with Balle et al. (2020), Theorem 21, over Opacus' default orders.
+``prv``  Opacus ``PRVAccountant``: Gopi, Lee, Wutschitz (2021); the returned value is the upper
+         end of its error bracket.
+``gdp``  Opacus ``GaussianAccountant``: Bu, Dong, Long, Su (2020) CLT, mu = q sqrt(T (e^{1/sigma^2}
+         - 1)) for Poisson sampling, then mu-GDP -> (epsilon, delta) (Dong, Roth, Su, Cor. 2.13).
+``pld``  Google ``dp_accounting`` PLD accountant (Meiser and Mohammadi 2018; Koskela et al.),
+         pessimistic discretisation, interval 1e-4 (as used in notes 003 section 6.1).
+
+:func:`accountant_table` puts them side by side; :func:`noise_multiplier` calibrates sigma for a
+target epsilon (Opacus' ``get_noise_multiplier`` for rdp/prv/gdp, the same bisection for pld).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+#: Accountant names, in the order the table reports them.
+ACCOUNTANTS: tuple[str, ...] = ("pld", "prv", "rdp", "gdp")
+
+#: Discretisation interval of the dp_accounting PLD (smaller = tighter and slower).
+PLD_DISCRETIZATION = 1e-4
+
+#: Largest noise multiplier the calibration tries (as Opacus' MAX_SIGMA).
+MAX_SIGMA = 1e6
+
+
+def check_dpsgd(sigma: float, q: float, steps: int, delta: float) -> None:
+    """Raise ValueError naming the first bad DP-SGD parameter."""
+    if not (isinstance(sigma, int | float | np.floating) and math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"noise multiplier must be a finite number > 0, got {sigma!r}")
+    if not (isinstance(q, int | float | np.floating) and 0 < q <= 1):
+        raise ValueError(f"sample rate must lie in (0, 1], got {q!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(delta, int | float | np.floating) and 0 < delta < 1):
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+
+
+def epsilon_rdp(
+    sigma: float, q: float, steps: int, delta: float, orders: Sequence[float] | None = None
+) -> float:
+    """RDP accountant (Opacus), minimised over ``orders`` (default: Opacus' DEFAULT_ALPHAS)."""
+    from opacus.accountants import RDPAccountant
+
+    check_dpsgd(sigma, q, steps, delta)
+    acc = RDPAccountant()
+    acc.history = [(float(sigma), float(q), int(steps))]
+    return float(acc.get_epsilon(delta=delta, alphas=None if orders is None else list(orders)))
+
+
+def epsilon_prv(sigma: float, q: float, steps: int, delta: float, eps_error: float = 0.01) -> float:
+    """PRV accountant (Opacus): the upper end of its estimate, within ``eps_error``."""
+    from opacus.accountants import PRVAccountant
+
+    check_dpsgd(sigma, q, steps, delta)
+    acc = PRVAccountant()
+    acc.history = [(float(sigma), float(q), int(steps))]
+    return float(acc.get_epsilon(delta=delta, eps_error=eps_error))
+
+
+def epsilon_gdp(sigma: float, q: float, steps: int, delta: float, poisson: bool = True) -> float:
+    """GDP CLT approximation (Opacus ``GaussianAccountant``); Poisson or uniform subsampling.
+
+    Not an upper bound: it is accurate only for many steps and small q (Bu et al. 2020).
+    """
+    from dpaudit.accounting.gaussian import gdp_epsilon
+
+    check_dpsgd(sigma, q, steps, delta)
+    return gdp_epsilon(delta, dpsgd_gdp_mu(sigma, q, steps, poisson))
+
+
+def dpsgd_gdp_mu(sigma: float, q: float, steps: int, poisson: bool = True) -> float:
+    """The CLT mu of DP-SGD (Opacus ``compute_mu_poisson`` / ``compute_mu_uniform``).
+
+    ``poisson=False`` is Bu et al.'s formula that Xiang, Wang, Wang (2024) quote as Corollary 7
+    (their mu_G): mu = sqrt(2) c sqrt(e^{1/sigma^2} Phi(1.5/sigma) + 3 Phi(-0.5/sigma) - 2),
+    c = q sqrt(T).
+    """
+    from opacus.accountants.analysis import gdp
+
+    fn = gdp.compute_mu_poisson if poisson else gdp.compute_mu_uniform
+    mu = float(fn(steps=int(steps), noise_multiplier=float(sigma), sample_rate=float(q)))
+    if not (math.isfinite(mu) and mu > 0):
+        raise ValueError(
+            f"the GDP mu is not finite for noise multiplier {sigma} (e^(1/sigma^2) overflows)"
+        )
+    return mu
+
+
+def pld_accountant(
+    sigma: float, q: float, steps: int, value_discretization_interval: float = PLD_DISCRETIZATION
+):
+    """A dp_accounting ``PLDAccountant`` that has composed the DP-SGD event."""
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(float(q), dp_accounting.GaussianDpEvent(float(sigma))),
+        int(steps),
+    )
+    acc = pld_privacy_accountant.PLDAccountant(
+        value_discretization_interval=value_discretization_interval
+    )
+    acc.compose(event)
+    return acc
+
+
+def epsilon_pld(
+    sigma: float,
+    q: float,
+    steps: int,
+    delta: float,
+    value_discretization_interval: float = PLD_DISCRETIZATION,
+) -> float:
+    """PLD accountant (dp_accounting), pessimistic estimate, so an upper bound."""
+    check_dpsgd(sigma, q, steps, delta)
+    acc = pld_accountant(sigma, q, steps, value_discretization_interval)
+    return float(acc.get_epsilon(delta))
+
+
+def delta_pld(
+    sigma: float,
+    q: float,
+    steps: int,
+    epsilon: float,
+    value_discretization_interval: float = PLD_DISCRETIZATION,
+) -> float:
+    """delta(epsilon) of DP-SGD from the PLD accountant."""
+    check_dpsgd(sigma, q, steps, 0.5)
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    acc = pld_accountant(sigma, q, steps, value_discretization_interval)
+    return float(acc.get_delta(epsilon))
+
+
+EPSILON_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "pld": epsilon_pld,
+    "prv": epsilon_prv,
+    "rdp": epsilon_rdp,
+    "gdp": epsilon_gdp,
+}
+
+
+def epsilon(accountant: str, sigma: float, q: float, steps: int, delta: float) -> float:
+    """Epsilon of DP-SGD under the named accountant (one of :data:`ACCOUNTANTS`)."""
+    try:
+        fn = EPSILON_FUNCTIONS[accountant]
+    except KeyError:
+        raise ValueError(
+            f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}"
+        ) from None
+    return fn(sigma, q, steps, delta)
+
+
+def accountant_table(
+    sigma: float,
+    q: float,
+    steps: int,
+    delta: float,
+    accountants: Sequence[str] = ACCOUNTANTS,
+):
+    """One row per accountant for one DP-SGD setting (a pandas DataFrame).
+
+    Columns: accountant, epsilon, is_upper_bound (False for the GDP approximation), error (why
+    an accountant gave no value, e.g. the GDP mu overflowing for tiny sigma; epsilon is then
+    NaN), ratio_to_pld (when pld is among ``accountants``), and the setting (noise_multiplier,
+    sample_rate, steps, delta).
+    """
+    import pandas as pd
+
+    check_dpsgd(sigma, q, steps, delta)
+    rows = []
+    for name in accountants:
+        try:
+            eps, err = epsilon(name, sigma, q, steps, delta), ""
+        except (ValueError, OverflowError, FloatingPointError) as exc:
+            if name not in EPSILON_FUNCTIONS:
+                raise
+            eps, err = math.nan, str(exc)
+        rows.append(
+            {"accountant": name, "epsilon": eps, "is_upper_bound": name != "gdp", "error": err}
+        )
+    df = pd.DataFrame(rows)
+    if "pld" in set(accountants):
+        df["ratio_to_pld"] = df["epsilon"] / float(
+            df.loc[df.accountant == "pld", "epsilon"].iloc[0]
+        )
+    df["noise_multiplier"] = float(sigma)
+    df["sample_rate"] = float(q)
+    df["steps"] = int(steps)
+    df["delta"] = float(delta)
+    return df
+
+
+def noise_multiplier(
+    target_epsilon: float,
+    delta: float,
+    q: float,
+    steps: int,
+    accountant: str = "prv",
+    epsilon_tolerance: float = 0.01,
+) -> float:
+    """The noise multiplier at which DP-SGD reaches ``target_epsilon`` under ``accountant``.
+
+    Returns a sigma whose epsilon lies in [target - epsilon_tolerance, target] (the conservative
+    side). rdp, prv and gdp use Opacus' ``get_noise_multiplier``; pld uses the same doubling +
+    bisection on :func:`epsilon_pld`.
+    """
+    check_dpsgd(1.0, q, steps, delta)
+    if not (math.isfinite(target_epsilon) and target_epsilon > 0):
+        raise ValueError(f"target epsilon must be a finite number > 0, got {target_epsilon!r}")
+    if not epsilon_tolerance > 0:
+        raise ValueError(f"epsilon tolerance must be > 0, got {epsilon_tolerance!r}")
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
+    if accountant != "pld":
+        from opacus.accountants.utils import get_noise_multiplier
+
+        return float(
+            get_noise_multiplier(
+                target_epsilon=target_epsilon,
+                target_delta=delta,
+                sample_rate=q,
+                steps=int(steps),
+                accountant=accountant,
+                epsilon_tolerance=epsilon_tolerance,
+            )
+        )
+    lo, hi = 0.0, 10.0
+    eps_hi = epsilon_pld(hi, q, steps, delta)
+    while eps_hi > target_epsilon:
+        lo, hi = hi, 2 * hi
+        if hi > MAX_SIGMA:
+            raise ValueError(f"target epsilon {target_epsilon} is too small to reach")
+        eps_hi = epsilon_pld(hi, q, steps, delta)
+    while target_epsilon - eps_hi > epsilon_tolerance:
+        mid = 0.5 * (lo + hi)
+        eps_mid = epsilon_pld(mid, q, steps, delta)
+        if eps_mid < target_epsilon:
+            hi, eps_hi = mid, eps_mid
+        else:
+            lo = mid
+    return hi

@@ -1,0 +1,88 @@
+"""``dpaudit audit``: run estimators on score files and print the tidy table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import yaml
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="run estimators on score files and print the audit table",
+        description="Every chosen estimator on every score file it applies to. Without "
+        "--config, each --estimator names a method run with its default parameters; with "
+        "--config, names refer to the config's estimator blocks (default: all of them).",
+    )
+    p.add_argument("scorefiles", nargs="+", metavar="SCOREFILE", help="score files (.npz)")
+    p.add_argument(
+        "--estimator",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="estimator to run (repeatable); default: all",
+    )
+    p.add_argument("--config", help="a dpaudit config file whose 'estimators' blocks to use")
+    p.add_argument("--csv", action="store_true", help="print CSV instead of a text table")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: epsilon (the largest valid bound) and the rows",
+    )
+    p.set_defaults(func=run)
+
+
+def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict]:
+    """Estimator blocks by name, from a config file or the methods' defaults."""
+    from dpaudit import estimators
+
+    if config_path:
+        from pathlib import Path
+
+        from dpaudit.config import load_schema, validate_config
+
+        config = yaml.safe_load(Path(config_path).read_text()) or {}
+        schema = load_schema(Path(__file__).resolve().parents[2] / "config" / "schema.yaml")
+        validate_config(config, schema)
+        specs = config.get("estimators", {})
+        for name in names:
+            if name not in specs:
+                raise ValueError(f"unknown estimator {name!r}; allowed: {sorted(specs)}")
+        return {n: specs[n] for n in (names or sorted(specs))}
+    for name in names:
+        estimators.get(name)  # raises with the allowed names
+    return {n: {"method": n} for n in (names or sorted(estimators.METHODS))}
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpaudit import scores
+    from dpaudit.audit import audit
+
+    files = [scores.read(path) for path in args.scorefiles]
+    table = audit(files, estimator_specs(args.estimator, args.config))
+    if args.json:
+        valid = table[table["valid"].astype(bool)] if len(table) else table
+        best = float(valid["epsilon"].max()) if len(valid) else 0.0
+        rows = json.loads(table.to_json(orient="records", double_precision=15))
+        print(json.dumps({"epsilon": best if math.isfinite(best) else None, "rows": rows}))
+    elif args.csv:
+        print(table.to_csv(index=False), end="")
+    else:
+        cols = [
+            c
+            for c in (
+                "setting",
+                "seed",
+                "estimator",
+                "selection",
+                "epsilon",
+                "valid",
+                "claimed_epsilon",
+            )
+            if c in table.columns
+        ]
+        print(table[cols].to_string(index=False) if len(table) else "no estimator applies")
+    return 0

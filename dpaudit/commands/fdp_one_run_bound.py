@@ -1,0 +1,70 @@
+"""``dpaudit fdp-one-run-bound``: the tight one-run lower bound of Xiang et al. (2025) from
+guess counts (Theorem 3, Proposition 1, Algorithm 2)."""
+
+from __future__ import annotations
+
+import argparse
+
+from dpaudit.estimators.fdp_one_run import TAILS, epsilon_lower_bound
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fdp-one-run-bound",
+        help="tight one-run f-DP lower bound (Xiang et al. 2025, Theorem 3 + Proposition 1)",
+        description="Lower bound on epsilon from n randomized bits of which the r most "
+        "confident guesses were released and WRONG of them were wrong, under a one-parameter "
+        "f-DP null family, reported as (epsilon, delta) by Algorithm 2. Caution: for "
+        "--family approx-dp with delta > 0 the paper's Theorem 1 is not sound for every "
+        "(epsilon, delta)-DP mechanism (docs/estimators/fdp_one_run.md).",
+    )
+    p.add_argument("--n", type=int, required=True, help="number of randomized bits (canaries)")
+    p.add_argument("--r", type=int, required=True, help="number of released guesses")
+    p.add_argument("--wrong", type=int, required=True, help="wrong guesses among the r")
+    p.add_argument(
+        "--family",
+        required=True,
+        choices=["gdp", "laplace", "approx-dp", "subsampled-gaussian"],
+        help="null family: mu-GDP, Laplace mu, f_{eps,delta} at --delta, subsampled "
+        "Gaussian (mu, --q)",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=1e-5,
+        help="delta of the approx-dp null and of the (epsilon, delta) report (default 1e-5)",
+    )
+    p.add_argument("--q", type=float, default=None, help="sampling rate (subsampled-gaussian)")
+    p.add_argument("--confidence", type=float, default=0.95, help="default: 0.95")
+    p.add_argument(
+        "--tail", choices=list(TAILS), default="chernoff",
+        help="chernoff (the paper, Prop. 1) or exact Poisson-binomial tail (extension)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpaudit.cli import emit
+
+    b = epsilon_lower_bound(
+        args.n, args.r, args.wrong, args.family, args.delta, args.confidence, args.q, args.tail
+    )
+    result = {
+        "epsilon": b.epsilon,
+        "family": b.family,
+        b.param_name: b.param,
+        "p_value": b.p_value,
+        "n": b.n,
+        "r": b.r,
+        "wrong": b.wrong,
+        "delta": b.delta,
+        "confidence": b.confidence,
+        "tail": b.tail,
+    }
+    text = (
+        f"epsilon >= {b.epsilon:.6f} (delta={b.delta:g}; {b.param_name} >= {b.param:.6f} "
+        f"under {b.family}) at {b.confidence:.0%} confidence"
+    )
+    emit(result, args.json, text)
+    return 0

@@ -1,0 +1,436 @@
+"""Multi-run audits: one target per training run, FPR/FNR of a thresholded score, Eq. 1.
+
+The distinguishing game is played once per run (Annamalai, Balle, Hayes, De Cristofaro, "To
+Shuffle or not to Shuffle", Fig. 2): the target is in the training set (``membership`` 1) or
+not (0), the run's score is thresholded, and the false positive rate alpha (non-members called
+IN) and false negative rate beta (members called OUT) are bounded from above by one-sided
+Clopper-Pearson intervals. Any (epsilon, delta)-DP mechanism keeps (alpha, beta) in the privacy
+region of Kairouz et al. (their Section 3.2), so
+
+    epsilon >= max{ ln((1 - alpha_up - delta) / beta_up), ln((1 - beta_up - delta) / alpha_up), 0 }
+
+(their Eq. 1) whenever alpha_up >= alpha and beta_up >= beta. Both upper bounds must hold at
+once, so each rate is bounded at level ``1 - (1 - confidence) / 2`` (a union bound over the two
+rates): the bound then holds with probability at least ``confidence``. That per-rate level is
+also the upper end of a two-sided ``confidence`` interval; the paper's "95% Clopper-Pearson"
+reading with one-sided 95% per rate corresponds to ``confidence=0.90`` here (note 003 §2.2).
+
+Threshold choice (the paper's Appendix B, Algorithm 5, sweeps every threshold with one sort and
+reports the maximum on the same runs; it calls this standard but notes that a held-out set "is
+the easiest method to ensure a technically valid lower bound", §3.3):
+
+``same_data``  Algorithm 5: the best threshold on the evaluated runs. Uncorrected, ``valid``
+               False (the maximum over thresholds is not covered by the confidence level).
+``heldout``    the threshold is chosen on a random, membership-stratified part of the runs and
+               the bound is computed on the other part only. ``valid`` True.
+
+:func:`gdp_fit` is the Gaussian-DP fit of Nasr et al. 2023 ("Tight auditing of DP-SGD"): the
+point (alpha_up, beta_up) is mapped to mu = Phi^-1(1 - alpha_up) - Phi^-1(beta_up) and reported
+as the epsilon(delta) of mu-GDP. It assumes the mechanism's trade-off curve is Gaussian; when it
+is not, it can exceed the true epsilon (note 002 §5.5, and randomized response in
+tests/test_multi_run.py), so it is an estimate, never a valid bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import optimize, special, stats
+
+SELECTIONS = ("same_data", "heldout")
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+# --------------------------------------------------------------------------------------------
+
+
+def check_level(confidence: float, delta: float) -> None:
+    """Reject a confidence outside (0, 1) or a delta outside [0, 1)."""
+    if not isinstance(confidence, int | float) or not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    if not isinstance(delta, int | float) or not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+
+
+def check_scores(score: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """1-D float scores and 0/1 membership with at least one member and one non-member."""
+    score = np.asarray(score, dtype=np.float64).ravel()
+    membership = np.asarray(membership).ravel()
+    if score.shape != membership.shape:
+        raise ValueError(
+            f"score has {score.size} entries but membership has {membership.size}"
+        )
+    if score.size == 0:
+        raise ValueError("no trials: the score array is empty")
+    bad = ~np.isfinite(score)
+    if bad.any():
+        raise ValueError(
+            f"score is not finite (NaN or inf) at trial {int(np.argmax(bad))} "
+            f"({int(bad.sum())} non-finite in all)"
+        )
+    if not np.isin(membership, (0, 1)).all():
+        raise ValueError("membership must be 0 or 1")
+    membership = membership.astype(np.int8)
+    n1 = int(membership.sum())
+    if n1 == 0:
+        raise ValueError("no members: every trial has membership 0, so the FNR is undefined")
+    if n1 == membership.size:
+        raise ValueError("no non-members: every trial has membership 1, so the FPR is undefined")
+    return score, membership
+
+
+# --------------------------------------------------------------------------------------------
+# Clopper-Pearson and Eq. 1
+# --------------------------------------------------------------------------------------------
+
+
+def rate_level(confidence: float) -> float:
+    """Per-rate one-sided level so that the FPR and FNR bounds hold jointly at ``confidence``."""
+    return 1.0 - (1.0 - confidence) / 2.0
+
+
+def cp_upper(k: np.ndarray | float, n: np.ndarray | float, level: float) -> np.ndarray:
+    """One-sided Clopper-Pearson upper bound on a binomial rate: P[rate <= bound] >= level.
+
+    The ``level`` quantile of Beta(k + 1, n - k), and 1 when k = n (Clopper and Pearson 1934).
+    ``k`` may be fractional (used to project counts onto another sample size).
+    """
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        up = special.betaincinv(k + 1.0, n - k, level)
+    return np.where(k >= n, 1.0, up)
+
+
+def epsilon_from_rates(
+    fpr_upper: np.ndarray | float, fnr_upper: np.ndarray | float, delta: float
+) -> np.ndarray:
+    """Eq. 1: max{ln((1 - a - delta)/b), ln((1 - b - delta)/a), 0} for upper bounds a, b."""
+    a = np.asarray(fpr_upper, dtype=np.float64)
+    b = np.asarray(fnr_upper, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t1 = np.log(np.maximum(1.0 - a - delta, 0.0)) - np.log(b)
+        t2 = np.log(np.maximum(1.0 - b - delta, 0.0)) - np.log(a)
+    out = np.maximum(np.maximum(np.nan_to_num(t1, nan=0.0, neginf=0.0),
+                                np.nan_to_num(t2, nan=0.0, neginf=0.0)), 0.0)
+    return out
+
+
+def epsilon_from_counts(
+    false_pos: int, n_nonmembers: int, false_neg: int, n_members: int, delta: float,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """Lower bound at joint ``confidence`` from error counts: (epsilon, fpr_upper, fnr_upper)."""
+    check_level(confidence, delta)
+    for name, k, n in (("false positives", false_pos, n_nonmembers),
+                       ("false negatives", false_neg, n_members)):
+        if not 0 <= k <= n or n <= 0:
+            raise ValueError(f"need 0 <= {name} <= trials and trials > 0, got {k} of {n}")
+    lvl = rate_level(confidence)
+    a = float(cp_upper(false_pos, n_nonmembers, lvl))
+    b = float(cp_upper(false_neg, n_members, lvl))
+    return float(epsilon_from_rates(a, b, delta)), a, b
+
+
+# --------------------------------------------------------------------------------------------
+# Threshold sweep (Algorithm 5)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sweep:
+    """Error counts of the rule "IN iff score > threshold" at every distinct threshold.
+
+    ``threshold[j]`` runs over ``-inf`` (everything IN) and each distinct score in increasing
+    order; ``false_pos[j]`` counts non-members with score > threshold, ``false_neg[j]`` members
+    with score <= threshold. Ties are never split: a threshold sits between distinct scores.
+    """
+
+    threshold: np.ndarray
+    false_pos: np.ndarray
+    false_neg: np.ndarray
+    n_members: int
+    n_nonmembers: int
+
+
+def sweep(score: np.ndarray, membership: np.ndarray) -> Sweep:
+    """All thresholds from one sort and a cumulative sum (Algorithm 5, vectorised)."""
+    score, membership = check_scores(score, membership)
+    order = np.argsort(score, kind="stable")
+    s = score[order]
+    m = membership[order].astype(np.int64)
+    n1 = int(m.sum())
+    n0 = int(m.size - n1)
+    # Last position of each run of equal scores: thresholds between distinct values only.
+    last = np.flatnonzero(np.append(s[1:] != s[:-1], True))
+    fn = np.cumsum(m)[last]  # members at or below the threshold
+    below = last + 1
+    fp = n0 - (below - fn)  # non-members strictly above
+    return Sweep(
+        threshold=np.concatenate([[-np.inf], s[last]]),
+        false_pos=np.concatenate([[n0], fp]),
+        false_neg=np.concatenate([[0], fn]),
+        n_members=n1,
+        n_nonmembers=n0,
+    )
+
+
+def sweep_epsilons(sw: Sweep, delta: float, level: float) -> tuple[np.ndarray, ...]:
+    """(epsilon, fpr_upper, fnr_upper) at every threshold of ``sw`` (Eq. 1 per threshold)."""
+    a = cp_upper(sw.false_pos, sw.n_nonmembers, level)
+    b = cp_upper(sw.false_neg, sw.n_members, level)
+    return epsilon_from_rates(a, b, delta), a, b
+
+
+def _cp_floor(k: np.ndarray, n: float, level: float) -> np.ndarray:
+    """A cheap lower bound on :func:`cp_upper` for level >= 1/2: max(k/n, bound at k = 0).
+
+    The level-quantile of Beta(k+1, n-k) is at least its median, which is at least k/n (it
+    lies between the mode k/(n-1) and the mean (k+1)/(n+1)); the bound grows with k.
+    """
+    return np.maximum(np.asarray(k, dtype=np.float64) / n, -np.expm1(np.log1p(-level) / n))
+
+
+def argmax_over_thresholds(
+    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective,
+    chunk: int = 4096,
+) -> tuple[int, float, float, float]:
+    """argmax_j objective(cp_upper(k0[j]), cp_upper(k1[j])) for an objective that decreases
+    in both rates (Eq. 1, or the GDP mu), without computing every Clopper-Pearson bound.
+
+    Thresholds are visited in decreasing order of ``objective`` at :func:`_cp_floor` (an upper
+    bound on their value) and the search stops once no unvisited threshold can beat the best
+    exact value: the result equals the full sweep's maximum (first index among ties is not
+    guaranteed). Returns (index, value, fpr_upper, fnr_upper).
+    """
+    k0 = np.asarray(k0, dtype=np.float64)
+    k1 = np.asarray(k1, dtype=np.float64)
+    if level < 0.5:
+        raise ValueError(f"per-rate level must be >= 0.5, got {level}")
+    ub = objective(_cp_floor(k0, n0, level), _cp_floor(k1, n1, level))
+    order = np.argsort(-ub, kind="stable")
+    best = (-1, -np.inf, 1.0, 1.0)
+    for start in range(0, order.size, chunk):
+        idx = order[start : start + chunk]
+        if best[0] >= 0 and ub[idx[0]] <= best[1]:
+            break
+        a = cp_upper(k0[idx], n0, level)
+        b = cp_upper(k1[idx], n1, level)
+        val = objective(a, b)
+        i = int(np.argmax(val))
+        if best[0] < 0 or val[i] > best[1]:
+            best = (int(idx[i]), float(val[i]), float(a[i]), float(b[i]))
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MultiRunResult:
+    """One row of the audit table for a multi-run estimator."""
+
+    selection: str
+    epsilon: float
+    valid: bool
+    threshold: float
+    fpr_upper: float
+    fnr_upper: float
+    false_pos: int
+    false_neg: int
+    n_members: int
+    n_nonmembers: int
+    n_select: int
+    confidence: float
+    rate_confidence: float
+    mu: float | None = None
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def stratified_split(
+    membership: np.ndarray, select_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(selection indices, evaluation indices): a seeded random split within each class."""
+    if not 0.0 < select_fraction < 1.0:
+        raise ValueError(f"select_fraction must lie in (0, 1), got {select_fraction!r}")
+    rng = np.random.default_rng(seed)
+    sel, ev = [], []
+    for cls in (0, 1):
+        idx = rng.permutation(np.flatnonzero(membership == cls))
+        k = int(round(select_fraction * idx.size))
+        if k < 1 or k >= idx.size:
+            raise ValueError(
+                f"heldout split leaves no {'members' if cls else 'non-members'} on one side "
+                f"({idx.size} in all, select_fraction {select_fraction})"
+            )
+        sel.append(idx[:k])
+        ev.append(idx[k:])
+    return np.sort(np.concatenate(sel)), np.sort(np.concatenate(ev))
+
+
+def _choose_threshold(
+    score: np.ndarray, membership: np.ndarray, delta: float, level: float,
+    eval_n1: int, eval_n0: int,
+) -> float:
+    """The threshold maximising Eq. 1 on the selection runs, with its error *rates* projected
+    onto the evaluation sample sizes (so the Clopper-Pearson widths are those of the bound)."""
+    sw = sweep(score, membership)
+    k0 = sw.false_pos * (eval_n0 / sw.n_nonmembers)
+    k1 = sw.false_neg * (eval_n1 / sw.n_members)
+    j, _, _, _ = argmax_over_thresholds(
+        k0, eval_n0, k1, eval_n1, level, lambda x, y: epsilon_from_rates(x, y, delta)
+    )
+    return float(sw.threshold[j])
+
+
+def cp_audit(
+    score: np.ndarray,
+    membership: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    selection: str = "heldout",
+    select_fraction: float = 0.5,
+    split_seed: int = 0,
+) -> MultiRunResult:
+    """Clopper-Pearson lower bound on epsilon (Eq. 1) for one score per run.
+
+    ``selection`` is ``same_data`` (Algorithm 5's maximum over all thresholds on the same
+    runs; ``valid`` False) or ``heldout`` (threshold chosen on ``select_fraction`` of the runs,
+    bound on the rest; ``valid`` True). The bound holds jointly at ``confidence``: each rate is
+    bounded at :func:`rate_level` ``(confidence)``.
+    """
+    check_level(confidence, delta)
+    score, membership = check_scores(score, membership)
+    level = rate_level(confidence)
+    if selection == "same_data":
+        sw = sweep(score, membership)
+        j, eps, a, b = argmax_over_thresholds(
+            sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members, level,
+            lambda x, y: epsilon_from_rates(x, y, delta),
+        )
+        return MultiRunResult(
+            selection, eps, False, float(sw.threshold[j]), a, b,
+            int(sw.false_pos[j]), int(sw.false_neg[j]), sw.n_members, sw.n_nonmembers, 0,
+            confidence, level,
+        )
+    if selection == "heldout":
+        sel, ev = stratified_split(membership, select_fraction, split_seed)
+        n1 = int(membership[ev].sum())
+        n0 = int(ev.size - n1)
+        tau = _choose_threshold(score[sel], membership[sel], delta, level, n1, n0)
+        s_ev, m_ev = score[ev], membership[ev]
+        fp = int(np.sum((s_ev > tau) & (m_ev == 0)))
+        fn = int(np.sum((s_ev <= tau) & (m_ev == 1)))
+        a = float(cp_upper(fp, n0, level))
+        b = float(cp_upper(fn, n1, level))
+        eps = float(epsilon_from_rates(a, b, delta))
+        return MultiRunResult(
+            selection, eps, True, tau, a, b, fp, fn, n1, n0, int(sel.size), confidence, level
+        )
+    raise ValueError(f"unknown selection {selection!r}; allowed: {list(SELECTIONS)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Gaussian DP (Dong, Roth, Su 2022) and the GDP fit of Nasr et al. 2023
+# --------------------------------------------------------------------------------------------
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).
+
+    (Dong, Roth, Su 2022, Corollary 2.13; the exact curve of the Gaussian mechanism with
+    sensitivity / noise = mu.) Computed in the log domain to stay accurate in the tails.
+    """
+    if mu <= 0:
+        return 0.0
+    la = special.log_ndtr(-epsilon / mu + mu / 2)
+    lb = epsilon + special.log_ndtr(-epsilon / mu - mu / 2)
+    if lb >= la:
+        return 0.0
+    return float(math.exp(la) * -math.expm1(lb - la))
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """The smallest epsilon >= 0 with delta(epsilon) <= ``delta`` for mu-GDP (0 if mu <= 0)."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in (0, 1) for a GDP epsilon, got {delta!r}")
+    if not mu > 0 or gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while gdp_delta(mu, hi) > delta:
+        hi *= 2.0
+    return float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-12))
+
+
+def gdp_mu(fpr_upper: np.ndarray, fnr_upper: np.ndarray) -> np.ndarray:
+    """mu of the GDP trade-off curve through (alpha, beta): Phi^-1(1 - alpha) - Phi^-1(beta)."""
+    return stats.norm.isf(np.asarray(fpr_upper)) - stats.norm.ppf(np.asarray(fnr_upper))
+
+
+def gdp_fit(
+    score: np.ndarray,
+    membership: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    selection: str = "same_data",
+    select_fraction: float = 0.5,
+    split_seed: int = 0,
+) -> MultiRunResult:
+    """GDP-fit estimate (Nasr et al. 2023): the largest mu over thresholds, reported as the
+    epsilon(delta) of mu-GDP. ``valid`` is always False: it is an estimate that assumes a
+    Gaussian trade-off curve and can exceed the true epsilon when that is wrong.
+
+    ``heldout`` chooses the threshold on part of the runs and fits on the rest; it removes the
+    selection bias but not the modelling assumption, so it stays ``valid`` False.
+    """
+    check_level(confidence, delta)
+    if not delta > 0:
+        raise ValueError("gdp_fit needs delta > 0 (mu-GDP with mu > 0 has no finite eps at 0)")
+    score, membership = check_scores(score, membership)
+    level = rate_level(confidence)
+    if selection == "same_data":
+        sw = sweep(score, membership)
+        n_select = 0
+    elif selection == "heldout":
+        sel, ev = stratified_split(membership, select_fraction, split_seed)
+        sw_sel = sweep(score[sel], membership[sel])
+        j_sel, _, _, _ = argmax_over_thresholds(
+            sw_sel.false_pos, sw_sel.n_nonmembers, sw_sel.false_neg, sw_sel.n_members, level,
+            gdp_mu,
+        )
+        tau = float(sw_sel.threshold[j_sel])
+        s_ev, m_ev = score[ev], membership[ev]
+        n1 = int(m_ev.sum())
+        sw = Sweep(
+            threshold=np.array([tau]),
+            false_pos=np.array([int(np.sum((s_ev > tau) & (m_ev == 0)))]),
+            false_neg=np.array([int(np.sum((s_ev <= tau) & (m_ev == 1)))]),
+            n_members=n1,
+            n_nonmembers=int(ev.size - n1),
+        )
+        n_select = int(sel.size)
+    else:
+        raise ValueError(f"unknown selection {selection!r}; allowed: {list(SELECTIONS)}")
+    j, mu_j, a, b = argmax_over_thresholds(
+        sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members, level, gdp_mu
+    )
+    eps = gdp_epsilon(mu_j, delta) if mu_j > 0 else 0.0
+    return MultiRunResult(
+        selection, eps, False, float(sw.threshold[j]), a, b,
+        int(sw.false_pos[j]), int(sw.false_neg[j]), sw.n_members, sw.n_nonmembers, n_select,
+        confidence, level, mu=mu_j,
+    )
+
+
+def max_attainable(n_members: int, n_nonmembers: int, delta: float,
+                   confidence: float = 0.95) -> float:
+    """The ceiling of :func:`cp_audit`: no errors at all. About ln(n / 3.7) at 95%
+    (note 003 §7: "CP caps epsilon_emp at roughly ln(R/3) for R runs per side")."""
+    return epsilon_from_counts(0, n_nonmembers, 0, n_members, delta, confidence)[0]

@@ -1,0 +1,95 @@
+"""Idealised one-run settings (Steinke, Nasr, Jagielski 2023, Sec. 5 and Figs. 9-10).
+
+m canaries with fair-coin membership S_i in {0, 1}; each canary's score is drawn independently:
+
+- Gaussian: score = (2 S_i - 1) + N(0, sigma^2), so changing one S_i shifts one coordinate by 2:
+  the mechanism is mu-GDP with mu = 2 / sigma (Fig. 10 uses sigma = 2, mu = 1: exact
+  (4.38, 1e-5)-DP by Balle and Wang 2018, Theorem 8).
+- Randomized response: the score is S_i with probability e^eps / (1 + e^eps), else 1 - S_i,
+  plus a tiny uniform jitter that only breaks ties (pure eps-DP; Fig. 9).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from dpaudit.scores import FORMAT_VERSION, ScoreFile
+
+
+def gaussian_delta(epsilon: float, mu: float) -> float:
+    """delta(epsilon) of mu-GDP (Balle and Wang 2018, Thm 8; Dong, Roth, Su 2022, Cor. 2.13)."""
+    return float(
+        stats.norm.cdf(-epsilon / mu + mu / 2)
+        - np.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2)
+    )
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """The exact epsilon(delta) of mu-GDP, by root finding on :func:`gaussian_delta`."""
+    if gaussian_delta(0.0, mu) <= delta:
+        return 0.0
+    return float(optimize.brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, 100.0))
+
+
+def _meta(experiment: str, setting: str, seed: int, eps: float, delta: float, **extra) -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "experiment": experiment,
+        "setting": setting,
+        "seed": int(seed),
+        "design": "one_run",
+        "threat_model": "simulation",
+        "claimed_epsilon": float(eps),
+        "delta": float(delta),
+        "accountant": "exact",
+        **extra,
+    }
+
+
+def gaussian_score_file(
+    m: int, sigma: float, delta: float, *, seed: int, experiment: str = "sim", setting: str = ""
+) -> ScoreFile:
+    """One run of the idealised Gaussian setting with ``m`` canaries (Fig. 10)."""
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, 2, size=m)
+    score = (2 * s - 1) + rng.normal(0.0, sigma, size=m)
+    mu = 2.0 / sigma
+    meta = _meta(
+        experiment,
+        setting or f"sigma{sigma:g}",
+        seed,
+        gaussian_epsilon(mu, delta),
+        delta,
+        mechanism="gaussian",
+        mu=mu,
+        sigma=sigma,
+        m=m,
+    )
+    return ScoreFile(score=score[None], membership=s[None], canary_id=np.arange(m)[None], meta=meta)
+
+
+def randomized_response_score_file(
+    m: int,
+    epsilon: float,
+    delta: float = 0.0,
+    *,
+    seed: int,
+    experiment: str = "sim",
+    setting: str = "",
+) -> ScoreFile:
+    """One run of epsilon-randomized response on ``m`` canaries (Fig. 9)."""
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, 2, size=m)
+    keep = rng.random(m) < special.expit(epsilon)
+    score = np.where(keep, s, 1 - s) + 1e-3 * rng.random(m)
+    meta = _meta(
+        experiment,
+        setting or f"eps{epsilon:g}",
+        seed,
+        epsilon,
+        delta,
+        mechanism="randomized_response",
+        m=m,
+    )
+    return ScoreFile(score=score[None], membership=s[None], canary_id=np.arange(m)[None], meta=meta)

@@ -1,0 +1,45 @@
+"""Idealised mechanisms by name: each returns a :class:`dpaudit.scores.ScoreFile`.
+
+A mechanism is a function ``f(**params, seed=..., experiment=..., setting=...) -> ScoreFile``.
+The table below maps names to ``module:function`` (imported lazily, so a mechanism's
+dependencies load only when it runs). Add one line to add a mechanism.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from dpaudit.scores import ScoreFile
+
+MECHANISMS: dict[str, str] = {
+    "lidp_gaussian": "dpaudit.mechanisms.lidp_gaussian:score_file",
+    "one_run_gaussian": "dpaudit.mechanisms.one_run_ideal:gaussian_score_file",
+    "one_run_rr": "dpaudit.mechanisms.one_run_ideal:randomized_response_score_file",
+    "bgm": "dpaudit.mechanisms.batched_gaussian:bgm_score_file",
+}
+
+#: The score-file design each mechanism writes (decides which estimators apply).
+DESIGNS: dict[str, str] = {
+    "lidp_gaussian": "lidp",
+    "one_run_gaussian": "one_run",
+    "one_run_rr": "one_run",
+    "bgm": "multi_run",
+}
+
+
+def get(name: str) -> Callable[..., ScoreFile]:
+    try:
+        target = MECHANISMS[name]
+    except KeyError:
+        raise ValueError(f"unknown mechanism {name!r}; allowed: {sorted(MECHANISMS)}") from None
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def simulate(
+    name: str, params: dict[str, Any], *, seed: int, experiment: str, setting: str
+) -> ScoreFile:
+    """Run mechanism ``name`` with ``params``; the score file carries experiment and setting."""
+    return get(name)(**params, seed=seed, experiment=experiment, setting=setting)

@@ -1,0 +1,77 @@
+"""Line figures from tidy tables: simulation audit tables and closed-form analysis tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import dpaudit.plots  # noqa: F401  (selects the Agg backend)
+from dpaudit.io import atomic_path
+
+
+def _series_label(key: Any, columns: Sequence[str]) -> str:
+    key = key if isinstance(key, tuple) else (key,)
+    parts = [str(v) for v in key if str(v) not in ("", "nan")]
+    return ": ".join(parts) if parts else "all"
+
+
+def plot_table(table: pd.DataFrame, fig: dict[str, Any], outputs: Sequence[str | Path]) -> None:
+    """Plot ``fig['y']`` against ``fig['x']``, one line per value of the ``series`` columns.
+
+    Simulation tables are aggregated over seeds (mean, bars one standard error); rows with
+    ``valid == False`` make dashed lines labelled "(uncorrected)"; with ``claimed`` the claimed
+    epsilon is drawn in grey for reference.
+    """
+    import matplotlib.pyplot as plt
+
+    kind = fig.get("kind", "analysis")
+    table = table.copy()
+    y = fig.get("y") or "epsilon"
+    if y not in table.columns and "y" in table.columns:
+        y = "y"
+    x = fig.get("x") or ("x" if "x" in table.columns else "setting")
+    default_series = [c for c in ("estimator", "selection") if c in table.columns] or (
+        ["series"] if "series" in table.columns else []
+    )
+    series = list(fig.get("series") or default_series)
+    for col in series:
+        table[col] = table[col].fillna("").astype(str)
+    fig_, ax = plt.subplots(figsize=(6.4, 4.6))
+    groups = table.groupby(series, sort=True) if series else [((), table)]
+    for i, (key, grp) in enumerate(groups):
+        valid = bool(grp["valid"].astype(bool).all()) if "valid" in grp else True
+        label = _series_label(key, series) + ("" if valid else " (uncorrected)")
+        agg = grp.groupby(x)[y].agg(["mean", "std", "count"]).sort_index()
+        se = (agg["std"].fillna(0.0) / np.sqrt(agg["count"])).to_numpy()
+        ax.errorbar(
+            agg.index.to_numpy(),
+            agg["mean"].to_numpy(),
+            yerr=se if kind == "simulate" else None,
+            fmt="o-" if valid else "o--",
+            color=f"C{i % 10}",
+            ms=3,
+            capsize=2,
+            label=label,
+        )
+    if kind == "simulate" and fig.get("claimed", True) and "claimed_epsilon" in table:
+        claimed = table.groupby(x)["claimed_epsilon"].mean().sort_index()
+        ax.plot(claimed.index, claimed.to_numpy(), color="grey", lw=1.2, label="claimed epsilon")
+    if fig.get("logx"):
+        ax.set_xscale("log")
+    if fig.get("logy"):
+        ax.set_yscale("log")
+    ax.set_xlabel(fig.get("xlabel") or x)
+    ax.set_ylabel(fig.get("ylabel") or y)
+    if fig.get("title"):
+        ax.set_title(fig["title"], fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig_.tight_layout()
+    for out in outputs:
+        with atomic_path(out) as tmp:
+            fig_.savefig(tmp, format=Path(out).suffix.lstrip("."), dpi=150)
+    plt.close(fig_)

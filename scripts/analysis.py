@@ -1,0 +1,11 @@
+"""Snakemake adapter: compute one closed-form analysis table."""
+
+from dpaudit.analyses import run
+from dpaudit.io import write_csv
+from dpaudit.pipeline import script_logging
+
+log = script_logging(snakemake.log[0])
+spec = snakemake.params.run
+table = run(spec["analysis"], spec["params"])
+write_csv(snakemake.output.table, table)
+log.info("analysis %s: %d rows", spec["analysis"], len(table))

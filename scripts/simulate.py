@@ -1,0 +1,18 @@
+"""Snakemake adapter: run one idealised mechanism and write its score file."""
+
+from dpaudit import scores
+from dpaudit.mechanisms.registry import simulate
+from dpaudit.pipeline import script_logging
+
+log = script_logging(snakemake.log[0])
+run = snakemake.params.run
+log.info("mechanism %s with %s", run["mechanism"], run["params"])
+sf = simulate(
+    run["mechanism"],
+    run["params"],
+    seed=int(snakemake.wildcards.seed),
+    experiment=snakemake.wildcards.experiment,
+    setting=snakemake.wildcards.setting,
+)
+scores.write(snakemake.output.scores, sf)
+log.info("wrote %d trial(s) x %d canaries", sf.n_trials, sf.n_canaries)

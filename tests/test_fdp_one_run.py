@@ -1,0 +1,453 @@
+"""Tight one-run f-DP audit (Xiang, Wang, Xiao, Tian, Wang 2025): reference numbers, accuracy
+of the order-statistic error probabilities, validity, null, the Theorem-1 counterexample, bad
+input, registration and CLI.
+
+Reference numbers: the paper prints its results only as figures; the numbers below are the ones
+the text states (Section 6.4 / Fig. 10 claims) and the closed-form reference values of note 004
+section 5.B / section 6, which the note derived from the paper's formulas.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from dpaudit import cli
+from dpaudit.estimators import fdp_one_run as F
+from dpaudit.estimators import fdp_one_run_audit as A
+from dpaudit.estimators import one_run
+from dpaudit.estimators.registry import get
+from dpaudit.mechanisms import fdp_one_run_sim as S
+from dpaudit.scores import ScoreFile
+
+# ------------------------------------------------------------------ reference numbers (note 004)
+
+
+@pytest.mark.parametrize(
+    ("mu", "delta", "eps"),
+    # note 004 section 5.B "useful conversions" (Algorithm 2 for mu-GDP)
+    [(0.5, 1e-5, 1.993), (0.8, 1e-5, 3.387), (1.0, 1e-5, 4.377), (2.0, 1e-5, 9.997),
+     (1.0, 1e-7, 5.349)],
+)
+def test_gdp_conversion_algorithm2(mu, delta, eps):
+    assert F.to_epsilon("gdp", mu, delta) == pytest.approx(eps, abs=6e-4)
+    assert F.from_epsilon("gdp", F.to_epsilon("gdp", mu, delta), delta) == pytest.approx(mu)
+
+
+@pytest.mark.parametrize(("eps", "mu"), [(1, 0.268), (2, 0.502), (4, 0.925), (8, 1.666)])
+def test_gdp_mu_for_epsilon(eps, mu):
+    assert F.from_epsilon("gdp", eps, 1e-5) == pytest.approx(mu, abs=6e-4)
+
+
+@pytest.mark.parametrize(("mu", "pmin"), [(0.5, 0.401), (0.8, 0.345), (1.0, 0.309), (2.0, 0.159)])
+def test_p_min_gdp(mu, pmin):
+    assert F.p_min("gdp", mu) == pytest.approx(pmin, abs=6e-4)
+
+
+def test_rr_error_probability_and_laplace_conversion():
+    # note 004 5.B: RR p0 = 1/(1+e^eps); section 2.5: Laplace eps = mu + 2 ln(1 - delta).
+    assert F.v_vector("approx_dp", 3.2, 10, 10, delta=0.0)[0] == pytest.approx(0.0392, abs=5e-5)
+    assert F.v_vector("approx_dp", 1.0, 10, 10, delta=0.0)[0] == pytest.approx(0.269, abs=5e-4)
+    assert F.to_epsilon("laplace", 2.0, 0.0) == 2.0
+    assert F.to_epsilon("laplace", 2.0, 0.1) == pytest.approx(2 + 2 * math.log(0.9))
+
+
+@pytest.mark.parametrize(
+    ("family", "theta", "kw"),
+    [("gdp", 0.5, {}), ("gdp", 1.0, {}), ("gdp", 2.0, {}), ("laplace", 1.0, {}),
+     ("laplace", 2.0, {}), ("subsampled_gaussian", 1.0, {"q": 0.5}),
+     ("approx_dp", 1.0, {"delta": 0.1})],
+)
+def test_sum_v_all_released_equals_n_p_min(family, theta, kw):
+    # note 004 section 6: with r = n, sum_j v_j = n p_min (Lemma 2, Eq. 14); Laplace
+    # p_min = e^{-mu/2}/2; subsampled Gaussian p_min = (1 - q TV(N(0,1), N(mu,1)))/2.
+    n = 2000
+    v = F.v_vector(family, theta, n, n, **kw)
+    assert np.all(np.diff(v) >= -1e-15)  # more confident guesses err less
+    assert v.sum() / n == pytest.approx(F.p_min(family, theta, **kw), rel=5e-5)
+    if family != "approx_dp":  # rounded down: never above the exact value
+        assert v.sum() / n <= F.p_min(family, theta, **kw)
+
+
+@pytest.mark.parametrize(
+    ("delta", "wrong", "p_ref"),
+    # note 004 5.B Fig. 10 analogue (RR eps = 1, n = r = 100), Chernoff p-values
+    [(0.01, 0, 3.5e-14), (0.01, 10, 1.8e-4), (0.01, 14, 9.5e-3), (0.01, 16, 4.0e-2),
+     (0.1, 10, 1.2e-3), (0.1, 14, 3.8e-2)],
+)
+def test_fig10_p_values(delta, wrong, p_ref):
+    p = F.p_value(100, 100, wrong, "approx_dp", 1.0, delta=delta)
+    assert p == pytest.approx(p_ref, rel=0.05)
+
+
+def test_fig10_expected_errors_and_exact_tail():
+    # note 004 5.B: expected errors under the null 26.6 (delta 0.01), 24.2 (delta 0.1);
+    # exact Poisson-binomial at 10 wrong: 3.4e-5.
+    assert F.v_vector("approx_dp", 1.0, 100, 100, delta=0.01).sum() == pytest.approx(26.6, abs=0.05)
+    assert F.v_vector("approx_dp", 1.0, 100, 100, delta=0.1).sum() == pytest.approx(24.2, abs=0.05)
+    p = F.p_value(100, 100, 10, "approx_dp", 1.0, delta=0.01, tail="exact")
+    assert p == pytest.approx(3.4e-5, rel=0.05)
+
+
+def test_fig10_claims_against_steinke():
+    # Section 6.4: "when the number of wrong guesses is 10, our method will reject the null
+    # hypothesis while Steinke et al.'s [27] method will not" (delta = 0.01), and at
+    # delta = 0.1 [27] "can not reject the null hypothesis at any number of wrong guesses".
+    assert F.p_value(100, 100, 10, "approx_dp", 1.0, delta=0.01) < 0.05
+    assert one_run.p_value(100, 100, 90, 1.0, 0.01) > 0.05
+    assert one_run.p_value(100, 100, 100, 1.0, 0.1) > 0.05  # 0 wrong: best case
+    assert F.p_value(100, 100, 14, "approx_dp", 1.0, delta=0.1) < 0.05
+
+
+def test_fig7_claim_steinke_trivial_at_large_delta():
+    # Section 6.2 / Fig. 7: at delta = 1e-2, [27] gives no meaningful result for n > 10^2
+    # (r = n/5), even with every guess right; ours rejects eps' well above 0.
+    assert one_run.epsilon_lower_bound(1000, 200, 200, 0.01) == 0.0
+    ours = F.epsilon_lower_bound(1000, 200, 8, "approx_dp", delta=0.01)  # 4% wrong ~ eps 3.2
+    assert ours.epsilon > 2.0
+
+
+@pytest.mark.parametrize(
+    ("wrong", "mu_ref", "eps_ref"),
+    # note 004 5.B single audit: mu = 1, n = 1e4, r = 2000
+    [(262, 0.926, 4.00), (230, 0.992, 4.33)],
+)
+def test_single_audit_reference(wrong, mu_ref, eps_ref):
+    b = F.epsilon_lower_bound(10_000, 2000, wrong, "gdp", 1e-5)
+    assert b.param == pytest.approx(mu_ref, abs=1e-3)
+    assert b.epsilon == pytest.approx(eps_ref, abs=0.01)
+    assert b.p_value <= 0.05
+    # the conservative end: a slightly larger mu is no longer rejected
+    assert F.p_value(10_000, 2000, wrong, "gdp", b.param + 1e-5) > 0.05
+
+
+def test_expected_errors_single_audit():
+    # note 004 5.B: u = 262 is the expected count at mu = 1, n = 1e4, r = 2000.
+    v = F.v_vector("gdp", 1.0, 10_000, 2000)
+    assert v.sum() == pytest.approx(262, abs=0.5)
+
+
+# ------------------------------------------------------------------ numerical accuracy
+
+
+def _reference_v(mu: float, j: int, n: int, family: str = "gdp", q: float | None = None):
+    """Converged composite Gauss-Legendre (80 panels x 20 nodes, refined at both ends)."""
+    e = np.r_[0, np.logspace(-12, -0.31, 40)]
+    edges = np.unique(np.r_[e, 1 - e[::-1]])
+    g, gw = np.polynomial.legendre.leggauss(20)
+    tot = 0.0
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        x = a + (b - a) * (g + 1) / 2
+        t = special.betaincinv(j, n - j + 1, x)
+        tot += F.error_quantile(family, mu, t, q) @ ((b - a) * gw / 2)
+    return tot
+
+
+@pytest.mark.parametrize("family", ["gdp", "subsampled_gaussian"])
+@pytest.mark.parametrize("n", [100, 10_000])
+@pytest.mark.parametrize("mu", [0.3, 1.0, 2.0])
+def test_v_quadrature_is_accurate_and_rounded_down(family, n, mu):
+    q = 0.5 if family == "subsampled_gaussian" else None
+    for j in sorted({1, 2, 10, n // 5, n}):
+        ref = _reference_v(mu, j, n, family, q)
+        v = F.v_vector(family, mu, n, j, q=q)[-1]
+        assert v <= ref  # conservative
+        assert v == pytest.approx(ref, rel=5e-5)
+
+
+def test_v_rank_interpolation(monkeypatch):
+    n, r = 10_000, 3000
+    approx = F.v_vector("gdp", 1.0, n, r)
+    monkeypatch.setattr(F, "J_EXACT", 10**6)
+    F.clear_caches()
+    full = F.v_vector("gdp", 1.0, n, r)
+    F.clear_caches()
+    assert np.max(np.abs(approx - full) / full) < 1e-5
+
+
+def test_chernoff_matches_binomial_kl_and_bounds_exact_tail():
+    # Constant v: Eq. (26) minimised is exp(-r KL(u/r || p)); the exact Poisson-binomial tail
+    # is the binomial cdf; Chernoff >= exact.
+    r, p = 200, 0.3
+    v = np.full(r, p)
+    for u in (0, 10, 40, 59):
+        a = u / r
+        kl = (a * math.log(a / p) if a else 0.0) + (1 - a) * math.log((1 - a) / (1 - p))
+        assert F.chernoff_log_p(v, u) == pytest.approx(-r * kl, rel=1e-9, abs=1e-12)
+        exact = F.poisson_binomial_log_cdf(v, u)
+        assert exact == pytest.approx(stats.binom.logcdf(u, r, p), rel=1e-9)
+        assert exact <= F.chernoff_log_p(v, u)
+    assert F.chernoff_log_p(v, 60) == 0.0  # u >= sum v
+    # the search statistic: signed root of the (two-sided) Chernoff exponent
+    for u in (10, 59, 61, 100, 200):
+        a = u / r
+        kl = a * math.log(a / p) + ((1 - a) * math.log((1 - a) / (1 - p)) if a < 1 else 0.0)
+        z = F.chernoff_signed_root(v, u)
+        assert z == pytest.approx(math.copysign(math.sqrt(2 * r * kl), 60 - u), rel=1e-8)
+        if u < 60:
+            assert math.exp(F.chernoff_log_p(v, u)) == pytest.approx(math.exp(-z * z / 2))
+
+
+def test_p_value_monotone_in_errors_and_parameter():
+    ps_u = [F.p_value(2000, 400, u, "gdp", 1.0) for u in range(0, 120, 10)]
+    assert all(a <= b for a, b in zip(ps_u, ps_u[1:], strict=False))
+    ps_mu = [F.p_value(2000, 400, 40, "gdp", m) for m in np.linspace(0, 3, 13)]
+    assert all(a <= b for a, b in zip(ps_mu, ps_mu[1:], strict=False))
+    bounds = [F.epsilon_lower_bound(2000, 400, u, "laplace", 1e-5).epsilon for u in (5, 20, 60)]
+    assert bounds[0] > bounds[1] > bounds[2]
+
+
+def test_sgm_profile_reduces_to_gdp_at_q1():
+    for eps in (0.5, 2.0, 4.0):
+        assert F.sgm_delta(eps, 1.0, 1.0) == pytest.approx(F.gdp_delta(eps, 1.0), rel=1e-9)
+    # subsampling makes it more private at the same mu
+    assert F.to_epsilon("subsampled_gaussian", 1.0, 1e-5, 0.5) < F.to_epsilon("gdp", 1.0, 1e-5)
+
+
+# ------------------------------------------------------------------ validity and null (MC)
+
+
+def _exceed_rate(draw, n, r, family, true_param, reps, seed, **kw):
+    """Fraction of repetitions whose parameter bound exceeds the true one (bounds cached per
+    error count: for fixed n, r the bound depends on the data only through it)."""
+    rng = np.random.default_rng(seed)
+    us = []
+    for _ in range(reps):
+        score, member = draw(rng)
+        us.append(F.released_guesses(score, member, r)[2])
+    cache = {
+        u: F.param_lower_bound(n, r, u, family, 0.95, kw.get("delta"), kw.get("q"))[0]
+        for u in set(us)
+    }
+    bounds = np.array([cache[u] for u in us])
+    return float(np.mean(bounds > true_param + 1e-9)), bounds
+
+
+def test_validity_gaussian_mechanism():
+    # mu = 1 GDP Gaussian mechanism, general case (balanced guesses), n = 1000, r = n/5.
+    # A valid 95% bound exceeds the truth in at most 5% (+ 2.5 sd MC slack) of repetitions.
+    reps = 300
+    rate, bounds = _exceed_rate(lambda g: S.gaussian(1000, 1.0, g), 1000, 200, "gdp", 1.0,
+                                reps, seed=11)
+    assert rate <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / reps)
+    # ... and is informative: note 004 5.B general case, n = 1e3, mu = 1: eps ~ 3.41
+    eps = np.array([F.to_epsilon("gdp", b, 1e-5) for b in bounds])
+    assert 3.0 < eps.mean() < 3.8
+
+
+def test_validity_randomized_response_pure_and_with_delta():
+    reps = 300
+    slack = 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / reps)
+    # pure eps = 2 randomized response, all n = 200 guesses released
+    rate, _ = _exceed_rate(lambda g: S.randomized_response(200, 2.0, 0.0, g), 200, 200,
+                           "approx_dp", 2.0, reps, seed=12, delta=0.0)
+    assert rate <= slack
+    # the paper's 4-output RR at (eps, delta) = (3.2, 0.01), r = n/5 (Fig. 7 setting)
+    rate, bounds = _exceed_rate(lambda g: S.randomized_response(1000, 3.2, 0.01, g), 1000, 200,
+                                "approx_dp", 3.2, reps, seed=13, delta=0.01)
+    assert rate <= slack
+    assert bounds.mean() > 1.5  # note 004 5.B (n = 1e3): 2.50
+
+
+def test_null_bound_is_zero():
+    # Scores independent of membership: bound 0 in >= 95% of repetitions, fixed r and with the
+    # Bonferroni-corrected grid of r.
+    rng = np.random.default_rng(14)
+    zero_fixed, zero_bonf, reps = 0, 0, 200
+    for _ in range(reps):
+        score, member = rng.standard_normal(500), (rng.random(500) < 0.5).astype(int)
+        rows = A.audit_scores(score, member, "gdp", 1e-5, 0.95,
+                              selections=("fixed", "bonferroni"), r_fixed=100,
+                              r_grid=[10, 50, 100, 200, 500])
+        zero_fixed += rows[0]["epsilon"] == 0.0
+        zero_bonf += rows[1]["epsilon"] == 0.0
+    assert zero_fixed >= 0.95 * reps
+    assert zero_bonf >= 0.95 * reps
+
+
+# ------------------------------------------------------------------ Theorem 1 counterexample
+
+
+def test_pathological_mechanism_is_eps_delta_dp_per_bit():
+    for mech in (F.Pathological(100, 100, 1.0, 0.1, 0.1),
+                 F.Pathological(10_000, 2000, 3.2, 0.01, 0.1)):
+        assert mech.hockey_stick() == pytest.approx(mech.delta, rel=1e-9)
+
+
+def test_theorem1_counterexample_false_rejection_rate():
+    # note 004 section 7.1: (1, 0.1)-DP, m = r = 100, beta = 0.1: the paper's test rejects the
+    # TRUE null with probability ~0.102 > 0.05; Steinke et al.'s never does.
+    mech = F.Pathological(100, 100, 1.0, 0.1, 0.1)
+    exact = F.pathological_rejection_rate(mech)
+    assert exact > 0.05
+    assert exact == pytest.approx(0.102, abs=0.005)
+    # Monte Carlo of the mechanism agrees with the exact rate
+    reps = 4000
+    u = mech.sample_wrong(np.random.default_rng(15), reps)
+    rej = F.rejection_table(100, 100, 1.0, 0.1)
+    mc = float(np.mean(rej[u]))
+    assert mc == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / reps))
+    steinke_rejects = [one_run.p_value(100, 100, 100 - k, 1.0, 0.1) <= 0.05 for k in range(101)]
+    assert float(np.sum(mech.wrong_pmf()[np.array(steinke_rejects)])) <= 0.05
+
+
+def test_theorem1_counterexample_fig7_setting():
+    # note 004 7.1: eps = 3.2, delta = 0.01, n = 1e4, r = 2000, beta = 0.1: rejection
+    # probability 0.117 (4000 simulated trials) and eps_l ~ 3.49 when X = 1; beta = 0.05 gives
+    # eps_l ~ 6.45 when X = 1 (every released guess right). Our exact rate is 0.101 with the
+    # paper's Chernoff p-value and 0.115 with the exact Poisson-binomial tail.
+    mech = F.Pathological(10_000, 2000, 3.2, 0.01, 0.1)
+    chernoff = F.pathological_rejection_rate(mech)
+    exact = F.pathological_rejection_rate(mech, tail="exact")
+    assert 0.05 < chernoff < exact
+    assert exact == pytest.approx(0.117, abs=0.005)
+    typical_x1 = round(mech.r * (1 - mech.accuracy[1]))  # 39 wrong
+    eps_x1 = F.epsilon_lower_bound(10_000, 2000, typical_x1, "approx_dp", 0.01).epsilon
+    assert eps_x1 == pytest.approx(3.49, abs=0.01)
+    assert F.Pathological(10_000, 2000, 3.2, 0.01, 0.05).accuracy[1] == 1.0
+    assert F.epsilon_lower_bound(10_000, 2000, 0, "approx_dp", 0.01).epsilon == pytest.approx(
+        6.45, abs=0.01
+    )
+
+
+def test_theorem1_counterexample_negligible_at_small_delta():
+    # note 004 7.1: at delta = 1e-5 (m = 1e5, r = 2e4, eps = 2) the rate is ~0.007 < 0.05.
+    rate = F.pathological_rejection_rate(F.Pathological(100_000, 20_000, 2.0, 1e-5, 0.1))
+    assert rate == pytest.approx(0.007, abs=0.001)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [((100, 101, 0), "r <= n"), ((100, 10, 11), "wrong <= r"), ((100, 0, 0), "r <= n"),
+     ((100, 10, -1), "wrong <= r"), ((0, 1, 0), "n >= 1")],
+)
+def test_bad_counts(args, match):
+    with pytest.raises(ValueError, match=match):
+        F.epsilon_lower_bound(*args, family="gdp")
+
+
+@pytest.mark.parametrize("conf", [0.0, 1.0, 1.5, -0.1])
+def test_bad_confidence(conf):
+    with pytest.raises(ValueError, match="confidence"):
+        F.epsilon_lower_bound(100, 10, 1, "gdp", confidence=conf)
+
+
+def test_bad_family_and_family_args():
+    with pytest.raises(ValueError, match="unknown null family 'rdp'"):
+        F.epsilon_lower_bound(100, 10, 1, "rdp")
+    with pytest.raises(ValueError, match="needs q"):
+        F.epsilon_lower_bound(100, 10, 1, "subsampled_gaussian")
+    with pytest.raises(ValueError, match="delta in"):
+        F.epsilon_lower_bound(100, 10, 1, "approx_dp", delta=1.0)
+    with pytest.raises(ValueError, match="unknown tail"):
+        F.p_value(100, 10, 1, "gdp", 1.0, tail="hoeffding")
+    with pytest.raises(TypeError, match="integer"):
+        F.epsilon_lower_bound(100, 10.5, 1, "gdp")
+
+
+def test_cli_json_and_errors(capsys):
+    assert cli.main(["fdp-one-run-bound", "--n", "10000", "--r", "2000", "--wrong", "262",
+                     "--family", "gdp", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epsilon"] == pytest.approx(4.00, abs=0.01)
+    assert out["mu"] == pytest.approx(0.926, abs=1e-3)
+    assert cli.main(["fdp-one-run-bound", "--n", "100", "--r", "100", "--wrong", "10",
+                     "--family", "approx-dp", "--delta", "0.01", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["epsilon"] > 0
+    assert cli.main(["fdp-one-run-bound", "--n", "100", "--r", "200", "--wrong", "1",
+                     "--family", "gdp"]) == 2
+    assert "r <= n" in capsys.readouterr().err
+    assert cli.main(["fdp-one-run-bound", "--n", "100", "--r", "10", "--wrong", "1",
+                     "--family", "gdp", "--confidence", "1.2"]) == 2
+    assert "confidence" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ registration
+
+
+def _score_file(n=400, mu=2.0, trials=1, seed=0, claimed=8.0):
+    rng = np.random.default_rng(seed)
+    scores, members = zip(*(S.gaussian(n, mu, rng) for _ in range(trials)), strict=True)
+    meta = {"experiment": "t", "setting": "s", "seed": seed, "design": "one_run",
+            "threat_model": "simulation", "claimed_epsilon": claimed, "delta": 1e-5,
+            "accountant": "gdp"}
+    return ScoreFile(np.array(scores), np.array(members),
+                     np.tile(np.arange(n), (trials, 1)), meta)
+
+
+def test_registered_runner_rows():
+    method = get("fdp_one_run")
+    assert method.designs == ("one_run",)
+    sf = _score_file(trials=2)
+    rows = method.run(sf, {"family": "gdp", "r": 80, "r_grid": [20, 80, 200, 400],
+                           "selections": ["fixed", "grid_max_uncorrected", "bonferroni",
+                                          "sample_split"]})
+    assert len(rows) == 8
+    for row in rows:
+        for key in ("epsilon", "valid", "r", "wrong", "n", "p_value", "family", "selection",
+                    "confidence", "mu", "trial"):
+            assert key in row
+    by_sel = {row["selection"]: row for row in rows if row["trial"] == 0}
+    assert by_sel["grid_max_uncorrected"]["valid"] is False
+    assert by_sel["bonferroni"]["valid"] and by_sel["fixed"]["valid"]
+    assert by_sel["sample_split"]["valid"] and by_sel["sample_split"]["n"] == 200
+    assert by_sel["fixed"]["r"] == 80
+    assert by_sel["grid_max_uncorrected"]["epsilon"] >= by_sel["bonferroni"]["epsilon"]
+    assert by_sel["bonferroni"]["level_per_test"] == pytest.approx(1 - 0.05 / 4)
+    # mu = 2 GDP: eps(delta=1e-5) = 9.997 is the truth; claimed 8 is refuted (p small) or not
+    assert 0 <= by_sel["fixed"]["p_value"] <= 1
+    b = F.epsilon_lower_bound(400, 80, by_sel["fixed"]["wrong"], "gdp", 1e-5)
+    assert by_sel["fixed"]["epsilon"] == pytest.approx(b.epsilon)
+
+
+def test_registered_runner_null_params_mean_defaults():
+    sf = _score_file()
+    rows = get("fdp_one_run").run(sf, {"family": None, "delta": None, "q": None, "r": None,
+                                       "r_fraction": 0.25, "r_grid": None,
+                                       "selections": ["fixed"], "tail": None, "guess": None})
+    assert rows[0]["r"] == 100 and rows[0]["family"] == "gdp" and rows[0]["delta_used"] == 1e-5
+
+
+def test_registered_runner_bad_params():
+    method = get("fdp_one_run")
+    sf = _score_file()
+    with pytest.raises(ValueError, match="unknown null family"):
+        method.run(sf, {"family": "renyi"})
+    with pytest.raises(ValueError, match="unknown parameter"):
+        method.run(sf, {"familly": "gdp"})
+    with pytest.raises(ValueError, match="needs params r"):
+        method.run(sf, {"selections": ["fixed"]})
+    with pytest.raises(ValueError, match="unknown selection"):
+        method.run(sf, {"selections": ["best"], "r": 10})
+
+
+def test_guess_rules():
+    score = np.array([3.0, 2.0, 1.0, -1.0, -2.0, -3.0])
+    member = np.array([1, 0, 1, 0, 0, 1])
+    assert F.released_guesses(score, member, 4, "balanced") == (2, 2, 2)
+    assert F.released_guesses(score, member, 2, "top_in") == (2, 0, 1)
+    kp, km, wrong = F.released_guesses(score, member, 2, "centered")
+    assert (kp, km, wrong) == (1, 1, 1)
+    with pytest.raises(ValueError, match="unknown guess rule"):
+        F.released_guesses(score, member, 2, "random")
+
+
+def test_through_audit_table():
+    from dpaudit.audit import run_estimator
+
+    sf = _score_file(n=1000, mu=1.0, claimed=4.377)
+    df = run_estimator(sf, "fdp", {"method": "fdp_one_run", "r_fraction": 0.2,
+                                   "selections": ["fixed"]})
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert row["method"] == "fdp_one_run" and row["delta"] == 1e-5 and row["r"] == 200
+    assert 0 < row["epsilon"] < 4.377 + 1e-9
+    # the true claim (mu = 1 GDP) is not refuted
+    assert row["p_value"] > 0.05

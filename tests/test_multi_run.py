@@ -1,0 +1,348 @@
+"""Tests of the multi-run estimators (dpaudit/estimators/multi_run.py, multi_run_audit.py).
+
+Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (papers/003),
+§3.2 Eq. 1 and Appendix B Algorithm 5; notes 003 §2.2, §6 and 002 §3.5, §5.5.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpaudit import audit as audit_mod
+from dpaudit.estimators import METHODS
+from dpaudit.estimators import multi_run as mr
+from dpaudit.scores import ScoreFile, ScoreFileError
+
+DELTA = 1e-5
+
+
+def _meta(design: str = "multi_run") -> dict:
+    return {
+        "experiment": "t", "setting": "s", "seed": 0, "design": design,
+        "threat_model": "simulation", "claimed_epsilon": 1.0, "delta": DELTA,
+        "accountant": "test",
+    }
+
+
+def _labels(n1: int, n0: int) -> np.ndarray:
+    return np.concatenate([np.ones(n1, np.int8), np.zeros(n0, np.int8)])
+
+
+def _rr(rng: np.random.Generator, eps: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Randomized response with pure eps: report the true bit w.p. e^eps / (1 + e^eps)."""
+    flip = 1.0 / (1.0 + math.exp(eps))
+    s = np.concatenate([rng.random(n) >= flip, rng.random(n) < flip]).astype(float)
+    return s, _labels(n, n)
+
+
+def _gauss(rng: np.random.Generator, mu: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate([rng.normal(mu, 1, n), rng.normal(0, 1, n)]), _labels(n, n)
+
+
+def _mc_slack(p: float, reps: int) -> float:
+    """Allowed excess fraction: 3 binomial standard deviations above p."""
+    return 3.0 * math.sqrt(p * (1 - p) / reps)
+
+
+# ------------------------------------------------------------------ closed forms / paper numbers
+
+
+@pytest.mark.parametrize("n", [1, 10, 1000, 10**6])
+def test_cp_upper_closed_form_at_zero_and_full(n):
+    # One-sided CP at k = 0 solves (1 - u)^n = 1 - level; at k = n it is 1.
+    level = 0.975
+    assert mr.cp_upper(0, n, level) == pytest.approx(1 - (1 - level) ** (1 / n), rel=1e-10)
+    assert mr.cp_upper(n, n, level) == 1.0
+
+
+@pytest.mark.parametrize("k,n", [(0, 20), (3, 20), (17, 20), (250, 1000), (999, 1000)])
+def test_cp_upper_matches_scipy_exact_interval(k, n):
+    # The upper end of the two-sided exact interval at level 2l - 1 is the one-sided l bound.
+    level = 0.975
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=2 * level - 1, method="exact")
+    assert mr.cp_upper(k, n, level) == pytest.approx(ci.high, rel=1e-9)
+
+
+def test_eq1_closed_form_at_counts():
+    # Eq. 1 at FP = 5 of 100 and FN = 0 of 100, per-rate one-sided 97.5% CP.
+    eps, a, b = mr.epsilon_from_counts(5, 100, 0, 100, DELTA, confidence=0.95)
+    a_ref = stats.beta.ppf(0.975, 6, 95)
+    b_ref = 1 - 0.025 ** (1 / 100)
+    assert a == pytest.approx(a_ref, rel=1e-9) and b == pytest.approx(b_ref, rel=1e-9)
+    ref = max(math.log((1 - a_ref - DELTA) / b_ref), math.log((1 - b_ref - DELTA) / a_ref), 0)
+    assert eps == pytest.approx(ref, rel=1e-12)
+    # Symmetric in (FPR, FNR) (the privacy region is symmetric).
+    assert mr.epsilon_from_counts(0, 100, 5, 100, DELTA)[0] == pytest.approx(eps)
+
+
+@pytest.mark.parametrize("runs", [10**3, 10**4, 10**6])
+def test_ceiling_is_about_ln_runs_over_3(runs):
+    # Note 003 §7: "CP caps eps_emp at roughly ln(R/3) for R runs per side" (one-sided 95%
+    # per rate, i.e. joint confidence 0.90 here): -ln(0.05) = 2.996.
+    cap = mr.max_attainable(runs, runs, DELTA, confidence=0.90)
+    assert cap == pytest.approx(math.log(runs / 3.0), abs=0.01)
+    # At joint 95% (97.5% per rate) the constant is -ln(0.025) = 3.689.
+    assert mr.max_attainable(runs, runs, DELTA) == pytest.approx(math.log(runs / 3.689), abs=0.01)
+
+
+@pytest.mark.parametrize("sigma,eps", [(3.302, 1.14), (1.926, 2.08), (1.264, 3.35)])
+def test_gaussian_mechanism_epsilon(sigma, eps):
+    # Note 003 §6.3: exact Gaussian-mechanism epsilon at these sigma, delta = 1e-5.
+    assert mr.gdp_epsilon(1 / sigma, DELTA) == pytest.approx(eps, abs=0.011)
+    assert mr.gdp_delta(1 / sigma, mr.gdp_epsilon(1 / sigma, DELTA)) == pytest.approx(DELTA)
+
+
+def _algorithm5_literal(s: np.ndarray, s_prime: np.ndarray, level: float, delta: float) -> float:
+    """Appendix B, Algorithm 5, line by line (|S| = |S'| = R, distinct scores)."""
+    r = len(s)
+    fpr, fnr = r, 0
+    in_s = set(s.tolist())
+    best = -np.inf
+    for tau in np.sort(np.concatenate([s, s_prime])):
+        if tau in in_s:
+            fnr += 1
+        else:
+            fpr -= 1
+        a = float(mr.cp_upper(fpr, r, level))
+        b = float(mr.cp_upper(fnr, r, level))
+        terms = [0.0]
+        if 1 - a - delta > 0:
+            terms.append(math.log((1 - a - delta) / b))
+        if 1 - b - delta > 0:
+            terms.append(math.log((1 - b - delta) / a))
+        best = max(best, max(terms))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_same_data_equals_algorithm5(seed):
+    rng = np.random.default_rng(seed)
+    s, m = _gauss(rng, 1.5, 200)
+    ref = _algorithm5_literal(s[m == 1], s[m == 0], mr.rate_level(0.95), DELTA)
+    res = mr.cp_audit(s, m, DELTA, 0.95, selection="same_data")
+    assert res.epsilon == pytest.approx(ref, rel=1e-12)
+    assert res.valid is False and res.selection == "same_data"
+    # The reported counts reproduce the reported threshold and bounds.
+    assert res.false_pos == int(np.sum((s > res.threshold) & (m == 0)))
+    assert res.false_neg == int(np.sum((s <= res.threshold) & (m == 1)))
+    assert mr.epsilon_from_rates(res.fpr_upper, res.fnr_upper, DELTA) == pytest.approx(
+        res.epsilon
+    )
+
+
+def test_pruned_search_equals_full_sweep():
+    rng = np.random.default_rng(7)
+    for mu in (0.3, 2.0, 4.0):
+        s, m = _gauss(rng, mu, 20000)
+        sw = mr.sweep(s, m)
+        eps, a, b = mr.sweep_epsilons(sw, DELTA, 0.975)
+        assert mr.cp_audit(s, m, DELTA, selection="same_data").epsilon == pytest.approx(
+            eps.max(), rel=1e-12
+        )
+        mu_full = mr.gdp_mu(a, b).max()
+        assert mr.gdp_fit(s, m, DELTA).mu == pytest.approx(mu_full, rel=1e-12)
+
+
+def test_ties_are_never_split():
+    # Binary scores: only thresholds -inf and 0 exist, so counts come from whole tie groups.
+    s = np.array([1, 1, 1, 0, 1, 0, 0, 0], dtype=float)
+    m = _labels(4, 4)
+    sw = mr.sweep(s, m)
+    assert sw.threshold.tolist() == [-np.inf, 0.0, 1.0]
+    assert sw.false_pos.tolist() == [4, 1, 0] and sw.false_neg.tolist() == [0, 1, 4]
+    # All scores equal: no threshold separates anything, the bound is 0.
+    assert mr.cp_audit(np.zeros(50), _labels(25, 25), DELTA, selection="same_data").epsilon == 0
+    fit = mr.gdp_fit(np.zeros(50), _labels(25, 25), DELTA)
+    assert fit.epsilon == 0 and fit.false_pos + fit.false_neg == 25
+    assert fit.fpr_upper == mr.cp_upper(fit.false_pos, 25, fit.rate_confidence)
+
+
+def test_heldout_uses_disjoint_parts():
+    rng = np.random.default_rng(3)
+    s, m = _gauss(rng, 2.0, 1000)
+    res = mr.cp_audit(s, m, DELTA, selection="heldout", select_fraction=0.3, split_seed=5)
+    sel, ev = mr.stratified_split(m, 0.3, 5)
+    assert np.intersect1d(sel, ev).size == 0 and sel.size + ev.size == s.size
+    assert res.valid is True and res.n_select == sel.size == 600
+    assert res.n_members == res.n_nonmembers == 700
+    assert res.false_pos == int(np.sum((s[ev] > res.threshold) & (m[ev] == 0)))
+    assert res.false_neg == int(np.sum((s[ev] <= res.threshold) & (m[ev] == 1)))
+
+
+# ------------------------------------------------------------------ Monte Carlo validity
+
+
+@pytest.mark.parametrize("eps", [1.0, 2.0])
+def test_mc_validity_randomized_response(eps):
+    # RR is (eps, 0)-DP and tight at its single threshold: a sharp validity test. The plug-in
+    # rates (no confidence interval) exceed eps in most repetitions, so this check can fail.
+    rng = np.random.default_rng(int(eps * 100))
+    reps, n, conf = 200, 2000, 0.95
+    held, plug = [], []
+    for r in range(reps):
+        s, m = _rr(rng, eps, n)
+        held.append(mr.cp_audit(s, m, DELTA, conf, "heldout", split_seed=r).epsilon)
+        sw = mr.sweep(s, m)
+        plug.append(mr.epsilon_from_rates(sw.false_pos / n, sw.false_neg / n, DELTA).max())
+    held, plug = np.array(held), np.array(plug)
+    assert np.mean(held > eps) <= (1 - conf) + _mc_slack(1 - conf, reps)
+    assert np.mean(plug > eps) > 0.3  # negative control: no CI is not valid
+    assert np.mean(held) > 0.8 * eps  # and the bound has power
+
+
+def test_mc_validity_gaussian_mechanism():
+    # N(mu, 1) vs N(0, 1) is exactly mu-GDP. delta = 0.05 puts the tight point at moderate
+    # rates, where 2,000 runs per side can approach the true epsilon (4.57 at mu = 2).
+    rng = np.random.default_rng(11)
+    mu, delta, reps, n, conf = 2.0, 0.05, 200, 2000, 0.95
+    true_eps = mr.gdp_epsilon(mu, delta)
+    held = np.array([
+        mr.cp_audit(*_gauss(rng, mu, n), delta, conf, "heldout", split_seed=r).epsilon
+        for r in range(reps)
+    ])
+    assert np.mean(held > true_eps) <= (1 - conf) + _mc_slack(1 - conf, reps)
+    assert np.mean(held) > 0.5 * true_eps
+
+
+def test_null_gives_zero():
+    # Members and non-members from one distribution: bound 0 in >= 95% of repetitions.
+    rng = np.random.default_rng(5)
+    reps, n = 200, 500
+    held, same = [], []
+    for r in range(reps):
+        s = rng.normal(size=2 * n)
+        m = _labels(n, n)
+        held.append(mr.cp_audit(s, m, DELTA, 0.95, "heldout", split_seed=r).epsilon)
+        same.append(mr.cp_audit(s, m, DELTA, 0.95, "same_data").epsilon)
+    assert np.mean(np.array(held) == 0) >= 0.95
+    # same_data (Algorithm 5's maximum over thresholds) is uncorrected and labelled invalid:
+    # under the null it is positive more often (6.5% with this seed), but not wildly so.
+    assert np.mean(np.array(same) == 0) >= 0.85
+
+
+def test_gdp_fit_can_exceed_true_epsilon():
+    # Note 002 §5.5: the GDP fit assumes a Gaussian trade-off curve. Randomized response with
+    # eps = 1 is (1, 0)-DP, yet the fitted mu-GDP reports an epsilon(1e-5) near 5.
+    rng = np.random.default_rng(2)
+    s, m = _rr(rng, 1.0, 20000)
+    fit = mr.gdp_fit(s, m, DELTA)
+    cp = mr.cp_audit(s, m, DELTA, selection="heldout")
+    assert fit.valid is False and fit.epsilon > 3.0
+    assert cp.valid is True and cp.epsilon <= 1.0
+
+
+def test_gdp_fit_close_on_gaussian():
+    # On a truly Gaussian trade-off the fit recovers mu (slightly below, from the CP widths).
+    rng = np.random.default_rng(4)
+    s, m = _gauss(rng, 1.0, 100000)
+    fit = mr.gdp_fit(s, m, DELTA)
+    assert 0.95 < fit.mu <= 1.02
+    assert fit.epsilon == pytest.approx(mr.gdp_epsilon(fit.mu, DELTA))
+
+
+# ------------------------------------------------------------------ registry and score files
+
+
+def test_registered_and_runs_on_score_file():
+    assert METHODS["multi_run_cp"].designs == ("multi_run",)
+    assert METHODS["gdp_fit"].designs == ("multi_run",)
+    rng = np.random.default_rng(0)
+    s, m = _gauss(rng, 2.0, 500)
+    sf = ScoreFile(score=s[:, None], membership=m[:, None],
+                   canary_id=np.zeros((s.size, 1), np.int64), meta=_meta())
+    table = audit_mod.audit(
+        [sf], {"cp": {"method": "multi_run_cp"}, "gdp": {"method": "gdp_fit"}}
+    )
+    assert list(table["selection"]) == ["same_data", "heldout", "same_data"]
+    assert list(table["valid"]) == [False, True, False]
+    for col in ("epsilon", "threshold", "fpr_upper", "fnr_upper", "false_pos", "false_neg",
+                "n_members", "n_nonmembers", "confidence", "rate_confidence"):
+        assert col in table.columns
+    # Not applied to other designs.
+    other = ScoreFile(score=s[:, None], membership=m[:, None],
+                      canary_id=np.zeros((s.size, 1), np.int64), meta=_meta("lidp"))
+    assert audit_mod.audit([other], {"cp": {"method": "multi_run_cp"}}).empty
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("conf", [0.0, 1.0, 1.5, -0.1])
+def test_bad_confidence(conf):
+    s, m = _gauss(np.random.default_rng(0), 1.0, 10)
+    with pytest.raises(ValueError, match="confidence"):
+        mr.cp_audit(s, m, DELTA, conf)
+    with pytest.raises(ValueError, match="confidence"):
+        mr.gdp_fit(s, m, DELTA, conf)
+
+
+def test_no_members_or_no_nonmembers():
+    s = np.arange(10, dtype=float)
+    with pytest.raises(ValueError, match="no members"):
+        mr.cp_audit(s, np.zeros(10), DELTA)
+    with pytest.raises(ValueError, match="no non-members"):
+        mr.cp_audit(s, np.ones(10), DELTA)
+
+
+def test_nan_and_shape_errors():
+    s, m = _gauss(np.random.default_rng(0), 1.0, 10)
+    s[3] = np.nan
+    with pytest.raises(ValueError, match="not finite.*trial 3"):
+        mr.cp_audit(s, m, DELTA)
+    with pytest.raises(ScoreFileError, match="NaN"):
+        ScoreFile(score=s[:, None], membership=m[:, None],
+                  canary_id=np.zeros((20, 1), np.int64), meta=_meta())
+    with pytest.raises(ValueError, match="membership has"):
+        mr.cp_audit(np.zeros(5), np.zeros(4), DELTA)
+    with pytest.raises(ValueError, match="0 or 1"):
+        mr.cp_audit(np.zeros(4), np.array([0, 1, 2, 1]), DELTA)
+    with pytest.raises(ValueError, match="empty"):
+        mr.cp_audit(np.zeros(0), np.zeros(0), DELTA)
+
+
+def test_bad_options():
+    s, m = _gauss(np.random.default_rng(0), 1.0, 10)
+    with pytest.raises(ValueError, match="unknown selection"):
+        mr.cp_audit(s, m, DELTA, selection="best")
+    with pytest.raises(ValueError, match="select_fraction"):
+        mr.cp_audit(s, m, DELTA, selection="heldout", select_fraction=1.0)
+    with pytest.raises(ValueError, match="delta"):
+        mr.cp_audit(s, m, 1.5)
+    with pytest.raises(ValueError, match="no members on one side|no non-members on one side"):
+        mr.cp_audit(s[[0, 1, 10, 11]], m[[0, 1, 10, 11]], DELTA, selection="heldout",
+                    select_fraction=0.1)
+    with pytest.raises(ValueError, match="false positives"):
+        mr.epsilon_from_counts(11, 10, 0, 10, DELTA)
+
+
+def test_runner_rejects_wrong_shape():
+    s, m = _gauss(np.random.default_rng(0), 1.0, 10)
+    sf = ScoreFile(score=np.stack([s, s], 1), membership=np.stack([m, m], 1),
+                   canary_id=np.tile([0, 1], (20, 1)), meta=_meta())
+    with pytest.raises(ScoreFileError, match="one target canary per trial"):
+        METHODS["multi_run_cp"].run(sf, {})
+    sf1 = ScoreFile(score=s[:, None], membership=np.zeros((20, 1)),
+                    canary_id=np.zeros((20, 1), np.int64), meta=_meta())
+    with pytest.raises(ScoreFileError, match="no members"):
+        METHODS["gdp_fit"].run(sf1, {})
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_multi_run_bound(capsys):
+    import json
+
+    from dpaudit.cli import main
+
+    assert main(["multi-run-bound", "--false-pos", "5", "--nonmembers", "100", "--false-neg",
+                 "0", "--members", "100", "--delta", "1e-5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epsilon"] == pytest.approx(mr.epsilon_from_counts(5, 100, 0, 100, DELTA)[0])
+    assert main(["multi-run-bound", "--false-pos", "5", "--nonmembers", "100", "--false-neg",
+                 "0", "--members", "100", "--delta", "1e-5", "--confidence", "1.2"]) == 2
+    assert "confidence" in capsys.readouterr().err
