@@ -213,3 +213,33 @@ def test_cli_train_shard_writes_score_file_and_removes_checkpoint(tmp_path, caps
     bad.write_text("desgn: one_run\n")
     with pytest.raises(SystemExit, match="unknown key"):
         main(["train-shard", "--run", str(bad), "--data", "synthetic", "--out", str(out)])
+
+
+@pytest.mark.parametrize(
+    ("design", "tm", "ctype"),
+    [
+        ("one_run", "black_box_loss", "random_input"),
+        ("lidp", "final_model_cosine", "random_gradient"),
+        ("multi_run", "white_box_dot", "dirac"),
+    ],
+)
+def test_score_files_are_accepted_by_the_estimators_of_their_design(data, design, tm, ctype):
+    """Every estimator of config/config.yaml that applies to the design runs on a shard."""
+    from pathlib import Path
+
+    import yaml
+
+    from dpaudit import estimators
+    from dpaudit.audit import audit
+
+    specs = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())
+    specs = {
+        n: s
+        for n, s in specs["estimators"].items()
+        if design in estimators.get(s["method"]).designs
+    }
+    assert specs
+    sf = _run(data, design, tm, ctype, train={"models_per_shard": 6}).score_file
+    rows = audit([sf], specs)
+    assert set(rows["estimator"]) == set(specs)
+    assert (rows["epsilon"] >= 0).all()

@@ -427,6 +427,8 @@ def run_shard(
         "test_accuracy_examples": int(min(len(data["y_test"]), t["eval_examples"] or 10**12)),
         "test_accuracy_per_model": [float(a) for a in acc],
     }
+    if design == "lidp":
+        meta["lidp_variant"] = "replace_one"
     if dirac_coords is not None:
         meta["dirac_coordinates_of_pool"] = "canary_id indexes the pool; see canaries.seed"
     sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta)
