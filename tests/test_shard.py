@@ -104,6 +104,28 @@ def test_zero_out_neighbouring(data):
         _run(data, canaries={"neighbouring": "zero_out"})
 
 
+def test_partially_informed_shard(data):
+    out = _run(
+        data,
+        "multi_run",
+        "per_step_dot",
+        "random_gradient",
+        canaries={"neighbouring": "zero_out", "adversary": "partially_informed"},
+        train={"models_per_shard": 4, "sampler": "shuffle", "epochs": 1, "noise_multiplier": 0.5},
+    )
+    assert out.score_file.meta["adversary"] == "partially_informed"
+    o = out.observations["step_dots"][:, 0] * 50  # B <g~, v^>: about -C in most batches
+    assert np.median(o) < -0.5
+    with pytest.raises(ValueError, match="partially_informed"):
+        _run(
+            data,
+            "multi_run",
+            "per_step_dot",
+            "random_gradient",
+            canaries={"adversary": "partially_informed"},
+        )
+
+
 def test_dirac_white_box_score_is_telescoped_coordinate(data):
     out = _run(data, "one_run", "white_box_dot", "dirac", train={"noise_multiplier": 1.0})
     r, sf = out.result, out.score_file

@@ -278,3 +278,31 @@ def test_bad_inputs():
         train_shard(_mlp, ShardData(x, y, [np.arange(3)], torch.zeros(1, 5)), seeds, cfg)
     with pytest.raises(ValueError, match="unknown engine"):
         choose_engine(_mlp(), "gpu")
+
+
+def test_partially_informed_adversary_gives_the_papers_means():
+    """Annamalai et al. Alg. 1 (PI): with zero inputs the natural gradients have no weight
+    component, so for a Dirac canary on a weight coordinate B <g~_t, v/|v|> / C is exactly +1
+    in the target's batch, 0 in the zero-out record's batch and -1 in every other batch."""
+    n, b, c = 20, 5, 0.7
+    x = torch.zeros(n, 4)
+    y = torch.arange(n) % 3
+    v = torch.zeros(2, 15)
+    v[0, 2] = c  # a weight coordinate of the 4 -> 3 linear layer; row 1: the zero-out record
+    cfg = DPSGDConfig(8, b, 0.2, 0.0, c, 0.1, SamplerSpec("shuffle", b), steps_per_epoch=4)
+    items = [np.array([n] + list(range(n))), np.array([n + 1] + list(range(n)))]  # IN, OUT
+    seeds = [model_seeds(0, "pi", 0, j) for j in range(2)]
+    res = train_shard(
+        lambda: logistic_regression((4,), 3),
+        ShardData(x, y, items, v, partially_informed=(n, n + 1)),
+        seeds,
+        cfg,
+        Recording(step_dots=True),
+    )
+    o = res.step_dots[:, 0] * b / c**2  # <g~, v> with |v| = C: (models, steps)
+    for j, special in ((0, 1.0), (1, 0.0)):
+        for epoch in range(2):
+            vals = np.sort(o[j, 4 * epoch : 4 * epoch + 4])
+            np.testing.assert_allclose(vals, np.sort([special, -1, -1, -1]), atol=1e-5)
+    with pytest.raises(ValueError, match="partially_informed needs"):
+        ShardData(x, y, items, v, partially_informed=(0, n))

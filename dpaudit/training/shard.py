@@ -19,6 +19,10 @@ Designs (rows of the score file are trials, columns canaries; higher score means
 ``canaries.neighbouring``: ``add_remove`` (an OUT canary is absent) or ``zero_out`` (gradient
 canaries only: an OUT canary is replaced by a record whose gradient is zero, the adjacency of
 Annamalai et al. §2.1 / note 003 §2.1; dataset sizes then do not depend on membership).
+``canaries.adversary``: ``natural`` (only the target's gradient is crafted) or
+``partially_informed`` (multi_run, zero_out, gradient canaries: every batch without the target
+or the zero-out record has its last example's gradient replaced by minus the target's;
+Annamalai et al. §5.1, Algorithm 1).
 
 Threat models (``score`` names the statistic; note 001 §3, note 000 §3, note 003 §2.5-2.7):
 
@@ -110,7 +114,9 @@ CANARY_DEFAULTS: dict[str, Any] = {
     "last_component": None,
     "label": 5,
     "neighbouring": "add_remove",
+    "adversary": "natural",
 }
+ADVERSARIES = ("natural", "partially_informed")
 NEIGHBOURING = ("add_remove", "zero_out")
 
 
@@ -222,6 +228,14 @@ def run_shard(
             f"canaries.neighbouring {c['neighbouring']!r}; allowed: {list(NEIGHBOURING)}"
         )
     zero_out = c["neighbouring"] == "zero_out"
+    if c["adversary"] not in ADVERSARIES:
+        raise ValueError(f"canaries.adversary {c['adversary']!r}; allowed: {list(ADVERSARIES)}")
+    informed = c["adversary"] == "partially_informed"
+    if informed and not (gradient and zero_out and design == "multi_run"):
+        raise ValueError(
+            "canaries.adversary: partially_informed (Annamalai et al.) needs design multi_run, "
+            "gradient canaries and neighbouring zero_out"
+        )
     if zero_out and not gradient:
         raise ValueError(
             "canaries.neighbouring: zero_out needs gradient canaries (the zero-out record has "
@@ -343,6 +357,7 @@ def run_shard(
             torch.from_numpy(np.ascontiguousarray(y_all)),
             items,
             grad_pool,
+            (n_inputs, n_inputs + pool_size) if informed else None,
         ),
         seeds,
         cfg,
@@ -404,6 +419,7 @@ def run_shard(
         }[threat_model],
         "canary_type": kind,
         "neighbouring": c["neighbouring"],
+        "adversary": c["adversary"],
         "claimed_epsilon": claimed,
         "target_epsilon": target_epsilon,
         "delta": float(t["delta"]),

@@ -141,14 +141,28 @@ class ShardData:
     ``grad_canaries`` (K_g, P): a fixed vector in the flat parameter space (parameters in
     ``named_parameters`` order) that replaces the per-sample gradient whenever the item is in a
     batch (note 000 §3.3, note 001 §3).
+
+    ``partially_informed = (target, zero)``: the Partially-Informed adversary of Annamalai et al.
+    (Algorithm 1, blue line; note 003 §2.5): in every batch that holds neither the target nor
+    the zero-out record, the gradient of the batch's *last* example is replaced by minus the
+    target's gradient vector.
     """
 
     x: torch.Tensor
     y: torch.Tensor
     train_items: Sequence[np.ndarray]
     grad_canaries: torch.Tensor | None = None
+    partially_informed: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.partially_informed is not None:
+            target, zero = self.partially_informed
+            n, kg = self.x.shape[0], self.n_grad_canaries
+            if not (n <= target < n + kg and n <= zero < n + kg):
+                raise ValueError(
+                    "partially_informed needs the item ids of two gradient canaries "
+                    f"(the target and the zero-out record), in [{n}, {n + kg})"
+                )
         if self.x.shape[0] != self.y.shape[0]:
             raise ValueError(f"x has {self.x.shape[0]} rows but y has {self.y.shape[0]}")
         n, kg = self.x.shape[0], self.n_grad_canaries
@@ -346,6 +360,7 @@ def _data_fingerprint(data: ShardData) -> str:
         h.update(np.asarray(items, dtype=np.int64).tobytes() + b"|")
     if data.grad_canaries is not None:
         h.update(data.grad_canaries.detach().cpu().numpy().tobytes())
+    h.update(repr(data.partially_informed).encode())
     return h.hexdigest()
 
 
@@ -492,6 +507,14 @@ def train_shard(
                 m = b - a
                 p_c = {k: params[k][a:b] for k in names}
                 buf_c = {k: v[a:b] for k, v in buffers.items()}
+                pi_rows = np.zeros(m, dtype=bool)
+                if data.partially_informed is not None:
+                    target, zero = data.partially_informed
+                    for i in range(m):
+                        bt = batches[a + i]
+                        if len(bt) and target not in bt and zero not in bt:
+                            pi_rows[i] = True
+                            batches[a + i] = bt[:-1]  # the last slot's gradient is replaced
                 inp = [bt[bt < n_inputs] for bt in batches[a:b]]
                 bmax = max(len(t) for t in inp)
                 if bmax:
@@ -512,6 +535,10 @@ def train_shard(
                     for i, bt in enumerate(batches[a:b]):
                         gc = bt[bt >= n_inputs] - n_inputs
                         counts[i, torch.from_numpy(gc)] = 1
+                    if pi_rows.any():
+                        counts[
+                            torch.from_numpy(pi_rows), data.partially_informed[0] - n_inputs
+                        ] -= 1
                     counts = counts.to(dev)
                     flat = flat + counts @ vcan
                 if sigma_c > 0:
