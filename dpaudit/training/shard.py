@@ -249,6 +249,11 @@ def run_shard(
     if n_models < 1:
         raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
 
+    def template_model():
+        return build_for_data(model, shape, n_classes)
+
+    n_params = sum(p.numel() for p in template_model().parameters())
+
     # ---- canaries per trial ------------------------------------------------------------------
     if design == "one_run":
         n_cols = int(c["m"])
@@ -256,7 +261,9 @@ def run_shard(
         expected_in = n_cols / 2
     elif design == "lidp":
         n_cols = 2 * int(c["k"])
-        pool_size = c["pool_size"] or max(n_cols, 1000)
+        # gradient canaries are stored as (pool, params) floats: cap the default pool at 256 MiB
+        cap = 1000 if not gradient else min(1000, 2**26 // n_params)
+        pool_size = c["pool_size"] or max(n_cols, cap)
         expected_in = int(c["k"])
     else:
         n_cols = 1
@@ -287,10 +294,6 @@ def run_shard(
         else:
             member[j, 0] = single_target_coin(s.canary)
 
-    def template_model():
-        return build_for_data(model, shape, n_classes)
-
-    n_params = sum(p.numel() for p in template_model().parameters())
     grad_pool = None
     dirac_coords = None
     if gradient:
@@ -445,8 +448,8 @@ def run_shard(
     }
     if design == "lidp":
         meta["lidp_variant"] = "replace_one"
-    if dirac_coords is not None:
-        meta["dirac_coordinates_of_pool"] = "canary_id indexes the pool; see canaries.seed"
+    if dirac_coords is not None:  # canary_id indexes the pool: its parameter coordinates
+        meta["dirac_coordinates"] = [int(v) for v in dirac_coords]
     sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta)
     return ShardOutput(sf, observations, result)
 
