@@ -34,6 +34,14 @@ MODELS = {
 }
 #: Models that need an image input (channels, height, width).
 IMAGE_MODELS = ("lenet", "cnn", "wrn")
+#: The config keys each model takes (besides its input shape and number of classes).
+MODEL_KEYS = {
+    "logreg": set(),
+    "mlp": {"hidden"},
+    "lenet": set(),
+    "cnn": set(),
+    "wrn": {"depth", "width", "groups"},
+}
 
 
 def build_model(name: str, **kwargs: Any) -> nn.Module:
@@ -47,9 +55,16 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
 
 def build_for_data(spec: dict[str, Any], input_shape: Sequence[int], n_classes: int) -> nn.Module:
     """Build the model of a config block ``{name: ..., **args}`` for inputs of ``input_shape``
-    (one example, without the batch dimension) and ``n_classes`` classes."""
+    (one example, without the batch dimension) and ``n_classes`` classes. Keys that belong to
+    other models (:data:`MODEL_KEYS`) are ignored."""
     spec = dict(spec)
     name = spec.pop("name")
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; allowed: {sorted(MODELS)}")
+    # keys of *other* models (e.g. a schema default ``hidden`` next to ``name: lenet``) are
+    # ignored; anything else unknown is an error
+    other = set().union(*MODEL_KEYS.values()) - MODEL_KEYS[name]
+    spec = {k: v for k, v in spec.items() if k not in other}
     shape = tuple(int(s) for s in input_shape)
     if name in IMAGE_MODELS:
         if len(shape) != 3:
