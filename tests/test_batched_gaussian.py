@@ -36,8 +36,16 @@ def test_poisson_epsilon_fig3(sigma, note, paper):
 
 @pytest.mark.parametrize(
     "steps,sigma,lb",
-    [(100, 1.0, 4.06), (100, 1.5, 1.46), (1000, 1.0, 2.88), (1000, 1.5, 0.348),
-     (100, 0.902, 4.78), (100, 0.737, 6.24), (100, 0.590, 8.16), (100, 3.302, 0.075)],
+    [
+        (100, 1.0, 4.06),
+        (100, 1.5, 1.46),
+        (1000, 1.0, 2.88),
+        (1000, 1.5, 0.348),
+        (100, 0.902, 4.78),
+        (100, 0.737, 6.24),
+        (100, 0.590, 8.16),
+        (100, 3.302, 0.075),
+    ],
 )
 def test_shuffle_lower_bound_note(steps, sigma, lb):
     # Note 003 §6.2 (Chua et al.'s single-epoch cube bound). The last four use the note's
@@ -149,8 +157,9 @@ def test_worst_case_small_runs_beats_poisson_claim():
     # gives sigma = 0.902). At 2 x 10^4 runs per hypothesis already the *valid* (held-out)
     # bound exceeds the Poisson claim, and the uncorrected one stays below Chua's 4.78.
     res_same = bg.audit_bgm(20000, 100, 0.902, "worst_case", batch_size=100, seed=0)
-    res_held = bg.audit_bgm(20000, 100, 0.902, "worst_case", batch_size=100, seed=0,
-                            selection="heldout")
+    res_held = bg.audit_bgm(
+        20000, 100, 0.902, "worst_case", batch_size=100, seed=0, selection="heldout"
+    )
     assert res_held["valid"] and res_held["epsilon"] > 1.0
     assert res_held["epsilon"] <= res_same["epsilon"] < 4.78
 
@@ -167,11 +176,22 @@ def test_mc_validity_single_batch_is_gaussian_mechanism():
     # true epsilon is known. delta = 0.05 keeps the tight point at moderate rates.
     sigma, delta, runs, reps, conf = 0.5, 0.05, 1000, 200, 0.95
     true_eps = mr.gdp_epsilon(1 / sigma, delta)
-    eps = np.array([
-        bg.audit_bgm(runs, 1, sigma, "worst_case", batch_size=10, seed=r, delta=delta,
-                     confidence=conf, selection="heldout")["epsilon"]
-        for r in range(reps)
-    ])
+    eps = np.array(
+        [
+            bg.audit_bgm(
+                runs,
+                1,
+                sigma,
+                "worst_case",
+                batch_size=10,
+                seed=r,
+                delta=delta,
+                confidence=conf,
+                selection="heldout",
+            )["epsilon"]
+            for r in range(reps)
+        ]
+    )
     slack = 3 * math.sqrt((1 - conf) * conf / reps)
     assert np.mean(eps > true_eps) <= (1 - conf) + slack
     assert np.mean(eps) > 0.5 * true_eps
@@ -190,14 +210,11 @@ def test_null_bgm_same_hypothesis():
 
 
 def test_score_file_round_trip(tmp_path):
-    sf = bg.bgm_score_file(500, 10, 1.0, "partially_informed", batch_size=100, seed=1,
-                           setting="s1")
+    sf = bg.bgm_score_file(500, 10, 1.0, "partially_informed", batch_size=100, seed=1, setting="s1")
     assert sf.meta["design"] == "multi_run" and sf.score.shape == (1000, 1)
     assert sf.membership[:500].all() and not sf.membership[500:].any()
     assert sf.meta["claimed_epsilon"] == pytest.approx(ref.poisson_epsilon(1.0, 10, 1, DELTA))
-    assert sf.meta["shuffle_lower_bound"] == pytest.approx(
-        ref.shuffle_lower_bound(1.0, 10, DELTA)
-    )
+    assert sf.meta["shuffle_lower_bound"] == pytest.approx(ref.shuffle_lower_bound(1.0, 10, DELTA))
     path = scores.write(tmp_path / "bgm.npz", sf)
     back = scores.read(path)
     assert np.array_equal(back.score, sf.score) and back.meta == sf.meta
@@ -226,8 +243,26 @@ def test_cli_bgm_simulate(tmp_path):
     from dpaudit.cli import main
 
     out = tmp_path / "bgm.npz"
-    assert main(["bgm-simulate", "--runs", "200", "--steps", "10", "--sigma", "1.0",
-                 "--threat-model", "partially_informed", "--seed", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bgm-simulate",
+                "--runs",
+                "200",
+                "--steps",
+                "10",
+                "--sigma",
+                "1.0",
+                "--threat-model",
+                "partially_informed",
+                "--seed",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     sf = scores.read(out)
     ref_sf = bg.bgm_score_file(200, 10, 1.0, "partially_informed", seed=2)
     assert np.array_equal(sf.score, ref_sf.score)

@@ -30,8 +30,13 @@ from dpaudit.scores import ScoreFile
 @pytest.mark.parametrize(
     ("mu", "delta", "eps"),
     # note 004 section 5.B "useful conversions" (Algorithm 2 for mu-GDP)
-    [(0.5, 1e-5, 1.993), (0.8, 1e-5, 3.387), (1.0, 1e-5, 4.377), (2.0, 1e-5, 9.997),
-     (1.0, 1e-7, 5.349)],
+    [
+        (0.5, 1e-5, 1.993),
+        (0.8, 1e-5, 3.387),
+        (1.0, 1e-5, 4.377),
+        (2.0, 1e-5, 9.997),
+        (1.0, 1e-7, 5.349),
+    ],
 )
 def test_gdp_conversion_algorithm2(mu, delta, eps):
     assert F.to_epsilon("gdp", mu, delta) == pytest.approx(eps, abs=6e-4)
@@ -58,9 +63,15 @@ def test_rr_error_probability_and_laplace_conversion():
 
 @pytest.mark.parametrize(
     ("family", "theta", "kw"),
-    [("gdp", 0.5, {}), ("gdp", 1.0, {}), ("gdp", 2.0, {}), ("laplace", 1.0, {}),
-     ("laplace", 2.0, {}), ("subsampled_gaussian", 1.0, {"q": 0.5}),
-     ("approx_dp", 1.0, {"delta": 0.1})],
+    [
+        ("gdp", 0.5, {}),
+        ("gdp", 1.0, {}),
+        ("gdp", 2.0, {}),
+        ("laplace", 1.0, {}),
+        ("laplace", 2.0, {}),
+        ("subsampled_gaussian", 1.0, {"q": 0.5}),
+        ("approx_dp", 1.0, {"delta": 0.1}),
+    ],
 )
 def test_sum_v_all_released_equals_n_p_min(family, theta, kw):
     # note 004 section 6: with r = n, sum_j v_j = n p_min (Lemma 2, Eq. 14); Laplace
@@ -76,8 +87,14 @@ def test_sum_v_all_released_equals_n_p_min(family, theta, kw):
 @pytest.mark.parametrize(
     ("delta", "wrong", "p_ref"),
     # note 004 5.B Fig. 10 analogue (RR eps = 1, n = r = 100), Chernoff p-values
-    [(0.01, 0, 3.5e-14), (0.01, 10, 1.8e-4), (0.01, 14, 9.5e-3), (0.01, 16, 4.0e-2),
-     (0.1, 10, 1.2e-3), (0.1, 14, 3.8e-2)],
+    [
+        (0.01, 0, 3.5e-14),
+        (0.01, 10, 1.8e-4),
+        (0.01, 14, 9.5e-3),
+        (0.01, 16, 4.0e-2),
+        (0.1, 10, 1.2e-3),
+        (0.1, 14, 3.8e-2),
+    ],
 )
 def test_fig10_p_values(delta, wrong, p_ref):
     p = F.p_value(100, 100, wrong, "approx_dp", 1.0, delta=delta)
@@ -231,8 +248,9 @@ def test_validity_gaussian_mechanism():
     # mu = 1 GDP Gaussian mechanism, general case (balanced guesses), n = 1000, r = n/5.
     # A valid 95% bound exceeds the truth in at most 5% (+ 2.5 sd MC slack) of repetitions.
     reps = 300
-    rate, bounds = _exceed_rate(lambda g: S.gaussian(1000, 1.0, g), 1000, 200, "gdp", 1.0,
-                                reps, seed=11)
+    rate, bounds = _exceed_rate(
+        lambda g: S.gaussian(1000, 1.0, g), 1000, 200, "gdp", 1.0, reps, seed=11
+    )
     assert rate <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / reps)
     # ... and is informative: note 004 5.B general case, n = 1e3, mu = 1: eps ~ 3.41
     eps = np.array([F.to_epsilon("gdp", b, 1e-5) for b in bounds])
@@ -243,12 +261,28 @@ def test_validity_randomized_response_pure_and_with_delta():
     reps = 300
     slack = 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / reps)
     # pure eps = 2 randomized response, all n = 200 guesses released
-    rate, _ = _exceed_rate(lambda g: S.randomized_response(200, 2.0, 0.0, g), 200, 200,
-                           "approx_dp", 2.0, reps, seed=12, delta=0.0)
+    rate, _ = _exceed_rate(
+        lambda g: S.randomized_response(200, 2.0, 0.0, g),
+        200,
+        200,
+        "approx_dp",
+        2.0,
+        reps,
+        seed=12,
+        delta=0.0,
+    )
     assert rate <= slack
     # the paper's 4-output RR at (eps, delta) = (3.2, 0.01), r = n/5 (Fig. 7 setting)
-    rate, bounds = _exceed_rate(lambda g: S.randomized_response(1000, 3.2, 0.01, g), 1000, 200,
-                                "approx_dp", 3.2, reps, seed=13, delta=0.01)
+    rate, bounds = _exceed_rate(
+        lambda g: S.randomized_response(1000, 3.2, 0.01, g),
+        1000,
+        200,
+        "approx_dp",
+        3.2,
+        reps,
+        seed=13,
+        delta=0.01,
+    )
     assert rate <= slack
     assert bounds.mean() > 1.5  # note 004 5.B (n = 1e3): 2.50
 
@@ -260,9 +294,16 @@ def test_null_bound_is_zero():
     zero_fixed, zero_bonf, reps = 0, 0, 200
     for _ in range(reps):
         score, member = rng.standard_normal(500), (rng.random(500) < 0.5).astype(int)
-        rows = A.audit_scores(score, member, "gdp", 1e-5, 0.95,
-                              selections=("fixed", "bonferroni"), r_fixed=100,
-                              r_grid=[10, 50, 100, 200, 500])
+        rows = A.audit_scores(
+            score,
+            member,
+            "gdp",
+            1e-5,
+            0.95,
+            selections=("fixed", "bonferroni"),
+            r_fixed=100,
+            r_grid=[10, 50, 100, 200, 500],
+        )
         zero_fixed += rows[0]["epsilon"] == 0.0
         zero_bonf += rows[1]["epsilon"] == 0.0
     assert zero_fixed >= 0.95 * reps
@@ -273,8 +314,10 @@ def test_null_bound_is_zero():
 
 
 def test_pathological_mechanism_is_eps_delta_dp_per_bit():
-    for mech in (F.Pathological(100, 100, 1.0, 0.1, 0.1),
-                 F.Pathological(10_000, 2000, 3.2, 0.01, 0.1)):
+    for mech in (
+        F.Pathological(100, 100, 1.0, 0.1, 0.1),
+        F.Pathological(10_000, 2000, 3.2, 0.01, 0.1),
+    ):
         assert mech.hockey_stick() == pytest.approx(mech.delta, rel=1e-9)
 
 
@@ -325,8 +368,13 @@ def test_theorem1_counterexample_negligible_at_small_delta():
 
 @pytest.mark.parametrize(
     ("args", "match"),
-    [((100, 101, 0), "r <= n"), ((100, 10, 11), "wrong <= r"), ((100, 0, 0), "r <= n"),
-     ((100, 10, -1), "wrong <= r"), ((0, 1, 0), "n >= 1")],
+    [
+        ((100, 101, 0), "r <= n"),
+        ((100, 10, 11), "wrong <= r"),
+        ((100, 0, 0), "r <= n"),
+        ((100, 10, -1), "wrong <= r"),
+        ((0, 1, 0), "n >= 1"),
+    ],
 )
 def test_bad_counts(args, match):
     with pytest.raises(ValueError, match=match):
@@ -353,19 +401,71 @@ def test_bad_family_and_family_args():
 
 
 def test_cli_json_and_errors(capsys):
-    assert cli.main(["fdp-one-run-bound", "--n", "10000", "--r", "2000", "--wrong", "262",
-                     "--family", "gdp", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "fdp-one-run-bound",
+                "--n",
+                "10000",
+                "--r",
+                "2000",
+                "--wrong",
+                "262",
+                "--family",
+                "gdp",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["epsilon"] == pytest.approx(4.00, abs=0.01)
     assert out["mu"] == pytest.approx(0.926, abs=1e-3)
-    assert cli.main(["fdp-one-run-bound", "--n", "100", "--r", "100", "--wrong", "10",
-                     "--family", "approx-dp", "--delta", "0.01", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "fdp-one-run-bound",
+                "--n",
+                "100",
+                "--r",
+                "100",
+                "--wrong",
+                "10",
+                "--family",
+                "approx-dp",
+                "--delta",
+                "0.01",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["epsilon"] > 0
-    assert cli.main(["fdp-one-run-bound", "--n", "100", "--r", "200", "--wrong", "1",
-                     "--family", "gdp"]) == 2
+    assert (
+        cli.main(
+            ["fdp-one-run-bound", "--n", "100", "--r", "200", "--wrong", "1", "--family", "gdp"]
+        )
+        == 2
+    )
     assert "r <= n" in capsys.readouterr().err
-    assert cli.main(["fdp-one-run-bound", "--n", "100", "--r", "10", "--wrong", "1",
-                     "--family", "gdp", "--confidence", "1.2"]) == 2
+    assert (
+        cli.main(
+            [
+                "fdp-one-run-bound",
+                "--n",
+                "100",
+                "--r",
+                "10",
+                "--wrong",
+                "1",
+                "--family",
+                "gdp",
+                "--confidence",
+                "1.2",
+            ]
+        )
+        == 2
+    )
     assert "confidence" in capsys.readouterr().err
 
 
@@ -375,24 +475,47 @@ def test_cli_json_and_errors(capsys):
 def _score_file(n=400, mu=2.0, trials=1, seed=0, claimed=8.0):
     rng = np.random.default_rng(seed)
     scores, members = zip(*(S.gaussian(n, mu, rng) for _ in range(trials)), strict=True)
-    meta = {"experiment": "t", "setting": "s", "seed": seed, "design": "one_run",
-            "threat_model": "simulation", "claimed_epsilon": claimed, "delta": 1e-5,
-            "accountant": "gdp"}
-    return ScoreFile(np.array(scores), np.array(members),
-                     np.tile(np.arange(n), (trials, 1)), meta)
+    meta = {
+        "experiment": "t",
+        "setting": "s",
+        "seed": seed,
+        "design": "one_run",
+        "threat_model": "simulation",
+        "claimed_epsilon": claimed,
+        "delta": 1e-5,
+        "accountant": "gdp",
+    }
+    return ScoreFile(np.array(scores), np.array(members), np.tile(np.arange(n), (trials, 1)), meta)
 
 
 def test_registered_runner_rows():
     method = get("fdp_one_run")
     assert method.designs == ("one_run",)
     sf = _score_file(trials=2)
-    rows = method.run(sf, {"family": "gdp", "r": 80, "r_grid": [20, 80, 200, 400],
-                           "selections": ["fixed", "grid_max_uncorrected", "bonferroni",
-                                          "sample_split"]})
+    rows = method.run(
+        sf,
+        {
+            "family": "gdp",
+            "r": 80,
+            "r_grid": [20, 80, 200, 400],
+            "selections": ["fixed", "grid_max_uncorrected", "bonferroni", "sample_split"],
+        },
+    )
     assert len(rows) == 8
     for row in rows:
-        for key in ("epsilon", "valid", "r", "wrong", "n", "p_value", "family", "selection",
-                    "confidence", "mu", "trial"):
+        for key in (
+            "epsilon",
+            "valid",
+            "r",
+            "wrong",
+            "n",
+            "p_value",
+            "family",
+            "selection",
+            "confidence",
+            "mu",
+            "trial",
+        ):
             assert key in row
     by_sel = {row["selection"]: row for row in rows if row["trial"] == 0}
     assert by_sel["grid_max_uncorrected"]["valid"] is False
@@ -409,9 +532,20 @@ def test_registered_runner_rows():
 
 def test_registered_runner_null_params_mean_defaults():
     sf = _score_file()
-    rows = get("fdp_one_run").run(sf, {"family": None, "delta": None, "q": None, "r": None,
-                                       "r_fraction": 0.25, "r_grid": None,
-                                       "selections": ["fixed"], "tail": None, "guess": None})
+    rows = get("fdp_one_run").run(
+        sf,
+        {
+            "family": None,
+            "delta": None,
+            "q": None,
+            "r": None,
+            "r_fraction": 0.25,
+            "r_grid": None,
+            "selections": ["fixed"],
+            "tail": None,
+            "guess": None,
+        },
+    )
     assert rows[0]["r"] == 100 and rows[0]["family"] == "gdp" and rows[0]["delta_used"] == 1e-5
 
 
@@ -443,8 +577,9 @@ def test_through_audit_table():
     from dpaudit.audit import run_estimator
 
     sf = _score_file(n=1000, mu=1.0, claimed=4.377)
-    df = run_estimator(sf, "fdp", {"method": "fdp_one_run", "r_fraction": 0.2,
-                                   "selections": ["fixed"]})
+    df = run_estimator(
+        sf, "fdp", {"method": "fdp_one_run", "r_fraction": 0.2, "selections": ["fixed"]}
+    )
     assert len(df) == 1
     row = df.iloc[0]
     assert row["method"] == "fdp_one_run" and row["delta"] == 1e-5 and row["r"] == 200

@@ -22,8 +22,13 @@ DELTA = 1e-5
 
 def _meta(design: str = "multi_run") -> dict:
     return {
-        "experiment": "t", "setting": "s", "seed": 0, "design": design,
-        "threat_model": "simulation", "claimed_epsilon": 1.0, "delta": DELTA,
+        "experiment": "t",
+        "setting": "s",
+        "seed": 0,
+        "design": design,
+        "threat_model": "simulation",
+        "claimed_epsilon": 1.0,
+        "delta": DELTA,
         "accountant": "test",
     }
 
@@ -129,9 +134,7 @@ def test_same_data_equals_algorithm5(seed):
     # The reported counts reproduce the reported threshold and bounds.
     assert res.false_pos == int(np.sum((s > res.threshold) & (m == 0)))
     assert res.false_neg == int(np.sum((s <= res.threshold) & (m == 1)))
-    assert mr.epsilon_from_rates(res.fpr_upper, res.fnr_upper, DELTA) == pytest.approx(
-        res.epsilon
-    )
+    assert mr.epsilon_from_rates(res.fpr_upper, res.fnr_upper, DELTA) == pytest.approx(res.epsilon)
 
 
 def test_pruned_search_equals_full_sweep():
@@ -200,10 +203,12 @@ def test_mc_validity_gaussian_mechanism():
     rng = np.random.default_rng(11)
     mu, delta, reps, n, conf = 2.0, 0.05, 200, 2000, 0.95
     true_eps = mr.gdp_epsilon(mu, delta)
-    held = np.array([
-        mr.cp_audit(*_gauss(rng, mu, n), delta, conf, "heldout", split_seed=r).epsilon
-        for r in range(reps)
-    ])
+    held = np.array(
+        [
+            mr.cp_audit(*_gauss(rng, mu, n), delta, conf, "heldout", split_seed=r).epsilon
+            for r in range(reps)
+        ]
+    )
     assert np.mean(held > true_eps) <= (1 - conf) + _mc_slack(1 - conf, reps)
     assert np.mean(held) > 0.5 * true_eps
 
@@ -252,19 +257,35 @@ def test_registered_and_runs_on_score_file():
     assert METHODS["gdp_fit"].designs == ("multi_run",)
     rng = np.random.default_rng(0)
     s, m = _gauss(rng, 2.0, 500)
-    sf = ScoreFile(score=s[:, None], membership=m[:, None],
-                   canary_id=np.zeros((s.size, 1), np.int64), meta=_meta())
-    table = audit_mod.audit(
-        [sf], {"cp": {"method": "multi_run_cp"}, "gdp": {"method": "gdp_fit"}}
+    sf = ScoreFile(
+        score=s[:, None],
+        membership=m[:, None],
+        canary_id=np.zeros((s.size, 1), np.int64),
+        meta=_meta(),
     )
+    table = audit_mod.audit([sf], {"cp": {"method": "multi_run_cp"}, "gdp": {"method": "gdp_fit"}})
     assert list(table["selection"]) == ["same_data", "heldout", "same_data"]
     assert list(table["valid"]) == [False, True, False]
-    for col in ("epsilon", "threshold", "fpr_upper", "fnr_upper", "false_pos", "false_neg",
-                "n_members", "n_nonmembers", "confidence", "rate_confidence"):
+    for col in (
+        "epsilon",
+        "threshold",
+        "fpr_upper",
+        "fnr_upper",
+        "false_pos",
+        "false_neg",
+        "n_members",
+        "n_nonmembers",
+        "confidence",
+        "rate_confidence",
+    ):
         assert col in table.columns
     # Not applied to other designs.
-    other = ScoreFile(score=s[:, None], membership=m[:, None],
-                      canary_id=np.zeros((s.size, 1), np.int64), meta=_meta("lidp"))
+    other = ScoreFile(
+        score=s[:, None],
+        membership=m[:, None],
+        canary_id=np.zeros((s.size, 1), np.int64),
+        meta=_meta("lidp"),
+    )
     assert audit_mod.audit([other], {"cp": {"method": "multi_run_cp"}}).empty
 
 
@@ -294,8 +315,12 @@ def test_nan_and_shape_errors():
     with pytest.raises(ValueError, match="not finite.*trial 3"):
         mr.cp_audit(s, m, DELTA)
     with pytest.raises(ScoreFileError, match="NaN"):
-        ScoreFile(score=s[:, None], membership=m[:, None],
-                  canary_id=np.zeros((20, 1), np.int64), meta=_meta())
+        ScoreFile(
+            score=s[:, None],
+            membership=m[:, None],
+            canary_id=np.zeros((20, 1), np.int64),
+            meta=_meta(),
+        )
     with pytest.raises(ValueError, match="membership has"):
         mr.cp_audit(np.zeros(5), np.zeros(4), DELTA)
     with pytest.raises(ValueError, match="0 or 1"):
@@ -313,20 +338,29 @@ def test_bad_options():
     with pytest.raises(ValueError, match="delta"):
         mr.cp_audit(s, m, 1.5)
     with pytest.raises(ValueError, match="no members on one side|no non-members on one side"):
-        mr.cp_audit(s[[0, 1, 10, 11]], m[[0, 1, 10, 11]], DELTA, selection="heldout",
-                    select_fraction=0.1)
+        mr.cp_audit(
+            s[[0, 1, 10, 11]], m[[0, 1, 10, 11]], DELTA, selection="heldout", select_fraction=0.1
+        )
     with pytest.raises(ValueError, match="false positives"):
         mr.epsilon_from_counts(11, 10, 0, 10, DELTA)
 
 
 def test_runner_rejects_wrong_shape():
     s, m = _gauss(np.random.default_rng(0), 1.0, 10)
-    sf = ScoreFile(score=np.stack([s, s], 1), membership=np.stack([m, m], 1),
-                   canary_id=np.tile([0, 1], (20, 1)), meta=_meta())
+    sf = ScoreFile(
+        score=np.stack([s, s], 1),
+        membership=np.stack([m, m], 1),
+        canary_id=np.tile([0, 1], (20, 1)),
+        meta=_meta(),
+    )
     with pytest.raises(ScoreFileError, match="one target canary per trial"):
         METHODS["multi_run_cp"].run(sf, {})
-    sf1 = ScoreFile(score=s[:, None], membership=np.zeros((20, 1)),
-                    canary_id=np.zeros((20, 1), np.int64), meta=_meta())
+    sf1 = ScoreFile(
+        score=s[:, None],
+        membership=np.zeros((20, 1)),
+        canary_id=np.zeros((20, 1), np.int64),
+        meta=_meta(),
+    )
     with pytest.raises(ScoreFileError, match="no members"):
         METHODS["gdp_fit"].run(sf1, {})
 
@@ -339,10 +373,45 @@ def test_cli_multi_run_bound(capsys):
 
     from dpaudit.cli import main
 
-    assert main(["multi-run-bound", "--false-pos", "5", "--nonmembers", "100", "--false-neg",
-                 "0", "--members", "100", "--delta", "1e-5", "--json"]) == 0
+    assert (
+        main(
+            [
+                "multi-run-bound",
+                "--false-pos",
+                "5",
+                "--nonmembers",
+                "100",
+                "--false-neg",
+                "0",
+                "--members",
+                "100",
+                "--delta",
+                "1e-5",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["epsilon"] == pytest.approx(mr.epsilon_from_counts(5, 100, 0, 100, DELTA)[0])
-    assert main(["multi-run-bound", "--false-pos", "5", "--nonmembers", "100", "--false-neg",
-                 "0", "--members", "100", "--delta", "1e-5", "--confidence", "1.2"]) == 2
+    assert (
+        main(
+            [
+                "multi-run-bound",
+                "--false-pos",
+                "5",
+                "--nonmembers",
+                "100",
+                "--false-neg",
+                "0",
+                "--members",
+                "100",
+                "--delta",
+                "1e-5",
+                "--confidence",
+                "1.2",
+            ]
+        )
+        == 2
+    )
     assert "confidence" in capsys.readouterr().err

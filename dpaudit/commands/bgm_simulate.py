@@ -34,10 +34,20 @@ def run(args: argparse.Namespace) -> int:
     from dpaudit.mechanisms.batched_gaussian import bgm_score_file
 
     sf = bgm_score_file(
-        args.runs, args.steps, args.sigma, args.threat_model, args.epochs, args.batch_size,
-        args.seed, args.delta, args.experiment, args.setting,
+        args.runs,
+        args.steps,
+        args.sigma,
+        args.threat_model,
+        args.epochs,
+        args.batch_size,
+        args.seed,
+        args.delta,
+        args.experiment,
+        args.setting,
     )
     scores.write(args.out, sf)
-    print(f"wrote {args.out}: {sf.n_trials} runs, claimed (Poisson) eps "
-          f"{sf.meta['claimed_epsilon']:.4f}, shuffle lower bound {sf.meta['shuffle_lower_bound']}")
+    print(
+        f"wrote {args.out}: {sf.n_trials} runs, claimed (Poisson) eps "
+        f"{sf.meta['claimed_epsilon']:.4f}, shuffle lower bound {sf.meta['shuffle_lower_bound']}"
+    )
     return 0

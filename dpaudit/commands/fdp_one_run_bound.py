@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--q", type=float, default=None, help="sampling rate (subsampled-gaussian)")
     p.add_argument("--confidence", type=float, default=0.95, help="default: 0.95")
     p.add_argument(
-        "--tail", choices=list(TAILS), default="chernoff",
+        "--tail",
+        choices=list(TAILS),
+        default="chernoff",
         help="chernoff (the paper, Prop. 1) or exact Poisson-binomial tail (extension)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")

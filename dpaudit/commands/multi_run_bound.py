@@ -29,14 +29,28 @@ def run(args: argparse.Namespace) -> int:
     from dpaudit.cli import emit
 
     eps, a, b = epsilon_from_counts(
-        args.false_pos, args.nonmembers, args.false_neg, args.members, args.delta,
+        args.false_pos,
+        args.nonmembers,
+        args.false_neg,
+        args.members,
+        args.delta,
         args.confidence,
     )
     result = {
-        "epsilon": eps, "fpr_upper": a, "fnr_upper": b, "false_pos": args.false_pos,
-        "nonmembers": args.nonmembers, "false_neg": args.false_neg, "members": args.members,
-        "delta": args.delta, "confidence": args.confidence,
+        "epsilon": eps,
+        "fpr_upper": a,
+        "fnr_upper": b,
+        "false_pos": args.false_pos,
+        "nonmembers": args.nonmembers,
+        "false_neg": args.false_neg,
+        "members": args.members,
+        "delta": args.delta,
+        "confidence": args.confidence,
     }
-    emit(result, args.json, f"epsilon >= {eps:.6f} at {args.confidence:.0%} confidence "
-         f"(FPR <= {a:.3g}, FNR <= {b:.3g})")
+    emit(
+        result,
+        args.json,
+        f"epsilon >= {eps:.6f} at {args.confidence:.0%} confidence "
+        f"(FPR <= {a:.3g}, FNR <= {b:.3g})",
+    )
     return 0

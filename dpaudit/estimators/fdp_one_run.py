@@ -584,8 +584,8 @@ def to_epsilon(family: str, theta: float, delta: float, q: float | None = None) 
         return max(0.0, theta + 2 * math.log1p(-delta))
     if delta <= 0:
         return math.inf if theta > 0 else 0.0
-    prof = (lambda e: gdp_delta(e, theta)) if family == "gdp" else (
-        lambda e: sgm_delta(e, theta, q)
+    prof = (
+        (lambda e: gdp_delta(e, theta)) if family == "gdp" else (lambda e: sgm_delta(e, theta, q))
     )
     if prof(0.0) <= delta:
         return 0.0

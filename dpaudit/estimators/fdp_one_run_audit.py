@@ -166,8 +166,17 @@ def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any
     if sf.meta["design"] != "one_run":
         raise ScoreFileError(f"{sf.source}: fdp_one_run applies to one-run designs only")
     known = {
-        "family", "confidence", "delta", "q", "tail", "guess", "selections", "r",
-        "r_fraction", "r_grid", "split_seed",
+        "family",
+        "confidence",
+        "delta",
+        "q",
+        "tail",
+        "guess",
+        "selections",
+        "r",
+        "r_fraction",
+        "r_grid",
+        "split_seed",
     }
     unknown = sorted(set(params) - known)
     if unknown:

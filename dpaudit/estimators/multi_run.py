@@ -60,9 +60,7 @@ def check_scores(score: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray,
     score = np.asarray(score, dtype=np.float64).ravel()
     membership = np.asarray(membership).ravel()
     if score.shape != membership.shape:
-        raise ValueError(
-            f"score has {score.size} entries but membership has {membership.size}"
-        )
+        raise ValueError(f"score has {score.size} entries but membership has {membership.size}")
     if score.size == 0:
         raise ValueError("no trials: the score array is empty")
     bad = ~np.isfinite(score)
@@ -114,19 +112,27 @@ def epsilon_from_rates(
     with np.errstate(divide="ignore", invalid="ignore"):
         t1 = np.log(np.maximum(1.0 - a - delta, 0.0)) - np.log(b)
         t2 = np.log(np.maximum(1.0 - b - delta, 0.0)) - np.log(a)
-    out = np.maximum(np.maximum(np.nan_to_num(t1, nan=0.0, neginf=0.0),
-                                np.nan_to_num(t2, nan=0.0, neginf=0.0)), 0.0)
+    out = np.maximum(
+        np.maximum(np.nan_to_num(t1, nan=0.0, neginf=0.0), np.nan_to_num(t2, nan=0.0, neginf=0.0)),
+        0.0,
+    )
     return out
 
 
 def epsilon_from_counts(
-    false_pos: int, n_nonmembers: int, false_neg: int, n_members: int, delta: float,
+    false_pos: int,
+    n_nonmembers: int,
+    false_neg: int,
+    n_members: int,
+    delta: float,
     confidence: float = 0.95,
 ) -> tuple[float, float, float]:
     """Lower bound at joint ``confidence`` from error counts: (epsilon, fpr_upper, fnr_upper)."""
     check_level(confidence, delta)
-    for name, k, n in (("false positives", false_pos, n_nonmembers),
-                       ("false negatives", false_neg, n_members)):
+    for name, k, n in (
+        ("false positives", false_pos, n_nonmembers),
+        ("false negatives", false_neg, n_members),
+    ):
         if not 0 <= k <= n or n <= 0:
             raise ValueError(f"need 0 <= {name} <= trials and trials > 0, got {k} of {n}")
     lvl = rate_level(confidence)
@@ -195,7 +201,12 @@ def _cp_floor(k: np.ndarray, n: float, level: float) -> np.ndarray:
 
 
 def argmax_over_thresholds(
-    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective,
+    k0: np.ndarray,
+    n0: float,
+    k1: np.ndarray,
+    n1: float,
+    level: float,
+    objective,
     chunk: int = 4096,
 ) -> tuple[int, float, float, float]:
     """argmax_j objective(cp_upper(k0[j]), cp_upper(k1[j])) for an objective that decreases
@@ -276,8 +287,12 @@ def stratified_split(
 
 
 def _choose_threshold(
-    score: np.ndarray, membership: np.ndarray, delta: float, level: float,
-    eval_n1: int, eval_n0: int,
+    score: np.ndarray,
+    membership: np.ndarray,
+    delta: float,
+    level: float,
+    eval_n1: int,
+    eval_n0: int,
 ) -> float:
     """The threshold maximising Eq. 1 on the selection runs, with its error *rates* projected
     onto the evaluation sample sizes (so the Clopper-Pearson widths are those of the bound)."""
@@ -312,13 +327,27 @@ def cp_audit(
     if selection == "same_data":
         sw = sweep(score, membership)
         j, eps, a, b = argmax_over_thresholds(
-            sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members, level,
+            sw.false_pos,
+            sw.n_nonmembers,
+            sw.false_neg,
+            sw.n_members,
+            level,
             lambda x, y: epsilon_from_rates(x, y, delta),
         )
         return MultiRunResult(
-            selection, eps, False, float(sw.threshold[j]), a, b,
-            int(sw.false_pos[j]), int(sw.false_neg[j]), sw.n_members, sw.n_nonmembers, 0,
-            confidence, level,
+            selection,
+            eps,
+            False,
+            float(sw.threshold[j]),
+            a,
+            b,
+            int(sw.false_pos[j]),
+            int(sw.false_neg[j]),
+            sw.n_members,
+            sw.n_nonmembers,
+            0,
+            confidence,
+            level,
         )
     if selection == "heldout":
         sel, ev = stratified_split(membership, select_fraction, split_seed)
@@ -402,7 +431,11 @@ def gdp_fit(
         sel, ev = stratified_split(membership, select_fraction, split_seed)
         sw_sel = sweep(score[sel], membership[sel])
         j_sel, _, _, _ = argmax_over_thresholds(
-            sw_sel.false_pos, sw_sel.n_nonmembers, sw_sel.false_neg, sw_sel.n_members, level,
+            sw_sel.false_pos,
+            sw_sel.n_nonmembers,
+            sw_sel.false_neg,
+            sw_sel.n_members,
+            level,
             gdp_mu,
         )
         tau = float(sw_sel.threshold[j_sel])
@@ -423,14 +456,26 @@ def gdp_fit(
     )
     eps = gdp_epsilon(mu_j, delta) if mu_j > 0 else 0.0
     return MultiRunResult(
-        selection, eps, False, float(sw.threshold[j]), a, b,
-        int(sw.false_pos[j]), int(sw.false_neg[j]), sw.n_members, sw.n_nonmembers, n_select,
-        confidence, level, mu=mu_j,
+        selection,
+        eps,
+        False,
+        float(sw.threshold[j]),
+        a,
+        b,
+        int(sw.false_pos[j]),
+        int(sw.false_neg[j]),
+        sw.n_members,
+        sw.n_nonmembers,
+        n_select,
+        confidence,
+        level,
+        mu=mu_j,
     )
 
 
-def max_attainable(n_members: int, n_nonmembers: int, delta: float,
-                   confidence: float = 0.95) -> float:
+def max_attainable(
+    n_members: int, n_nonmembers: int, delta: float, confidence: float = 0.95
+) -> float:
     """The ceiling of :func:`cp_audit`: no errors at all. About ln(n / 3.7) at 95%
     (note 003 §7: "CP caps epsilon_emp at roughly ln(R/3) for R runs per side")."""
     return epsilon_from_counts(0, n_nonmembers, 0, n_members, delta, confidence)[0]

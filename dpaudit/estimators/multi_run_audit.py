@@ -51,8 +51,13 @@ def _rows(func, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
     for sel in p["selections"]:
         try:
             res = func(
-                score, member, delta=sf.delta, confidence=p["confidence"], selection=sel,
-                select_fraction=p["select_fraction"], split_seed=p["split_seed"],
+                score,
+                member,
+                delta=sf.delta,
+                confidence=p["confidence"],
+                selection=sel,
+                select_fraction=p["select_fraction"],
+                split_seed=p["split_seed"],
             )
         except ValueError as exc:
             raise ScoreFileError(f"{sf.source}: {exc}") from exc

@@ -74,8 +74,14 @@ def output_means(threat_model: str, member: bool, batch_size: int) -> tuple[floa
 
 
 def simulate_outputs(
-    rng: np.random.Generator, runs: int, steps: int, epochs: int, sigma: float,
-    threat_model: str, member: bool, batch_size: int = 1,
+    rng: np.random.Generator,
+    runs: int,
+    steps: int,
+    epochs: int,
+    sigma: float,
+    threat_model: str,
+    member: bool,
+    batch_size: int = 1,
     position_rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """(runs, epochs, steps) noisy batch outputs; the special batch is uniform per epoch.
@@ -118,8 +124,14 @@ def log_likelihood_ratio(
 
 
 def simulate_scores(
-    runs: int, steps: int, epochs: int, sigma: float, threat_model: str, member: bool,
-    batch_size: int = 1, seed: int = 0,
+    runs: int,
+    steps: int,
+    epochs: int,
+    sigma: float,
+    threat_model: str,
+    member: bool,
+    batch_size: int = 1,
+    seed: int = 0,
 ) -> np.ndarray:
     """Log-likelihood-ratio scores of ``runs`` simulated runs of one hypothesis.
 
@@ -138,8 +150,15 @@ def simulate_scores(
         n = min(BLOCK, runs - lo)
         noise_seed, pos_seed = child.spawn(2)
         o = simulate_outputs(
-            np.random.default_rng(noise_seed), n, steps, epochs, sigma, threat_model, member,
-            batch_size, position_rng=np.random.default_rng(pos_seed),
+            np.random.default_rng(noise_seed),
+            n,
+            steps,
+            epochs,
+            sigma,
+            threat_model,
+            member,
+            batch_size,
+            position_rng=np.random.default_rng(pos_seed),
         )
         out[lo : lo + n] = log_likelihood_ratio(o, sigma, threat_model, batch_size)
     return out
@@ -169,10 +188,12 @@ def bgm_score_file(
     """
     from dpaudit.mechanisms import shuffle_reference as ref
 
-    s1 = simulate_scores(runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model,
-                         True, batch_size, seed)
-    s0 = simulate_scores(runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model,
-                         False, batch_size, seed)
+    s1 = simulate_scores(
+        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, True, batch_size, seed
+    )
+    s0 = simulate_scores(
+        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, False, batch_size, seed
+    )
     poisson = None
     if claimed_epsilon is None or reference_lines:
         poisson = ref.poisson_epsilon(sigma, steps_per_epoch, epochs, delta)
@@ -209,9 +230,16 @@ def bgm_score_file(
 
 
 def audit_bgm(
-    runs_per_hypothesis: int, steps_per_epoch: int, sigma: float,
-    threat_model: str = "worst_case", epochs: int = 1, batch_size: int = 1, seed: int = 0,
-    delta: float = 1e-5, confidence: float = 0.95, selection: str = "same_data",
+    runs_per_hypothesis: int,
+    steps_per_epoch: int,
+    sigma: float,
+    threat_model: str = "worst_case",
+    epochs: int = 1,
+    batch_size: int = 1,
+    seed: int = 0,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    selection: str = "same_data",
 ) -> dict[str, Any]:
     """Simulate both hypotheses and return the Clopper-Pearson audit (Eq. 1) as a dict.
 
@@ -220,10 +248,12 @@ def audit_bgm(
     """
     from dpaudit.estimators import multi_run
 
-    s1 = simulate_scores(runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model,
-                         True, batch_size, seed)
-    s0 = simulate_scores(runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model,
-                         False, batch_size, seed)
+    s1 = simulate_scores(
+        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, True, batch_size, seed
+    )
+    s0 = simulate_scores(
+        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, False, batch_size, seed
+    )
     member = np.concatenate([np.ones(s1.size, np.int8), np.zeros(s0.size, np.int8)])
     res = multi_run.cp_audit(np.concatenate([s1, s0]), member, delta, confidence, selection)
     return res.as_row()

@@ -199,16 +199,27 @@ def idealised_point(
 
 
 def idealised_r_curve(
-    family: str, theta: float, n: int, rs: list[int], delta: float = 1e-5,
-    confidence: float = 0.95, q: float | None = None,
+    family: str,
+    theta: float,
+    n: int,
+    rs: list[int],
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    q: float | None = None,
 ) -> list[Comparison]:
     """Both bounds as r varies at fixed n (Fig. 12)."""
     return [idealised_point(family, theta, n, r, delta, confidence, q) for r in rs]
 
 
 def idealised_n_curve(
-    family: str, theta: float, ns: list[int], r: int | None = None, r_fraction: float = 0.2,
-    delta: float = 1e-5, confidence: float = 0.95, q: float | None = None,
+    family: str,
+    theta: float,
+    ns: list[int],
+    r: int | None = None,
+    r_fraction: float = 0.2,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    q: float | None = None,
 ) -> list[Comparison]:
     """Both bounds as n varies, at fixed r (Fig. 11) or r = r_fraction n (Figs. 3-5, 7, 9)."""
     out = []

@@ -32,7 +32,10 @@ from scipy import optimize, special
 
 
 def poisson_epsilon(
-    sigma: float, steps_per_epoch: int, epochs: int, delta: float,
+    sigma: float,
+    steps_per_epoch: int,
+    epochs: int,
+    delta: float,
     value_discretization_interval: float = 1e-4,
 ) -> float:
     """epsilon(delta) of Poisson-subsampled Gaussian DP-SGD, q = 1/T, T * E steps (PLD).
@@ -104,14 +107,14 @@ def shuffle_delta_lower_bound(eps: float, sigma: float, steps_per_epoch: int) ->
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
     res = optimize.minimize_scalar(
         lambda c: -float(_cube_delta(np.array([c]), eps, sigma, steps_per_epoch)[0]),
-        bounds=(lo, hi), method="bounded", options={"xatol": 1e-10},
+        bounds=(lo, hi),
+        method="bounded",
+        options={"xatol": 1e-10},
     )
     return float(max(vals[i], -res.fun, 0.0))
 
 
-def shuffle_lower_bound(
-    sigma: float, steps_per_epoch: int, delta: float, epochs: int = 1
-) -> float:
+def shuffle_lower_bound(sigma: float, steps_per_epoch: int, delta: float, epochs: int = 1) -> float:
     """Chua et al.'s single-epoch lower bound on the epsilon of shuffled DP-SGD (the BGM).
 
     Only one epoch is implemented (their multi-epoch bound composes a PLD built from slices of

@@ -14,7 +14,7 @@ import torch
 
 from dpaudit.canaries.inclusion import fair_coins
 from dpaudit.canaries.input_space import random_inputs
-from dpaudit.models import build_model
+from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.seeding import derive_seed
 from dpaudit.training.dpsgd import DPSGDParams, summary, train_with_canaries
@@ -65,14 +65,7 @@ def run_setting(
     canary_x, canary_y = make_canaries(data, canaries)
     membership = fair_coins(len(canary_y), derive_seed(seed, "coins"))
     torch.manual_seed(derive_seed(seed, "init"))
-    spec = dict(model)
-    name = spec.pop("name")
-    net = build_model(
-        name,
-        in_features=int(np.prod(data["x_train"].shape[1:])),
-        n_classes=int(data["y_train"].max()) + 1,
-        **spec,
-    )
+    net = build_for_data(model, data["x_train"].shape[1:], int(data["y_train"].max()) + 1)
     params = DPSGDParams(
         epochs=train["epochs"],
         batch_size=train["batch_size"],

@@ -1,0 +1,44 @@
+"""LeNet-5 with tanh activations, as in "To Shuffle or not to Shuffle" (Annamalai et al.), App. C,
+Table 3: conv6-5x5 (s1, p2) -> avgpool 2x2 -> conv16-5x5 -> avgpool 2x2 -> FC120 -> FC84 -> FC k.
+
+For a 1x28x28 input and 2 classes it has 61,026 parameters (note 003 §3 says "about 61K").
+Only layers Opacus can compute per-sample gradients for (Conv2d, Linear; pooling has none).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+
+class LeNet5(nn.Sequential):
+    """LeNet-5 (tanh), an ``nn.Sequential`` (features, classifier) so the stacked engine runs it.
+
+    ``input_shape`` is (channels, height, width).
+    """
+
+    def __init__(self, input_shape: tuple[int, ...] = (1, 28, 28), num_classes: int = 10):
+        if len(input_shape) != 3:
+            raise ValueError(f"LeNet5 needs an image input (C, H, W), got shape {input_shape}")
+        c, h, w = input_shape
+        features = nn.Sequential(
+            nn.Conv2d(c, 6, kernel_size=5, stride=1, padding=2),
+            nn.Tanh(),
+            nn.AvgPool2d(2),
+            nn.Conv2d(6, 16, kernel_size=5, stride=1),
+            nn.Tanh(),
+            nn.AvgPool2d(2),
+        )
+        with torch.no_grad():
+            n_flat = features(torch.zeros(1, c, h, w)).numel()
+        classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(n_flat, 120),
+            nn.Tanh(),
+            nn.Linear(120, 84),
+            nn.Tanh(),
+            nn.Linear(84, num_classes),
+        )
+        super().__init__(OrderedDict(features=features, classifier=classifier))

@@ -1,0 +1,64 @@
+"""Claimed epsilon of a DP-SGD run: always the Poisson-subsampled Gaussian accountant's.
+
+Opacus's accountants (``rdp``: Mironov et al. 2019; ``prv``: Gopi et al. 2021; ``gdp``: Dong et
+al.) compose ``steps`` Poisson-subsampled Gaussian mechanisms with rate ``q`` and noise
+multiplier ``sigma``. This is the guarantee claimed whatever sampler actually ran (the shuffling
+paper's point, note 003 §2.8): the score file records both.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+ACCOUNTANTS = ("rdp", "prv", "gdp")
+
+
+def _check(accountant: str) -> None:
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant!r}; allowed: {list(ACCOUNTANTS)}")
+
+
+def poisson_epsilon(
+    noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp"
+) -> float | None:
+    """Epsilon at ``delta`` of ``steps`` Poisson-subsampled Gaussian steps; ``None`` (no
+    guarantee) when ``noise_multiplier`` is 0."""
+    _check(accountant)
+    if noise_multiplier == 0:
+        return None
+    from opacus.accountants import create_accountant
+
+    acc = create_accountant(accountant)
+    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eps = float(acc.get_epsilon(delta=delta))
+    if not math.isfinite(eps):
+        raise RuntimeError(f"accountant {accountant} returned a non-finite epsilon ({eps})")
+    return eps
+
+
+@functools.lru_cache(maxsize=256)
+def calibrate_noise(
+    target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
+) -> float:
+    """The noise multiplier for which the accountant claims ``target_epsilon`` (Opacus's
+    ``get_noise_multiplier``, tolerance 0.01 in epsilon); cached, as it takes seconds."""
+    _check(accountant)
+    if not target_epsilon > 0:
+        raise ValueError(f"target_epsilon must be > 0, got {target_epsilon}")
+    from opacus.accountants.utils import get_noise_multiplier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(
+            get_noise_multiplier(
+                target_epsilon=target_epsilon,
+                target_delta=delta,
+                sample_rate=sample_rate,
+                steps=steps,
+                accountant=accountant,
+            )
+        )

@@ -1,0 +1,485 @@
+"""Train one shard of models for an audit and score its canaries: config blocks -> ScoreFile.
+
+A *shard* is ``models`` independent DP-SGD runs of one setting, trained together by
+:func:`dpaudit.training.vectorized.train_shard`; each run is one *trial* (one row of the score
+file). Any shard can be recomputed alone: model ``j`` of shard ``s`` draws everything from
+``model_seeds(seed, setting, s, j)``.
+
+Designs (rows of the score file are trials, columns canaries; higher score means IN):
+
+``one_run``    Steinke et al. 2023, Algorithm 1: the experiment's ``m`` canaries, each included
+               by an independent fair coin per trial (m columns).
+``lidp``       Pillutla et al. 2023, replace-one (App. B.2, Eq. 12): per trial ``k`` canaries
+               drawn from the pool are inserted and ``k`` fresh ones are never inserted; both
+               are scored on the same model (2k columns, membership 1 then 0).
+``multi_run``  one target canary (pool id 0), inserted in a trial iff a fair coin lands 1
+               (1 column); the classical many-models audit (Jagielski et al. 2020; the
+               shuffling and selection papers).
+
+``canaries.neighbouring``: ``add_remove`` (an OUT canary is absent) or ``zero_out`` (gradient
+canaries only: an OUT canary is replaced by a record whose gradient is zero, the adjacency of
+Annamalai et al. §2.1 / note 003 §2.1; dataset sizes then do not depend on membership).
+``canaries.adversary``: ``natural`` (only the target's gradient is crafted) or
+``partially_informed`` (multi_run, zero_out, gradient canaries: every batch without the target
+or the zero-out record has its last example's gradient replaced by minus the target's;
+Annamalai et al. §5.1, Algorithm 1).
+
+Threat models (``score`` names the statistic; note 001 §3, note 000 §3, note 003 §2.5-2.7):
+
+``black_box_loss``    input canaries, final model: ``-loss(theta_T; c)``.
+``black_box_logit``   input canaries, final model: logit-scaled confidence
+                      ``log p_y - log(1 - p_y)`` (Carlini et al. 2022).
+``white_box_dot``     all iterates. Input canaries: ``sum_t <theta_{t-1} - theta_t,
+                      clip(grad loss(theta_{t-1}; c))>`` (Steinke et al. §4.1). Gradient
+                      canaries: the same sum with the fixed canary gradient, which telescopes to
+                      ``<theta_0 - theta_T, v>`` (plain SGD; note 001 §3): for Dirac canaries
+                      ``C (theta_0 - theta_T)[j]``.
+``final_model_cosine``  gradient canaries, final model only (LiDP App. D.2, authors' code):
+                      ``-<v, theta_T> / (|v| |theta_T|)`` (IN lowers ``<v, theta>``).
+``per_step_dot``      gradient canaries, every step: ``o_t = <g~_t, v/|v|>`` (Annamalai et al.
+                      Algorithm 1); score = ``sum_t o_t``; the (trials, canaries, steps) matrix
+                      is returned as ``observations`` for the likelihood-ratio scores.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dpaudit.canaries import gradient_space, input_space
+from dpaudit.canaries.inclusion import lidp_split, single_target_coin
+from dpaudit.models import build_for_data
+from dpaudit.scores import FORMAT_VERSION, ScoreFile
+from dpaudit.training.device import resolve_device
+from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
+from dpaudit.training.samplers import SamplerSpec
+from dpaudit.training.stacked import StackedSequential
+from dpaudit.training.stacked import supports as stacked_supports
+from dpaudit.training.vectorized import (
+    DPSGDConfig,
+    Recording,
+    ShardData,
+    ShardResult,
+    model_seeds,
+    stacked_logits,
+    train_shard,
+)
+
+DESIGNS = ("one_run", "lidp", "multi_run")
+INPUT_CANARIES = ("random_input", "mislabeled", "in_distribution", "clipbkd")
+GRADIENT_CANARIES = ("dirac", "random_gradient")
+THREAT_MODELS = {
+    "black_box_loss": INPUT_CANARIES,
+    "black_box_logit": INPUT_CANARIES,
+    "white_box_dot": INPUT_CANARIES + GRADIENT_CANARIES,
+    "final_model_cosine": GRADIENT_CANARIES,
+    "per_step_dot": GRADIENT_CANARIES,
+}
+
+#: Defaults of the ``train`` block read by :func:`run_shard` (see docs/training.md).
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "epochs": 1,
+    "steps": None,
+    "batch_size": 100,
+    "lr": 0.1,
+    "max_grad_norm": 1.0,
+    "delta": 1e-5,
+    "accountant": "rdp",
+    "noise_multiplier": None,
+    "sampler": "poisson",
+    "buffer_size": None,
+    "models_per_shard": 16,
+    "model_chunk": None,
+    "engine": "auto",
+    "checkpoint_every_s": 300.0,
+    "eval_examples": 1000,
+    "momentum": 0.0,
+}
+#: Defaults of the ``canaries`` block.
+CANARY_DEFAULTS: dict[str, Any] = {
+    "type": "random_input",
+    "m": 1000,
+    "k": 16,
+    "pool_size": None,
+    "scale": 1.0,
+    "seed": 0,
+    "first_component": None,
+    "last_component": None,
+    "label": 5,
+    "neighbouring": "add_remove",
+    "adversary": "natural",
+}
+ADVERSARIES = ("natural", "partially_informed")
+NEIGHBOURING = ("add_remove", "zero_out")
+
+
+@dataclass
+class ShardOutput:
+    """What a shard produces: the score file, optional per-step observations, the raw result."""
+
+    score_file: ScoreFile
+    observations: dict[str, np.ndarray] = field(default_factory=dict)
+    result: ShardResult | None = None
+
+
+def _merge(defaults: dict[str, Any], given: dict[str, Any], block: str) -> dict[str, Any]:
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"{block}: unknown key(s) {unknown}; allowed: {sorted(defaults)}")
+    return {**defaults, **given}
+
+
+def _input_pool(data: dict[str, np.ndarray], c: dict[str, Any], n_classes: int):
+    """The canary pool (inputs, labels) of an input-space canary type."""
+    shape = data["x_train"].shape[1:]
+    kind = c["type"]
+    if kind == "random_input":
+        x, y = input_space.random_inputs(
+            c["pool_size"], int(np.prod(shape)), n_classes, c["scale"], c["seed"]
+        )
+        return x.reshape((c["pool_size"], *shape)), y
+    if kind in ("mislabeled", "in_distribution"):
+        xp, yp = data.get("x_canary"), data.get("y_canary")
+        if xp is None or len(xp) == 0:
+            raise ValueError(
+                f"canaries of type {kind!r} come from the dataset's held-out canary pool, which "
+                "is empty: set dataset.canary_pool"
+            )
+        if kind == "mislabeled":
+            return input_space.mislabeled(xp, yp, c["pool_size"], n_classes, c["seed"])
+        return input_space.in_distribution(xp, yp, c["pool_size"], c["seed"])
+    if kind == "clipbkd":
+        return input_space.clipbkd(
+            data["x_train"],
+            c["pool_size"],
+            c["first_component"],
+            c["last_component"],
+            c["label"],
+            c["scale"],
+            c["seed"],
+        )
+    raise ValueError(f"unknown canary type {kind!r}; allowed: {list(INPUT_CANARIES)}")
+
+
+def _logit_confidence(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``log p_y - log(1 - p_y) = z_y - logsumexp_{j != y} z_j`` (stable)."""
+    zy = logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+    other = logits.scatter(-1, y.unsqueeze(-1), float("-inf"))
+    return zy - torch.logsumexp(other, dim=-1)
+
+
+def run_shard(
+    data: dict[str, np.ndarray],
+    *,
+    experiment: str,
+    setting: str,
+    seed: int,
+    shard: int,
+    design: str,
+    threat_model: str,
+    model: dict[str, Any],
+    canaries: dict[str, Any],
+    train: dict[str, Any],
+    target_epsilon: float | None,
+    checkpoint: str | Path | None = None,
+    progress: bool = False,
+    step_hook: Callable[[int], None] | None = None,
+    device: str = "cpu",
+) -> ShardOutput:
+    """Train shard ``shard`` of ``setting`` and score its canaries; see the module docstring.
+
+    ``data`` is a prepared data set (``x_train, y_train, x_test, y_test`` and, for test-set
+    canaries, ``x_canary, y_canary``). ``target_epsilon=None`` trains without noise unless
+    ``train.noise_multiplier`` is set. ``checkpoint``: a file for resuming a killed shard (the
+    caller deletes it after writing the outputs). ``step_hook(step)`` runs after every step.
+    ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); only the CPU is tested.
+    """
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}; allowed: {list(DESIGNS)}")
+    if threat_model not in THREAT_MODELS:
+        raise ValueError(f"unknown threat_model {threat_model!r}; allowed: {list(THREAT_MODELS)}")
+    t = _merge(TRAIN_DEFAULTS, train, "train")
+    c = _merge(CANARY_DEFAULTS, canaries, "canaries")
+    if t["momentum"]:
+        raise ValueError(
+            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD (momentum 0); "
+            "use the Opacus one-model engine for momentum"
+        )
+    kind = c["type"]
+    if kind not in INPUT_CANARIES + GRADIENT_CANARIES:
+        raise ValueError(
+            f"unknown canary type {kind!r}; allowed: {list(INPUT_CANARIES + GRADIENT_CANARIES)}"
+        )
+    if kind not in THREAT_MODELS[threat_model]:
+        raise ValueError(
+            f"threat model {threat_model!r} does not apply to {kind!r} canaries; it takes "
+            f"{list(THREAT_MODELS[threat_model])}"
+        )
+    gradient = kind in GRADIENT_CANARIES
+    if c["neighbouring"] not in NEIGHBOURING:
+        raise ValueError(
+            f"canaries.neighbouring {c['neighbouring']!r}; allowed: {list(NEIGHBOURING)}"
+        )
+    zero_out = c["neighbouring"] == "zero_out"
+    if c["adversary"] not in ADVERSARIES:
+        raise ValueError(f"canaries.adversary {c['adversary']!r}; allowed: {list(ADVERSARIES)}")
+    informed = c["adversary"] == "partially_informed"
+    if informed and not (gradient and zero_out and design == "multi_run"):
+        raise ValueError(
+            "canaries.adversary: partially_informed (Annamalai et al.) needs design multi_run, "
+            "gradient canaries and neighbouring zero_out"
+        )
+    if zero_out and not gradient:
+        raise ValueError(
+            "canaries.neighbouring: zero_out needs gradient canaries (the zero-out record has "
+            "a zero gradient, which no input has)"
+        )
+    x_train, y_train = data["x_train"], data["y_train"]
+    n_train = len(y_train)
+    n_classes = int(max(y_train.max(), data["y_test"].max())) + 1
+    shape = tuple(x_train.shape[1:])
+    n_models = int(t["models_per_shard"])
+    if n_models < 1:
+        raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
+
+    def template_model():
+        return build_for_data(model, shape, n_classes)
+
+    n_params = sum(p.numel() for p in template_model().parameters())
+
+    # ---- canaries per trial ------------------------------------------------------------------
+    if design == "one_run":
+        n_cols = int(c["m"])
+        pool_size = c["pool_size"] or n_cols
+        expected_in = n_cols / 2
+    elif design == "lidp":
+        n_cols = 2 * int(c["k"])
+        # gradient canaries are stored as (pool, params) floats: cap the default pool at 256 MiB
+        cap = 1000 if not gradient else min(1000, 2**26 // n_params)
+        pool_size = c["pool_size"] or max(n_cols, cap)
+        expected_in = int(c["k"])
+    else:
+        n_cols = 1
+        pool_size = c["pool_size"] or 1
+        expected_in = 0.5
+    if kind == "clipbkd":
+        if c["first_component"] is None or c["last_component"] is None:
+            raise ValueError("clipbkd canaries need canaries.first_component and last_component")
+        pool_size = c["pool_size"] or (c["last_component"] - c["first_component"])
+        if not 0 <= int(c["label"]) < n_classes:
+            raise ValueError(
+                f"canaries.label {c['label']} is not a class of the data (0..{n_classes - 1})"
+            )
+    c["pool_size"] = int(pool_size)
+    if pool_size < n_cols:
+        raise ValueError(f"canaries.pool_size {pool_size} < {n_cols} canaries per trial")
+    seeds = [model_seeds(seed, setting, shard, j) for j in range(n_models)]
+    cols = np.zeros((n_models, n_cols), dtype=np.int64)  # pool ids per trial
+    member = np.zeros((n_models, n_cols), dtype=np.int8)
+    for j, s in enumerate(seeds):
+        if design == "one_run":
+            cols[j] = np.arange(n_cols)
+            member[j] = np.random.default_rng([s.canary, 0]).integers(0, 2, size=n_cols)
+        elif design == "lidp":
+            ins, null = lidp_split(pool_size, int(c["k"]), s.canary)
+            cols[j] = np.concatenate([ins, null])
+            member[j, : len(ins)] = 1
+        else:
+            member[j, 0] = single_target_coin(s.canary)
+
+    grad_pool = None
+    dirac_coords = None
+    if gradient:
+        norm = float(t["max_grad_norm"])
+        if kind == "dirac":
+            v, dirac_coords = gradient_space.dirac(pool_size, n_params, norm, c["seed"])
+        else:
+            v = gradient_space.random_direction(pool_size, n_params, norm, c["seed"])
+        if zero_out:  # one zero-gradient record per column, used by OUT canaries
+            v = np.concatenate([v, np.zeros((n_cols, n_params), dtype=v.dtype)])
+        grad_pool = torch.from_numpy(v)
+        x_all, y_all = x_train, y_train
+        offset_train, n_inputs = 0, n_train
+    else:
+        cx, cy = _input_pool(data, c, n_classes)
+        x_all = np.concatenate([cx, x_train])
+        y_all = np.concatenate([cy, y_train])
+        offset_train, n_inputs = pool_size, pool_size + n_train
+    train_ids = np.arange(offset_train, offset_train + n_train)
+    items = []
+    for j in range(n_models):
+        inserted = cols[j][member[j] == 1]
+        canary_items = (n_inputs + inserted) if gradient else inserted
+        if zero_out:
+            canary_items = np.concatenate(
+                [canary_items, n_inputs + pool_size + np.flatnonzero(member[j] == 0)]
+            )
+        items.append(np.concatenate([canary_items, train_ids]).astype(np.int64))  # canaries first
+
+    # ---- hyper-parameters and the claimed epsilon ---------------------------------------------
+    b = int(t["batch_size"])
+    if zero_out:  # every column holds a record (the canary or the zero-out record)
+        expected_in = n_cols
+    n_nominal = max(1, round(n_train + expected_in))
+    q = min(1.0, b / n_nominal)
+    t_epoch = max(1, round(n_nominal / b))
+    steps = int(t["steps"]) if t["steps"] is not None else int(t["epochs"]) * t_epoch
+    if t["noise_multiplier"] is not None:
+        sigma = float(t["noise_multiplier"])
+    elif target_epsilon is None:
+        sigma = 0.0
+    else:
+        sigma = calibrate_noise(target_epsilon, t["delta"], q, steps, t["accountant"])
+    claimed = poisson_epsilon(sigma, q, steps, t["delta"], t["accountant"])
+    cfg = DPSGDConfig(
+        steps=steps,
+        batch_size=b,
+        sample_rate=q,
+        noise_multiplier=sigma,
+        max_grad_norm=float(t["max_grad_norm"]),
+        lr=float(t["lr"]),
+        sampler=SamplerSpec(t["sampler"], b, t["buffer_size"]),
+        steps_per_epoch=t_epoch,
+    )
+
+    # ---- train ----------------------------------------------------------------------------------
+    wb_inputs = None
+    if threat_model == "white_box_dot" and not gradient:
+        wb_inputs = np.unique(cols)
+    result = train_shard(
+        template_model,
+        ShardData(
+            torch.from_numpy(np.ascontiguousarray(x_all)),
+            torch.from_numpy(np.ascontiguousarray(y_all)),
+            items,
+            grad_pool,
+            (n_inputs, n_inputs + pool_size) if informed else None,
+        ),
+        seeds,
+        cfg,
+        Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
+        model_chunk=t["model_chunk"],
+        engine=t["engine"],
+        checkpoint=checkpoint,
+        checkpoint_every_s=float(t["checkpoint_every_s"]),
+        step_hook=step_hook,
+        progress=progress,
+        device=resolve_device(device),
+    )
+
+    # ---- score ----------------------------------------------------------------------------------
+    observations: dict[str, np.ndarray] = {}
+    template = template_model().to("meta")
+    if threat_model in ("black_box_loss", "black_box_logit"):
+        logits = _all_logits(template, result, torch.from_numpy(x_all[:pool_size]))
+        yp = torch.from_numpy(y_all[:pool_size]).expand(n_models, -1)
+        if threat_model == "black_box_loss":
+            full = -F.cross_entropy(logits.transpose(1, 2), yp, reduction="none")
+        else:
+            full = _logit_confidence(logits, yp)
+        score = np.take_along_axis(full.double().numpy(), cols, axis=1)
+    elif threat_model == "white_box_dot" and not gradient:
+        pos = np.searchsorted(wb_inputs, cols)  # type: ignore[arg-type]
+        score = np.take_along_axis(result.white_box, pos, axis=1)  # type: ignore[arg-type]
+    elif threat_model == "white_box_dot":
+        diff = (result.flat("params0") - result.flat("params")).double()
+        full = (diff @ grad_pool[:pool_size].double().T).numpy()  # type: ignore[union-attr]
+        score = np.take_along_axis(full, cols, axis=1)
+    elif threat_model == "final_model_cosine":
+        theta = result.flat("params").double()
+        vp = grad_pool[:pool_size].double()  # type: ignore[union-attr]
+        cos = (theta @ vp.T) / (theta.norm(dim=1, keepdim=True) * vp.norm(dim=1)[None])
+        score = np.take_along_axis(-cos.numpy(), cols, axis=1)
+    else:  # per_step_dot: o_t = <g~_t, v/|v|>
+        vn = grad_pool[:pool_size].norm(dim=1).double().numpy()  # type: ignore[union-attr]
+        obs = result.step_dots[:, :pool_size] / vn[None, :, None]  # type: ignore[index]
+        obs = np.take_along_axis(obs, cols[:, :, None], axis=1)
+        observations["step_dots"] = obs
+        score = obs.sum(-1)
+
+    acc = _accuracy(template, result, data, t["eval_examples"])
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "experiment": experiment,
+        "setting": setting,
+        "seed": seed,
+        "shard": shard,
+        "design": design,
+        "threat_model": threat_model,
+        "score": {
+            "black_box_loss": "minus_loss",
+            "black_box_logit": "logit_confidence",
+            "white_box_dot": "sum_t_update_dot_clipped_canary_gradient",
+            "final_model_cosine": "minus_cosine_canary_final_params",
+            "per_step_dot": "sum_t_noisy_gradient_dot_unit_canary",
+        }[threat_model],
+        "canary_type": kind,
+        "neighbouring": c["neighbouring"],
+        "adversary": c["adversary"],
+        "claimed_epsilon": claimed,
+        "target_epsilon": target_epsilon,
+        "delta": float(t["delta"]),
+        "accountant": f"opacus_{t['accountant']}_poisson" if claimed is not None else "none",
+        "sampler": t["sampler"],
+        "buffer_size": t["buffer_size"],
+        "noise_multiplier": sigma,
+        "sample_rate": q,
+        "steps": steps,
+        "steps_per_epoch": t_epoch,
+        "batch_size": b,
+        "lr": float(t["lr"]),
+        "max_grad_norm": float(t["max_grad_norm"]),
+        "models": n_models,
+        "n_train": n_train,
+        "n_params": n_params,
+        "canaries_per_trial": n_cols,
+        "canary_pool_size": pool_size,
+        "engine": result.meta["engine"],
+        "test_accuracy": float(np.mean(acc)),
+        "test_accuracy_examples": int(min(len(data["y_test"]), t["eval_examples"] or 10**12)),
+        "test_accuracy_per_model": [float(a) for a in acc],
+    }
+    if design == "lidp":
+        meta["lidp_variant"] = "replace_one"
+    if dirac_coords is not None:  # canary_id indexes the pool: its parameter coordinates
+        meta["dirac_coordinates"] = [int(v) for v in dirac_coords]
+    sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta)
+    return ShardOutput(sf, observations, result)
+
+
+def _all_logits(template, result: ShardResult, x: torch.Tensor) -> torch.Tensor:
+    if stacked_supports(template):
+        net = StackedSequential(template)
+        m = next(iter(result.params.values())).shape[0]
+        outs = []
+        for s in range(0, x.shape[0], 512):
+            xb = x[s : s + 512]
+            outs.append(net.logits(result.params, xb.expand(m, *xb.shape)))
+        return torch.cat(outs, dim=1)
+    return stacked_logits(template, result.params, None, x)
+
+
+def _accuracy(
+    template, result: ShardResult, data: dict[str, np.ndarray], n_eval: int | None
+) -> np.ndarray:
+    """Test accuracy of every model on the first ``n_eval`` test examples (None: all)."""
+    xt = torch.from_numpy(np.ascontiguousarray(data["x_test"][:n_eval]))
+    yt = torch.from_numpy(data["y_test"][:n_eval])
+    logits = _all_logits(template, result, xt)
+    return (logits.argmax(-1) == yt[None]).double().mean(1).numpy()
+
+
+def score_summary(sf: ScoreFile) -> dict[str, float]:
+    """Mean score of IN and OUT canaries (a quick sanity check for logs)."""
+    s, mem = sf.score, sf.membership.astype(bool)
+    return {
+        "mean_score_in": float(s[mem].mean()) if mem.any() else math.nan,
+        "mean_score_out": float(s[~mem].mean()) if (~mem).any() else math.nan,
+    }

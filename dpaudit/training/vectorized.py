@@ -1,0 +1,619 @@
+"""DP-SGD for a shard of many small models at once, vectorised with ``torch.func``.
+
+One shard = ``M`` independent models of one architecture, each with its own training set (the
+same base data, different canaries), its own initialisation, batches and noise. Each step does,
+for every model ``m`` (Abadi et al. 2016, Algorithm 1; the same steps as Opacus's DPOptimizer):
+
+1. draw the batch ``B_m`` with the model's sampler (Poisson by default; :mod:`.samplers`);
+2. per-sample gradients ``g_i`` of the cross-entropy loss at ``theta_m``
+   (``vmap`` over models of ``vmap`` over samples of ``grad``);
+3. clip: ``g_i * min(1, C / (||g_i|| + 1e-6))`` (Opacus's clip factor, flat clipping over all
+   parameters), and sum over the batch; gradient canaries in the batch add their fixed vector,
+   clipped the same way;
+4. add Gaussian noise ``N(0, (sigma C)^2 I)``, divide by the *expected* batch size ``B``
+   (Opacus's ``loss_reduction="mean"`` for Poisson sampling), and take an SGD step
+   ``theta_m <- theta_m - lr * g~``.
+
+Randomness is a pure function of per-model integer seeds and the step index
+(``numpy.random.default_rng([seed, step])``), so
+
+* any model of any shard can be recomputed alone (a shard of 1 model gives the same model);
+* a killed job resumes from its last checkpoint and reproduces the uninterrupted run exactly;
+* results are deterministic on the CPU for a fixed thread count.
+
+Per-sample gradients come from the ghost-norm engine of :mod:`dpaudit.training.stacked` for
+plain sequential models, else from ``torch.func`` (:func:`choose_engine`). Models are processed
+in chunks of ``model_chunk`` per step to bound memory; chunking does not change the results
+beyond floating-point round-off.
+
+Everything the white-box threat models need is recorded here (note 001 §3, note 003 §2.6):
+``white_box``   sum over steps of ``<theta_{t-1} - theta_t, clip(grad loss(theta_{t-1}, c))>``
+                for chosen input canaries ``c`` (Steinke et al. 2023, §4.1);
+``step_dots``   per step, ``<g~_t, v_k>`` for every gradient canary ``v_k`` (Annamalai et al.,
+                Algorithm 1, ``o_t``; the Natural/PI likelihood ratios of note 003 §2.7).
+For a gradient canary (fixed gradient ``v_k``) the white-box sum telescopes to
+``<theta_0 - theta_T, v_k>`` under plain SGD and is computed from the first and last iterates
+(note 001 §3).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, stack_module_state, vmap
+
+from dpaudit.io import atomic_path
+from dpaudit.training.samplers import ModelBatchStream, SamplerSpec, steps_per_epoch
+from dpaudit.training.stacked import StackedSequential
+from dpaudit.training.stacked import supports as stacked_supports
+
+#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)``.
+CLIP_EPS = 1e-6
+
+
+# ----------------------------------------------------------------------------------------------
+# Seeds
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelSeeds:
+    """The independent integer seeds of one model: initialisation, batches, noise, canaries."""
+
+    init: int
+    sampling: int
+    noise: int
+    canary: int
+
+
+def model_seeds(base_seed: int, setting: str, shard: int, model: int) -> ModelSeeds:
+    """Seeds of model ``model`` of shard ``shard`` of a setting, from a ``numpy.SeedSequence``.
+
+    The setting name enters through its CRC-32, so the seeds do not depend on Python's hash
+    randomisation. Different (setting, shard, model) give independent streams.
+    """
+    if shard < 0 or model < 0:
+        raise ValueError(f"shard and model must be >= 0, got shard={shard}, model={model}")
+    ss = np.random.SeedSequence([int(base_seed), zlib.crc32(setting.encode()), shard, model])
+    a, b, c, d = (int(v) for v in ss.generate_state(4, dtype=np.uint32))
+    return ModelSeeds(init=a, sampling=b, noise=c, canary=d)
+
+
+# ----------------------------------------------------------------------------------------------
+# Configuration and inputs
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DPSGDConfig:
+    """Hyper-parameters of one DP-SGD run (identical for every model of a shard).
+
+    ``batch_size`` is the expected batch size B: the normaliser of the noisy gradient sum, and
+    the batch size of the shuffling samplers. ``sample_rate`` is the Poisson rate q (used by the
+    ``poisson`` sampler and by the accountant). ``noise_multiplier`` 0 trains without noise.
+    ``steps_per_epoch`` (shuffling samplers only): T; ``None`` takes ``ceil(n_max / B)`` with
+    ``n_max`` the largest training set of the shard, which depends on the shard, so set it
+    (e.g. to ``ceil((n_base + n_canaries) / B)``) when a model must be recomputable alone.
+    """
+
+    steps: int
+    batch_size: int
+    sample_rate: float
+    noise_multiplier: float
+    max_grad_norm: float
+    lr: float
+    sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    steps_per_epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps_per_epoch is not None and self.steps_per_epoch < 1:
+            raise ValueError(f"steps_per_epoch must be >= 1, got {self.steps_per_epoch}")
+        if self.steps < 0:
+            raise ValueError(f"steps must be >= 0, got {self.steps}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not 0 < self.sample_rate <= 1:
+            raise ValueError(f"sample_rate must be in (0, 1], got {self.sample_rate}")
+        if self.noise_multiplier < 0:
+            raise ValueError(f"noise_multiplier must be >= 0, got {self.noise_multiplier}")
+        if not self.max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+
+@dataclass
+class ShardData:
+    """The examples and per-model training sets of a shard.
+
+    ``x`` (N, ...) and ``y`` (N,) hold every input example any model may train on (base data and
+    input canaries). ``train_items[m]`` lists model ``m``'s training set in dataset order: ids
+    ``i < N`` are rows of ``x``; ids ``N + k`` are gradient canary ``k``, a row of
+    ``grad_canaries`` (K_g, P): a fixed vector in the flat parameter space (parameters in
+    ``named_parameters`` order) that replaces the per-sample gradient whenever the item is in a
+    batch (note 000 §3.3, note 001 §3).
+
+    ``partially_informed = (target, zero)``: the Partially-Informed adversary of Annamalai et al.
+    (Algorithm 1, blue line; note 003 §2.5): in every batch that holds neither the target nor
+    the zero-out record, the gradient of the batch's *last* example is replaced by minus the
+    target's gradient vector.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    train_items: Sequence[np.ndarray]
+    grad_canaries: torch.Tensor | None = None
+    partially_informed: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.partially_informed is not None:
+            target, zero = self.partially_informed
+            n, kg = self.x.shape[0], self.n_grad_canaries
+            if not (n <= target < n + kg and n <= zero < n + kg):
+                raise ValueError(
+                    "partially_informed needs the item ids of two gradient canaries "
+                    f"(the target and the zero-out record), in [{n}, {n + kg})"
+                )
+        if self.x.shape[0] != self.y.shape[0]:
+            raise ValueError(f"x has {self.x.shape[0]} rows but y has {self.y.shape[0]}")
+        n, kg = self.x.shape[0], self.n_grad_canaries
+        for m, items in enumerate(self.train_items):
+            items = np.asarray(items)
+            if items.ndim != 1:
+                raise ValueError(f"train_items[{m}] must be 1-D, got shape {items.shape}")
+            if items.size and (items.min() < 0 or items.max() >= n + kg):
+                raise ValueError(
+                    f"train_items[{m}] has ids outside [0, {n + kg}) "
+                    f"({n} input examples + {kg} gradient canaries)"
+                )
+            if np.unique(items).size != items.size:
+                raise ValueError(f"train_items[{m}] repeats an item")
+
+    @property
+    def n_grad_canaries(self) -> int:
+        return 0 if self.grad_canaries is None else int(self.grad_canaries.shape[0])
+
+
+@dataclass
+class Recording:
+    """What to record besides the final models.
+
+    ``white_box_inputs``: ids (rows of ``x``) of input canaries whose white-box score (sum over
+    steps of the update dotted with the clipped canary gradient) is accumulated for every model.
+    ``step_dots``: record ``<g~_t, v_k>`` for every gradient canary at every step.
+    """
+
+    white_box_inputs: np.ndarray | None = None
+    step_dots: bool = False
+
+
+@dataclass
+class ShardResult:
+    """Initial and final parameters (stacked, leading dim M) and the recorded statistics."""
+
+    params0: dict[str, torch.Tensor]
+    params: dict[str, torch.Tensor]
+    white_box: np.ndarray | None  # (M, len(white_box_inputs)), float64
+    step_dots: np.ndarray | None  # (M, K_g, steps), float64
+    steps: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def flat(self, which: str = "params") -> torch.Tensor:
+        """``params`` or ``params0`` as one (M, P) matrix in ``named_parameters`` order."""
+        d = getattr(self, which)
+        return torch.cat([t.reshape(t.shape[0], -1) for t in d.values()], dim=1)
+
+
+class TrainingInterrupted(RuntimeError):
+    """Raised by a step hook to stop a shard (used to test resuming)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# The engine
+# ----------------------------------------------------------------------------------------------
+def init_models(
+    model_fn: Callable[[], nn.Module], seeds: Sequence[ModelSeeds]
+) -> tuple[nn.Module, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Build one model per seed (``torch.manual_seed(seed.init)`` then ``model_fn()``, without
+    touching the global RNG) and stack their parameters and buffers; returns a template module
+    on the ``meta`` device and the stacked tensors."""
+    models = []
+    for s in seeds:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(s.init)
+            models.append(model_fn())
+    for m in models:
+        for name, mod in m.named_modules():
+            if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+                raise ValueError(
+                    f"module {name!r} is a BatchNorm layer: it mixes the examples of a batch, "
+                    "so per-example clipping is meaningless; use GroupNorm"
+                )
+    params, buffers = stack_module_state(models)
+    params = {k: v.detach().clone() for k, v in params.items()}
+    buffers = {k: v.detach().clone() for k, v in buffers.items()}
+    template = copy.deepcopy(models[0]).to("meta")
+    return template, params, buffers
+
+
+def _per_sample_grad_fn(template: nn.Module) -> Callable:
+    """``f(params, buffers, x, y) -> per-sample grads``, params (M, ...), x (M, B, ...)."""
+
+    def loss_one(params, buffers, x, y):
+        out = functional_call(template, (params, buffers), (x.unsqueeze(0),))
+        return F.cross_entropy(out, y.unsqueeze(0))
+
+    per_sample = vmap(grad(loss_one), in_dims=(None, None, 0, 0))
+    return vmap(per_sample, in_dims=(0, 0, 0, 0))
+
+
+def clipped_grad_sum(
+    psg: Callable,
+    params: dict[str, torch.Tensor],
+    buffers: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    weight: torch.Tensor,
+    max_grad_norm: float,
+) -> dict[str, torch.Tensor]:
+    """Sum over the batch of clipped per-sample gradients, for each model.
+
+    ``x`` (M, B, ...), ``y`` (M, B), ``weight`` (M, B) with 1 for real slots and 0 for padding.
+    Clip factor ``min(1, C / (||g_i||_2 + 1e-6))`` with the norm over all parameters, exactly
+    as Opacus's ``DPOptimizer.clip_and_accumulate``.
+    """
+    g = psg(params, buffers, x, y)
+    sq = sum(t.reshape(t.shape[0], t.shape[1], -1).pow(2).sum(-1) for t in g.values())
+    factor = (max_grad_norm / (sq.sqrt() + CLIP_EPS)).clamp(max=1.0) * weight
+    return {k: torch.einsum("mb,mb...->m...", factor, t) for k, t in g.items()}
+
+
+def clipped_per_sample_grads(
+    psg: Callable,
+    params: dict[str, torch.Tensor],
+    buffers: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    max_grad_norm: float,
+) -> dict[str, torch.Tensor]:
+    """Clipped per-sample gradients (M, B, ...) (for white-box canary scores)."""
+    g = psg(params, buffers, x, y)
+    sq = sum(t.reshape(t.shape[0], t.shape[1], -1).pow(2).sum(-1) for t in g.values())
+    factor = (max_grad_norm / (sq.sqrt() + CLIP_EPS)).clamp(max=1.0)
+    return {k: t * factor.view(*factor.shape, *([1] * (t.dim() - 2))) for k, t in g.items()}
+
+
+class FuncEngine:
+    """Per-sample gradients with ``torch.func`` (``vmap`` over models of ``vmap`` over samples of
+    ``grad``): works for any model without BatchNorm."""
+
+    name = "func"
+
+    def __init__(self, template: nn.Module) -> None:
+        self.psg = _per_sample_grad_fn(template)
+
+    def clipped_grad_sum(self, params, buffers, x, y, weight, max_grad_norm):
+        with torch.enable_grad():
+            return clipped_grad_sum(self.psg, params, buffers, x, y, weight, max_grad_norm)
+
+    def clipped_dot(self, params, buffers, x, y, max_grad_norm, direction):
+        with torch.enable_grad():
+            cg = clipped_per_sample_grads(self.psg, params, buffers, x, y, max_grad_norm)
+        return sum(torch.einsum("mb...,m...->mb", cg[k], direction[k]) for k in cg)
+
+
+class StackedEngine:
+    """The ghost-norm engine of :mod:`dpaudit.training.stacked` (plain sequential models)."""
+
+    name = "stacked"
+
+    def __init__(self, template: nn.Module) -> None:
+        self.net = StackedSequential(template)
+
+    def clipped_grad_sum(self, params, buffers, x, y, weight, max_grad_norm):
+        return self.net.clipped_grad_sum(params, x, y, weight, max_grad_norm)
+
+    def clipped_dot(self, params, buffers, x, y, max_grad_norm, direction):
+        return self.net.clipped_dot(params, x, y, max_grad_norm, direction)
+
+
+ENGINES = ("auto", "stacked", "func")
+
+
+def choose_engine(template: nn.Module, engine: str = "auto"):
+    """The per-sample-gradient engine: ``stacked``, ``func``, or ``auto`` (stacked when the model
+    is a plain sequential stack it supports: 3-4x faster on the CPU for LeNet-5; else func)."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; allowed: {list(ENGINES)}")
+    if engine == "func":
+        return FuncEngine(template)
+    if engine == "stacked":
+        return StackedEngine(template)
+    if not stacked_supports(template):
+        return FuncEngine(template)
+    return StackedEngine(template)
+
+
+def _clip_rows(v: torch.Tensor, c: float) -> torch.Tensor:
+    norms = v.norm(dim=1, keepdim=True)
+    return v * (c / (norms + CLIP_EPS)).clamp(max=1.0)
+
+
+def _fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _data_fingerprint(data: ShardData) -> str:
+    h = hashlib.sha256()
+    h.update(data.x.detach().cpu().numpy().tobytes())
+    h.update(data.y.detach().cpu().numpy().tobytes())
+    for items in data.train_items:
+        h.update(np.asarray(items, dtype=np.int64).tobytes() + b"|")
+    if data.grad_canaries is not None:
+        h.update(data.grad_canaries.detach().cpu().numpy().tobytes())
+    h.update(repr(data.partially_informed).encode())
+    return h.hexdigest()
+
+
+def default_model_chunk(n_params: int, batch_size: int, budget_bytes: float = 2**29) -> int:
+    """Models per vectorised chunk so that per-sample gradients take about ``budget_bytes``
+    (three copies of ``chunk * 1.3 B * P`` floats: the gradients, their squares, the product)."""
+    per_model = 3 * 4 * n_params * max(1, math.ceil(1.3 * batch_size))
+    return max(1, int(budget_bytes // per_model))
+
+
+def train_shard(
+    model_fn: Callable[[], nn.Module],
+    data: ShardData,
+    seeds: Sequence[ModelSeeds],
+    config: DPSGDConfig,
+    record: Recording | None = None,
+    *,
+    model_chunk: int | None = None,
+    engine: str = "auto",
+    device: str | torch.device = "cpu",
+    checkpoint: str | Path | None = None,
+    checkpoint_every_s: float = 300.0,
+    step_hook: Callable[[int], None] | None = None,
+    progress: bool = False,
+) -> ShardResult:
+    """Train ``len(seeds)`` models with DP-SGD, vectorised; see the module docstring.
+
+    ``checkpoint``: a file the shard state is written to (atomically) every
+    ``checkpoint_every_s`` seconds and resumed from if it exists and matches this exact shard
+    (same config, seeds, data and recording; otherwise an error says so). It is left in place;
+    the caller removes it once the outputs are written. ``device``: where the models train
+    (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (numpy, per model
+    and step, so results do not depend on the device beyond round-off) and copied over.
+    ``step_hook(step)`` runs after every completed step (e.g. to interrupt a test run).
+    """
+    record = record or Recording()
+    n_models = len(seeds)
+    if n_models != len(data.train_items):
+        raise ValueError(f"{n_models} seeds but {len(data.train_items)} training sets")
+    if n_models == 0:
+        raise ValueError("a shard needs at least one model")
+    dev = torch.device(device)
+    template, params, buffers = init_models(model_fn, seeds)
+    params = {k: v.to(dev) for k, v in params.items()}
+    buffers = {k: v.to(dev) for k, v in buffers.items()}
+    dtype = next(iter(params.values())).dtype
+    names = list(params)
+    shapes = [params[k].shape[1:] for k in names]
+    sizes = [math.prod(s) for s in shapes]
+    n_params = sum(sizes)
+    params0 = {k: v.clone() for k, v in params.items()}
+    x = data.x.to(dev, dtype)
+    y = data.y.to(dev).long()
+    n_inputs = x.shape[0]
+    kg = data.n_grad_canaries
+    vcan = None
+    if kg:
+        vcan = data.grad_canaries.to(dev, dtype)  # type: ignore[union-attr]
+        if vcan.shape[1] != n_params:
+            raise ValueError(
+                f"gradient canaries have {vcan.shape[1]} coordinates, the model has {n_params}"
+            )
+        vcan = _clip_rows(vcan, config.max_grad_norm)
+    wb_ids = None if record.white_box_inputs is None else np.asarray(record.white_box_inputs)
+    if wb_ids is not None and (wb_ids.min() < 0 or wb_ids.max() >= n_inputs):
+        raise ValueError("white_box_inputs must be rows of x")
+    if record.step_dots and not kg:
+        raise ValueError("step_dots needs gradient canaries")
+
+    n_max = max(len(np.asarray(t)) for t in data.train_items)
+    t_epoch = config.steps_per_epoch or steps_per_epoch(max(n_max, 1), config.batch_size)
+    streams = [
+        ModelBatchStream(config.sampler, items, config.sample_rate, t_epoch, s.sampling)
+        for items, s in zip(data.train_items, seeds, strict=True)
+    ]
+    eng = choose_engine(template, engine)
+    if model_chunk is None:
+        # the stacked engine keeps activations, not per-sample gradients, per model
+        model_chunk = (
+            64 if eng.name == "stacked" else default_model_chunk(n_params, config.batch_size)
+        )
+    chunk = model_chunk
+    sigma_c = config.noise_multiplier * config.max_grad_norm
+    scale = config.lr / config.batch_size
+
+    f64 = torch.float64 if dev.type != "mps" else torch.float32
+    white_box = (
+        None if wb_ids is None else torch.zeros(n_models, len(wb_ids), dtype=f64, device=dev)
+    )
+    step_dots = (
+        torch.zeros(n_models, kg, config.steps, dtype=f64, device=dev) if record.step_dots else None
+    )
+
+    fingerprint = _fingerprint(
+        {
+            "config": asdict(config),
+            "seeds": [asdict(s) for s in seeds],
+            "data": _data_fingerprint(data),
+            "wb": None if wb_ids is None else wb_ids.tolist(),
+            "step_dots": record.step_dots,
+            "dtype": str(dtype),
+        }
+    )
+    start = 0
+    ckpt = Path(checkpoint) if checkpoint is not None else None
+    if ckpt is not None and ckpt.exists():
+        state = torch.load(ckpt, weights_only=True, map_location=dev)
+        if state["fingerprint"] != fingerprint:
+            raise ValueError(
+                f"{ckpt}: checkpoint belongs to a different shard (config, seeds or data "
+                "changed); delete it to start afresh"
+            )
+        start = int(state["step"])
+        params = state["params"]
+        if white_box is not None:
+            white_box = state["white_box"]
+        if step_dots is not None:
+            step_dots = state["step_dots"]
+
+    def save(step: int) -> None:
+        if ckpt is None:
+            return
+        state = {"fingerprint": fingerprint, "step": step, "params": params}
+        if white_box is not None:
+            state["white_box"] = white_box
+        if step_dots is not None:
+            state["step_dots"] = step_dots
+        with atomic_path(ckpt) as tmp:
+            torch.save(state, tmp)
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=config.steps, initial=start, desc="DP-SGD shard", unit="step")
+    last_save = time.monotonic()
+    wb_x = None if wb_ids is None else x[torch.as_tensor(wb_ids, device=dev)]
+    wb_y = None if wb_ids is None else y[torch.as_tensor(wb_ids, device=dev)]
+    with torch.no_grad():
+        for step in range(start, config.steps):
+            batches = [s.batch(step) for s in streams]
+            for a in range(0, n_models, chunk):
+                b = min(a + chunk, n_models)
+                m = b - a
+                p_c = {k: params[k][a:b] for k in names}
+                buf_c = {k: v[a:b] for k, v in buffers.items()}
+                pi_rows = np.zeros(m, dtype=bool)
+                if data.partially_informed is not None:
+                    target, zero = data.partially_informed
+                    for i in range(m):
+                        bt = batches[a + i]
+                        if len(bt) and target not in bt and zero not in bt:
+                            pi_rows[i] = True
+                            batches[a + i] = bt[:-1]  # the last slot's gradient is replaced
+                inp = [bt[bt < n_inputs] for bt in batches[a:b]]
+                bmax = max(len(t) for t in inp)
+                if bmax:
+                    idx = torch.zeros(m, bmax, dtype=torch.long)
+                    w = torch.zeros(m, bmax, dtype=dtype)
+                    for i, t in enumerate(inp):
+                        idx[i, : len(t)] = torch.from_numpy(t)
+                        w[i, : len(t)] = 1
+                    idx, w = idx.to(dev), w.to(dev)
+                    summed = eng.clipped_grad_sum(
+                        p_c, buf_c, x[idx], y[idx], w, config.max_grad_norm
+                    )
+                    flat = torch.cat([summed[k].reshape(m, -1) for k in names], dim=1)
+                else:
+                    flat = torch.zeros(m, n_params, dtype=dtype, device=dev)
+                if kg:
+                    counts = torch.zeros(m, kg, dtype=dtype)
+                    for i, bt in enumerate(batches[a:b]):
+                        gc = bt[bt >= n_inputs] - n_inputs
+                        counts[i, torch.from_numpy(gc)] = 1
+                    if pi_rows.any():
+                        counts[
+                            torch.from_numpy(pi_rows), data.partially_informed[0] - n_inputs
+                        ] -= 1
+                    counts = counts.to(dev)
+                    flat = flat + counts @ vcan
+                if sigma_c > 0:
+                    noise = np.stack(
+                        [
+                            np.random.default_rng([seeds[j].noise, step]).standard_normal(
+                                n_params, dtype=np.float32
+                            )
+                            for j in range(a, b)
+                        ]
+                    )
+                    flat = flat + sigma_c * torch.from_numpy(noise).to(dev, dtype)
+                g_tilde = flat / config.batch_size
+                if step_dots is not None:
+                    step_dots[a:b, :, step] = (g_tilde @ vcan.T).to(f64)  # type: ignore[union-attr]
+                update = scale * flat  # theta_{t-1} - theta_t
+                if white_box is not None:
+                    direction = {}
+                    off = 0
+                    for k, size, shape in zip(names, sizes, shapes, strict=True):
+                        direction[k] = update[:, off : off + size].reshape(m, *shape)
+                        off += size
+                    white_box[a:b] += eng.clipped_dot(
+                        p_c,
+                        buf_c,
+                        wb_x.expand(m, *wb_x.shape),  # type: ignore[union-attr]
+                        wb_y.expand(m, *wb_y.shape),  # type: ignore[union-attr]
+                        config.max_grad_norm,
+                        direction,
+                    ).to(f64)
+                off = 0
+                for k, size, shape in zip(names, sizes, shapes, strict=True):
+                    params[k][a:b] -= update[:, off : off + size].reshape(m, *shape)
+                    off += size
+            if bar is not None:
+                bar.update(1)
+            if step_hook is not None:
+                step_hook(step + 1)
+            if ckpt is not None and time.monotonic() - last_save >= checkpoint_every_s:
+                save(step + 1)
+                last_save = time.monotonic()
+    if bar is not None:
+        bar.close()
+    return ShardResult(
+        params0={k: v.cpu() for k, v in params0.items()},
+        params={k: v.cpu() for k, v in params.items()},
+        white_box=None if white_box is None else white_box.double().cpu().numpy(),
+        step_dots=None if step_dots is None else step_dots.double().cpu().numpy(),
+        steps=config.steps,
+        meta={
+            "sampler": config.sampler.name,
+            "steps_per_epoch": t_epoch,
+            "model_chunk": chunk,
+            "engine": eng.name,
+            "n_params": n_params,
+        },
+    )
+
+
+def stacked_logits(
+    model_fn_template: nn.Module,
+    params: dict[str, torch.Tensor],
+    buffers: dict[str, torch.Tensor] | None,
+    x: torch.Tensor,
+    batch: int = 1024,
+) -> torch.Tensor:
+    """Logits (M, N, classes) of every model of a shard on the same inputs ``x`` (N, ...)."""
+    buffers = buffers or {}
+
+    def f(p, b, xx):
+        return functional_call(model_fn_template, (p, b), (xx,))
+
+    fv = vmap(f, in_dims=(0, 0, None))
+    outs = []
+    with torch.no_grad():
+        for s in range(0, x.shape[0], batch):
+            outs.append(fv(params, buffers, x[s : s + batch]))
+    return torch.cat(outs, dim=1)

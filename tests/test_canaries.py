@@ -1,0 +1,63 @@
+"""Canary generators and inclusion designs (note 000 §3, note 001 §3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpaudit.canaries.gradient_space import dirac, random_direction
+from dpaudit.canaries.inclusion import lidp_split, single_target_coin
+from dpaudit.canaries.input_space import clipbkd, in_distribution, mislabeled, tail_components
+
+
+def test_mislabeled_changes_every_label_and_in_distribution_keeps_them():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 4, 50)
+    xm, ym = mislabeled(x, y, 30, 4, seed=1)
+    xi, yi = in_distribution(x, y, 30, seed=1)
+    np.testing.assert_array_equal(xm, xi)  # same records for the same seed
+    assert (ym != yi).all() and set(ym) <= {0, 1, 2, 3}
+    # every other label is used (uniform over the k-1 wrong classes)
+    xm2, ym2 = mislabeled(x, y, 50, 4, seed=2)
+    _, yi2 = in_distribution(x, y, 50, seed=2)
+    assert len({(a, b) for a, b in zip(yi2, ym2, strict=True)}) > 8
+    with pytest.raises(ValueError, match="canary_pool"):
+        mislabeled(x, y, 51, 4)
+
+
+def test_clipbkd_uses_low_variance_directions():
+    """The tail principal directions carry (almost) none of the training data's variance."""
+    rng = np.random.default_rng(0)
+    scales = np.linspace(3, 0.01, 10)
+    x = (rng.normal(size=(500, 10)) * scales).astype(np.float32)
+    comps, mean = tail_components(x, 7, 10)
+    np.testing.assert_allclose(comps @ comps.T, np.eye(3), atol=1e-8)
+    var = ((x - mean) @ comps.T).var(0)
+    np.testing.assert_allclose(var, scales[7:] ** 2, rtol=0.25)  # the 3 smallest variances
+    assert ((x - mean) @ tail_components(x, 0, 1)[0].T).var() > 8
+    cx, cy = clipbkd(x, 3, 7, 10, label=2, scale=5.0, seed=0)
+    assert cx.shape == (3, 10) and (cy == 2).all()
+    np.testing.assert_allclose(np.linalg.norm(cx - mean, axis=1), 5.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="outside"):
+        tail_components(x, 5, 11)
+
+
+def test_gradient_canaries():
+    v, coords = dirac(20, 100, 2.0, seed=3)
+    assert len(set(coords)) == 20
+    np.testing.assert_array_equal(np.nonzero(v)[1], coords)
+    assert (v[np.arange(20), coords] == 2.0).all()
+    r = random_direction(5, 1000, 1.5, seed=0)
+    np.testing.assert_allclose(np.linalg.norm(r, axis=1), 1.5, rtol=1e-5)
+    assert abs((r[0] @ r[1]) / 1.5**2) < 0.15  # nearly orthogonal in high dimension
+    with pytest.raises(ValueError, match="distinct coordinates"):
+        dirac(101, 100, 1.0)
+
+
+def test_inclusion_designs():
+    ins, null = lidp_split(100, 8, seed=0)
+    assert len(set(ins) | set(null)) == 16
+    with pytest.raises(ValueError, match="2k"):
+        lidp_split(10, 6, 0)
+    coins = [single_target_coin(s) for s in range(400)]
+    assert 160 < sum(coins) < 240

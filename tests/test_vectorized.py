@@ -1,0 +1,308 @@
+"""The vectorised DP-SGD engine against Opacus; its noise, seeds, resuming and white-box sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from opacus import GradSampleModule
+from opacus.optimizers import DPOptimizer
+from scipy import stats
+from torch import nn
+
+from dpaudit.models.cnn import SmallTanhCNN
+from dpaudit.models.lenet import LeNet5
+from dpaudit.models.linear import logistic_regression
+from dpaudit.training.samplers import SamplerSpec
+from dpaudit.training.vectorized import (
+    DPSGDConfig,
+    Recording,
+    ShardData,
+    TrainingInterrupted,
+    choose_engine,
+    init_models,
+    model_seeds,
+    train_shard,
+)
+
+
+def _mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+class _NotSequential(nn.Module):
+    """A model the stacked engine cannot run (custom forward): exercises the torch.func path."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(20, 8)
+        self.b = nn.Linear(20, 3)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.b(x) + torch.tanh(self.a(x)).sum(1, keepdim=True)
+
+
+CASES = {
+    "logreg": (lambda: logistic_regression((20,), 3), (20,), 3, torch.float32),
+    "mlp": (_mlp, (20,), 3, torch.float32),
+    "custom": (_NotSequential, (20,), 3, torch.float32),
+    "lenet": (lambda: LeNet5((1, 28, 28), 10), (1, 28, 28), 10, torch.float32),
+    # the deep tanh CNN's gradient sums cancel a lot: compare in float64
+    "cnn": (lambda: SmallTanhCNN((3, 16, 16), 2).double(), (3, 16, 16), 2, torch.float64),
+}
+
+
+def _opacus_clipped_sum(module: nn.Module, x, y, c: float) -> dict[str, torch.Tensor]:
+    gsm = GradSampleModule(module, loss_reduction="sum")
+    opt = DPOptimizer(
+        torch.optim.SGD(gsm.parameters(), lr=0.1),
+        noise_multiplier=0.0,
+        max_grad_norm=c,
+        expected_batch_size=len(x),
+        loss_reduction="sum",
+    )
+    loss = nn.functional.cross_entropy(gsm(x), y, reduction="sum")
+    loss.backward()
+    opt.clip_and_accumulate()
+    return {n: p.summed_grad.detach().clone() for n, p in module.named_parameters()}
+
+
+@pytest.mark.parametrize("engine", ["stacked", "func"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_clipped_sums_match_opacus(case, engine):
+    """Same clipped per-sample gradient sums as Opacus's DPOptimizer on the same batch."""
+    fn, shape, k, dtype = CASES[case]
+    if engine == "stacked" and case == "custom":
+        with pytest.raises(ValueError, match="not a plain stack"):
+            choose_engine(fn(), "stacked")
+        return
+    seeds = [model_seeds(1, "opacus", 0, m) for m in range(3)]
+    template, params, buffers = init_models(fn, seeds)
+    eng = choose_engine(template, engine)
+    gen = torch.Generator().manual_seed(0)
+    b = 12
+    x = (3 * torch.randn(3, b, *shape, generator=gen)).to(dtype)
+    y = torch.randint(0, k, (3, b), generator=gen)
+    weight = torch.ones(3, b, dtype=dtype)
+    weight[1, -4:] = 0  # padding slots of a smaller batch
+    for c in (0.05, 1e6):  # every example clipped / none clipped
+        mine = eng.clipped_grad_sum(params, buffers, x, y, weight, c)
+        for m in range(3):
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seeds[m].init)
+                module = fn()
+            n = int(weight[m].sum())
+            ref = _opacus_clipped_sum(module, x[m, :n], y[m, :n], c)
+            for name, r in ref.items():
+                err = float((mine[name][m] - r).norm() / r.norm())
+                assert err <= 1e-5, (case, engine, c, m, name, err)
+
+
+def _data(n=60, shape=(20,), k=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, *shape, generator=g), torch.randint(0, k, (n,), generator=g)
+
+
+def test_noise_has_the_right_scale():
+    """With no data every update is pure noise: theta_T - theta_0 = -(lr/B) sum_t N(0, (sigma C)^2)
+    per coordinate, independent across coordinates and models (4 x 2010 coordinates). KS test
+    of the standardised
+    coordinates against N(0, 1) and a chi-square test of their variance."""
+    x, y = _data(shape=(200,), k=10)
+    m, steps, lr, b, sigma, c = 4, 5, 0.3, 10, 1.7, 0.8
+    cfg = DPSGDConfig(steps, b, 0.1, sigma, c, lr)
+    data = ShardData(x, y, [np.array([], dtype=np.int64)] * m)
+    seeds = [model_seeds(7, "noise", 0, j) for j in range(m)]
+    res = train_shard(lambda: logistic_regression((200,), 10), data, seeds, cfg)
+    diff = (res.flat("params") - res.flat("params0")).double().numpy()
+    z = (diff / (lr / b * sigma * c * np.sqrt(steps))).ravel()
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    n = z.size
+    chi2 = float((z**2).sum())
+    assert stats.chi2.cdf(chi2, n) > 1e-4 and stats.chi2.sf(chi2, n) > 1e-4
+    corr = np.corrcoef(diff)  # models draw independent noise
+    assert np.abs(corr[np.triu_indices(m, 1)]).max() < 0.1
+    # a wrong scale (10% off) is rejected: the test has power
+    assert stats.kstest(z / 1.1, "norm").pvalue < 1e-3
+
+
+def test_gradient_canaries_and_no_noise_are_exact():
+    """A single gradient canary (norm > C, so it is clipped to C) in every batch, no noise:
+    theta_T = theta_0 - T lr/B * C v/|v|."""
+    x, y = _data()
+    v = torch.randn(1, 63)
+    data = ShardData(x, y, [np.array([60])], grad_canaries=v * 5)
+    cfg = DPSGDConfig(4, 10, 1.0, 0.0, 2.0, 0.5)
+    res = train_shard(lambda: logistic_regression((20,), 3), data, [model_seeds(0, "g", 0, 0)], cfg)
+    expected = res.flat("params0") - 4 * 0.5 / 10 * 2.0 * v / v.norm()
+    torch.testing.assert_close(res.flat("params"), expected, rtol=0, atol=1e-6)
+
+
+def _train(m=3, steps=6, sampler="poisson", **kw):
+    x, y = _data()
+    items = [np.arange(0, 50 + j) for j in range(m)]  # training sets of different sizes
+    cfg = DPSGDConfig(
+        steps, 10, 0.2, 1.1, 1.0, 0.2, SamplerSpec(sampler, 10, 16), steps_per_epoch=5
+    )
+    seeds = [model_seeds(3, "det", 2, j) for j in range(m)]
+    return train_shard(_mlp, ShardData(x, y, items), seeds, cfg, **kw), (x, y, items, cfg, seeds)
+
+
+@pytest.mark.parametrize("sampler", ["poisson", "shuffle", "partial_shuffle"])
+def test_deterministic_and_each_model_recomputable_alone(sampler):
+    a, (x, y, items, cfg, seeds) = _train(sampler=sampler)
+    b, _ = _train(sampler=sampler)
+    for k in a.params:
+        assert torch.equal(a.params[k], b.params[k])
+    for j in range(3):
+        alone = train_shard(_mlp, ShardData(x, y, [items[j]]), [seeds[j]], cfg)
+        for k in a.params:
+            torch.testing.assert_close(alone.params[k][0], a.params[k][j], rtol=1e-5, atol=1e-6)
+    # models of a shard differ (independent batches, noise and initialisation)
+    assert not torch.allclose(a.params["1.weight"][0], a.params["1.weight"][1])
+
+
+def test_chunking_does_not_change_results():
+    a, _ = _train(m=4)
+    b, _ = _train(m=4, model_chunk=3)
+    for k in a.params:
+        torch.testing.assert_close(a.params[k], b.params[k], rtol=1e-5, atol=1e-6)
+
+
+def test_killed_shard_resumes_to_identical_results(tmp_path):
+    ckpt = tmp_path / "shard.ckpt"
+    full, _ = _train(steps=8, record=Recording(white_box_inputs=np.array([0, 5])))
+
+    def kill_at_5(step):
+        if step == 5:
+            raise TrainingInterrupted("killed")
+
+    with pytest.raises(TrainingInterrupted):
+        _train(
+            steps=8,
+            record=Recording(white_box_inputs=np.array([0, 5])),
+            checkpoint=ckpt,
+            checkpoint_every_s=0.0,
+            step_hook=kill_at_5,
+        )
+    assert ckpt.exists()
+    assert torch.load(ckpt, weights_only=True)["step"] == 4  # saved after step 4, killed in 5
+    seen = []
+    resumed, _ = _train(
+        steps=8,
+        record=Recording(white_box_inputs=np.array([0, 5])),
+        checkpoint=ckpt,
+        step_hook=seen.append,
+    )
+    assert seen == [5, 6, 7, 8]  # only the missing steps ran
+    for k in full.params:
+        assert torch.equal(full.params[k], resumed.params[k])
+    np.testing.assert_array_equal(full.white_box, resumed.white_box)
+    # a checkpoint of another shard is refused
+    with pytest.raises(ValueError, match="different shard"):
+        _train(steps=9, checkpoint=ckpt)
+
+
+@pytest.mark.parametrize("engine", ["stacked", "func"])
+def test_white_box_sum_matches_step_by_step_recomputation(engine):
+    """sum_t <theta_{t-1} - theta_t, clip(grad loss(theta_{t-1}; c))>, with theta_t recomputed
+    by training t steps (randomness depends only on (seed, step), so prefixes agree) and the
+    clipped canary gradient from Opacus."""
+    steps, c = 4, 0.5
+    x, y = _data()
+    items = [np.arange(10, 60)]
+    cfg = DPSGDConfig(steps, 10, 0.3, 0.8, c, 0.4)
+    seeds = [model_seeds(5, "wb", 0, 0)]
+    canaries = np.array([0, 1, 2])
+    res = train_shard(_mlp, ShardData(x, y, items), seeds, cfg, Recording(canaries), engine=engine)
+    thetas = [res.params0] + [
+        train_shard(
+            _mlp, ShardData(x, y, items), seeds, DPSGDConfig(t, 10, 0.3, 0.8, c, 0.4)
+        ).params
+        for t in range(1, steps + 1)
+    ]
+    expected = np.zeros(len(canaries))
+    for t in range(1, steps + 1):
+        for i, ci in enumerate(canaries):
+            module = _mlp()
+            with torch.no_grad():
+                for n, p in module.named_parameters():
+                    p.copy_(thetas[t - 1][n][0])
+            g = _opacus_clipped_sum(module, x[ci : ci + 1], y[ci : ci + 1], c)
+            expected[i] += sum(
+                float(((thetas[t - 1][n][0] - thetas[t][n][0]) * g[n]).sum()) for n in g
+            )
+    np.testing.assert_allclose(res.white_box[0], expected, rtol=1e-4, atol=1e-7)
+
+
+def test_step_dots_are_noisy_gradient_dot_canary():
+    x, y = _data()
+    v = torch.randn(2, 63)
+    v = v / v.norm(dim=1, keepdim=True)
+    cfg = DPSGDConfig(3, 10, 0.3, 1.0, 1.0, 0.2)
+    data = ShardData(x, y, [np.array([60, 61] + list(range(40)))], grad_canaries=v)
+    res = train_shard(
+        lambda: logistic_regression((20,), 3),
+        data,
+        [model_seeds(0, "d", 0, 0)],
+        cfg,
+        Recording(step_dots=True),
+    )
+    assert res.step_dots.shape == (1, 2, 3)
+    # sum_t <g~_t, v> * lr = <theta_0 - theta_T, v>  (plain SGD telescopes)
+    tele = ((res.flat("params0") - res.flat("params")) @ v.T).double().numpy()
+    np.testing.assert_allclose(res.step_dots.sum(-1) * 0.2, tele, rtol=1e-4, atol=1e-6)
+
+
+def test_bad_inputs():
+    x, y = _data()
+    cfg = DPSGDConfig(2, 10, 0.2, 1.0, 1.0, 0.1)
+    seeds = [model_seeds(0, "bad", 0, 0)]
+    with pytest.raises(ValueError, match="BatchNorm"):
+        train_shard(
+            lambda: nn.Sequential(nn.Linear(20, 4), nn.BatchNorm1d(4), nn.Linear(4, 3)),
+            ShardData(x, y, [np.arange(10)]),
+            seeds,
+            cfg,
+        )
+    with pytest.raises(ValueError, match="1 seeds but 2 training sets"):
+        train_shard(_mlp, ShardData(x, y, [np.arange(3), np.arange(3)]), seeds, cfg)
+    with pytest.raises(ValueError, match="outside"):
+        ShardData(x, y, [np.array([0, 60])])
+    with pytest.raises(ValueError, match="repeats"):
+        ShardData(x, y, [np.array([1, 1])])
+    with pytest.raises(ValueError, match="sample_rate"):
+        DPSGDConfig(2, 10, 1.5, 1.0, 1.0, 0.1)
+    with pytest.raises(ValueError, match="coordinates"):
+        train_shard(_mlp, ShardData(x, y, [np.arange(3)], torch.zeros(1, 5)), seeds, cfg)
+    with pytest.raises(ValueError, match="unknown engine"):
+        choose_engine(_mlp(), "gpu")
+
+
+def test_partially_informed_adversary_gives_the_papers_means():
+    """Annamalai et al. Alg. 1 (PI): with zero inputs the natural gradients have no weight
+    component, so for a Dirac canary on a weight coordinate B <g~_t, v/|v|> / C is exactly +1
+    in the target's batch, 0 in the zero-out record's batch and -1 in every other batch."""
+    n, b, c = 20, 5, 0.7
+    x = torch.zeros(n, 4)
+    y = torch.arange(n) % 3
+    v = torch.zeros(2, 15)
+    v[0, 2] = c  # a weight coordinate of the 4 -> 3 linear layer; row 1: the zero-out record
+    cfg = DPSGDConfig(8, b, 0.2, 0.0, c, 0.1, SamplerSpec("shuffle", b), steps_per_epoch=4)
+    items = [np.array([n] + list(range(n))), np.array([n + 1] + list(range(n)))]  # IN, OUT
+    seeds = [model_seeds(0, "pi", 0, j) for j in range(2)]
+    res = train_shard(
+        lambda: logistic_regression((4,), 3),
+        ShardData(x, y, items, v, partially_informed=(n, n + 1)),
+        seeds,
+        cfg,
+        Recording(step_dots=True),
+    )
+    o = res.step_dots[:, 0] * b / c**2  # <g~, v> with |v| = C: (models, steps)
+    for j, special in ((0, 1.0), (1, 0.0)):
+        for epoch in range(2):
+            vals = np.sort(o[j, 4 * epoch : 4 * epoch + 4])
+            np.testing.assert_allclose(vals, np.sort([special, -1, -1, -1]), atol=1e-5)
+    with pytest.raises(ValueError, match="partially_informed needs"):
+        ShardData(x, y, items, v, partially_informed=(0, n))
