@@ -92,7 +92,7 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str,
 
 #: Dataset keys (besides name and seed) that apply to each kind of dataset.
 DATASET_KEYS = {
-    "synthetic": {"n_train", "n_test", "n_features", "n_classes", "separation"},
+    "synthetic": {"n_train", "n_test", "n_features", "n_classes", "separation", "canary_pool"},
     "vision": {"n_train", "n_test", "classes", "canary_pool", "normalize", "checksums"},
     "tabular": {"n_train", "n_test", "classes", "canary_pool", "test_fraction", "sha256"},
 }
@@ -134,11 +134,44 @@ def _check_registered(exp: str, block: dict[str, Any]) -> None:
         )
 
 
+#: What the one-model Opacus trainer (dpaudit.training.one_run) supports; everything else
+#: needs ``trainer: vectorized`` (dpaudit.training.shard).
+OPACUS_SUPPORTS = {
+    "design": ("one_run",),
+    "threat_model": ("black_box_loss",),
+    "canaries.type": ("random_input",),
+    "train.sampler": ("poisson",),
+}
+
+
+def _check_trainer(exp: str, block: dict[str, Any]) -> None:
+    if block.get("kind") != "train" or block.get("trainer", "opacus") != "opacus":
+        return
+    values = {
+        "design": block.get("design"),
+        "threat_model": block.get("threat_model"),
+        "canaries.type": block.get("canaries", {}).get("type"),
+        "train.sampler": block.get("train", {}).get("sampler"),
+    }
+    for key, allowed in OPACUS_SUPPORTS.items():
+        if values[key] is not None and values[key] not in allowed:
+            raise ConfigError(
+                f"config key experiments.{exp}.{key}: {values[key]!r} needs "
+                f"'trainer: vectorized'; allowed with trainer opacus: {list(allowed)}"
+            )
+    for key in ("noise_multiplier", "steps", "buffer_size", "model_chunk"):
+        if block.get("train", {}).get(key) is not None:
+            raise ConfigError(
+                f"config key experiments.{exp}.train.{key}: only for 'trainer: vectorized'"
+            )
+
+
 def _check_references(config: dict[str, Any]) -> None:
     """Cross-key checks the schema cannot express."""
     names = sorted(config.get("estimators", {}))
     for exp, block in config.get("experiments", {}).items():
         _check_registered(exp, block)
+        _check_trainer(exp, block)
         if "dataset" in block:
             _check_dataset(exp, block["dataset"])
         for name in block.get("estimators", []) or []:

@@ -3,7 +3,7 @@
 
 rule audit:
     input:
-        scores="results/{experiment}/scores/{setting}/seed{seed}.npz",
+        scores=audit_scores,
     output:
         table="results/{experiment}/audit/{estimator}/{setting}/seed{seed}.csv",
     log:

@@ -50,14 +50,39 @@ def kind_pattern(*kinds):
     return "|".join(names) if names else "(?!)"
 
 
+def trainer_pattern(trainer):
+    """A wildcard pattern matching the train experiments that use ``trainer``."""
+    names = [
+        name
+        for name, exp in EXPERIMENTS.items()
+        if exp["kind"] == "train" and exp["trainer"] == trainer
+    ]
+    return "|".join(names) if names else "(?!)"
+
+
+def seed_score_files(experiment, setting, seed):
+    """The score files of one (setting, seed): one, or one per shard (vectorized trainer)."""
+    exp = EXPERIMENTS[experiment]
+    stem = f"results/{experiment}/scores/{setting}/seed{seed}"
+    if exp["kind"] == "train" and exp["trainer"] == "vectorized":
+        return [f"{stem}.shard{shard}.npz" for shard in range(exp["shards"])]
+    return [f"{stem}.npz"]
+
+
 def score_files(experiment):
-    """Every score file of an experiment: one per (setting, seed)."""
+    """Every score file of an experiment."""
     exp = EXPERIMENTS[experiment]
     return [
-        f"results/{experiment}/scores/{setting}/seed{seed}.npz"
+        path
         for setting in experiment_settings(exp)
         for seed in exp["seeds"]
+        for path in seed_score_files(experiment, setting, seed)
     ]
+
+
+def audit_scores(wildcards):
+    """The score files one audit job reads (all shards of a setting and seed)."""
+    return seed_score_files(wildcards.experiment, wildcards.setting, wildcards.seed)
 
 
 def audit_files(wildcards):
@@ -92,6 +117,8 @@ def train_params(wildcards):
     }
     return canonical(
         {
+            "design": exp["design"],
+            "threat_model": exp["threat_model"],
             "model": exp["model"],
             "canaries": exp["canaries"],
             "train": train,

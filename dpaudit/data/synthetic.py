@@ -16,8 +16,11 @@ def make_synthetic(
     n_classes: int = 10,
     separation: float = 3.0,
     seed: int = 0,
+    canary_pool: int = 0,
 ) -> dict[str, np.ndarray]:
-    """Return ``x_train, y_train, x_test, y_test`` (float32 features, int64 labels)."""
+    """Return ``x_train, y_train, x_test, y_test`` (float32 features, int64 labels), plus
+    ``x_canary, y_canary``: ``canary_pool`` further held-out points of the same distribution
+    (for in-distribution and mislabeled canaries)."""
     if min(n_train, n_test, n_features) < 1 or n_classes < 2:
         raise ValueError("need n_train, n_test, n_features >= 1 and n_classes >= 2")
     rng = np.random.default_rng(seed)
@@ -26,9 +29,16 @@ def make_synthetic(
     n = n_train + n_test
     y = rng.integers(0, n_classes, size=n)
     x = centres[y] + rng.normal(0.0, scale, size=(n, n_features))
-    return {
+    out = {
         "x_train": x[:n_train].astype(np.float32),
         "y_train": y[:n_train].astype(np.int64),
         "x_test": x[n_train:].astype(np.float32),
         "y_test": y[n_train:].astype(np.int64),
     }
+    if canary_pool:
+        pool = np.random.default_rng([seed, 1])  # a separate stream: train/test stay unchanged
+        yc = pool.integers(0, n_classes, size=canary_pool)
+        xc = centres[yc] + pool.normal(0.0, scale, size=(canary_pool, n_features))
+        out["x_canary"] = xc.astype(np.float32)
+        out["y_canary"] = yc.astype(np.int64)
+    return out
