@@ -188,6 +188,21 @@ def test_bad_input():
         lidp.audit_scores(s, s, 1e-5, heldout_trials=2.5)
 
 
+def test_cli_uses_declared_rows_and_refuses_to_stack_them(tmp_path, capsys):
+    import json
+
+    from dpaudit.cli import main
+
+    kw = dict(n=100, K=8, d=1000, epsilon=4.0, delta=1e-5, heldout_trials="n", heldout_seed=1)
+    a = lg.write_score_file(tmp_path / "a.npz", seed=0, **kw)
+    b = lg.write_score_file(tmp_path / "b.npz", seed=1, **kw)
+    assert main(["lidp-bound", str(a), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["n_tune"] == 100 and row["n_trials"] == 100 and row["heldout_source"] == "file_rows"
+    assert main(["lidp-bound", str(a), str(b)]) == 2
+    assert "cannot be stacked" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------------------------
 # Fig. 4 analyses
 # ---------------------------------------------------------------------------------------------
@@ -207,6 +222,7 @@ def test_correlation_curve_small_case():
         dict(vary="K", values=[4, 16, 64], n=512, d=10000, reps=2, epsilon=4.0),
     )
     assert set(t["series"]) == {*al.TERMS, "1/x reference"}
+    assert "epsilon" not in t.columns  # the generic plot would take it as y
     c2 = t[t["series"] == al.TERMS[0]].sort_values("x")
     assert c2["slope"].iloc[0] == pytest.approx(al.loglog_slope(c2["x"], c2["y"]))
     assert c2["slope"].iloc[0] < -0.3
@@ -217,6 +233,7 @@ def test_correlation_curve_small_case():
 
 def test_bias_variance_curve_definitions():
     t = al.bias_variance_curve([4], n=256, d=1000, reps=2)
+    assert "epsilon" not in t.columns
     row = t.set_index("series")["y"]
     assert row["net gain, order 2"] == pytest.approx(row["DeltaBias(K)"] + row["DeltaVar(K, 2)"])
     assert row["net gain, order 4"] == pytest.approx(row["DeltaBias(K)"] + row["DeltaVar(K, 4)"])
