@@ -226,6 +226,8 @@ def test_correlation_curve_small_case():
     c2 = t[t["series"] == al.TERMS[0]].sort_values("x")
     assert c2["slope"].iloc[0] == pytest.approx(al.loglog_slope(c2["x"], c2["y"]))
     assert c2["slope"].iloc[0] < -0.3
+    terms = t[t["series"].isin(al.TERMS)]
+    assert (terms["y"] <= terms["y_mean_abs"] + 1e-15).all()  # |mean| <= mean |.|
     ref = t[t["series"] == "1/x reference"].sort_values("x")
     assert ref["y"].iloc[0] == pytest.approx(c2["y"].iloc[0])
     assert ref["y"].iloc[-1] == pytest.approx(c2["y"].iloc[0] * 4 / 64)
@@ -248,6 +250,10 @@ def test_analysis_bad_input():
         al.correlation_curve("K", [2], n=100, d=100)
     with pytest.raises(ValueError, match="reps must be"):
         al.bias_variance_curve([4], n=100, d=100, reps=0)
+    with pytest.raises(ValueError, match="tuning_sets must be"):
+        al.bias_variance_curve([4], n=100, d=100, tuning_sets=0)
+    t = al.correlation_curve("d", [100, 1000], n=128, K=4, reps=2, tuning_sets=2)
+    assert set(t.loc[t["series"] == al.TERMS[0], "reps"]) == {4}
 
 
 # ---------------------------------------------------------------------------------------------
