@@ -67,8 +67,10 @@ def sampler_speedup(quick: bool) -> list[tuple[int, float, float]]:
 
 
 def gram_seconds_per_trial(K: int, d: int, quick: bool) -> float:
-    """Measured seconds per trial (inserted + null scores) at this K and d."""
-    n = int(np.clip(2e6 / (K * K + 50 * K), 16, 4000))
+    """Measured seconds per trial (inserted + null scores) at this K and d (Gram sampler, or
+    its direct fallback when K + 1 > d)."""
+    work = K * K + 50 * K if K + 1 <= d else 2 * K * d
+    n = int(np.clip(2e6 / work, 16, 4000))
     if quick:
         n = max(8, n // 8)
     return clock(lg.sample_scores, n, K, K, d, 1.0, 0, "gram", repeat=2) / n
@@ -128,9 +130,10 @@ def grid_estimate(quick: bool) -> list[dict]:
     t_gram: dict[tuple[int, int], float] = {}
 
     def tg(K: int, d: int) -> float:
-        key = (K, min(d, 10**4) if K + 1 <= d else d)  # Gram cost does not depend on d
+        # the Gram cost does not depend on d; for K + 1 > d the sampler falls back to direct
+        key = (K, 0 if K + 1 <= d else d)
         if key not in t_gram:
-            t_gram[key] = gram_seconds_per_trial(K, max(d, K + 1), quick)
+            t_gram[key] = gram_seconds_per_trial(K, d if K + 1 > d else 10**4, quick)
         return t_gram[key]
 
     out = []
