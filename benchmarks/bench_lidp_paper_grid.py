@@ -2,6 +2,7 @@
 pieces, and the Gram-matrix sampler's speed-up over direct sampling at d = 10^4, in one run.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_lidp_paper_grid.py [--quick] [--acceptance]
+        [--experiment lidp_fig3_eps_vs_d]
 
 Table 1 (measured side by side): seconds per trial of the Gram (Bartlett) sampler and of
 direct sampling of the d-dimensional vectors, d = 10^4, m = K.
@@ -22,6 +23,7 @@ per-estimator constant, measured separately).
 n = 65536 with K = 1; 25 seeds; the config's estimators) run in this process with the same
 library calls as the pipeline's scripts (mechanism registry -> score file -> ``run_estimator``
 -> setting columns -> the config's ``reproduce`` checks), and the seconds it took.
+``--experiment NAME`` does the same for every setting of any simulate experiment of the config.
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ ACCEPTANCE = [
 ]
 
 
-def acceptance(quick: bool) -> None:
+def acceptance(quick: bool, name: str = "lidp_fig3_eps_vs_n") -> None:
     import pandas as pd
 
     from dpaudit.audit import run_estimator
@@ -205,9 +207,9 @@ def acceptance(quick: bool) -> None:
     from dpaudit.tables import add_setting_columns
 
     config = yaml.safe_load((ROOT / "config/paper/lidp.yaml").read_text())
-    name = "lidp_fig3_eps_vs_n"
     exp = dict(config["experiments"][name])
-    exp["grid"], exp["points"] = {}, ACCEPTANCE
+    if name == "lidp_fig3_eps_vs_n":
+        exp["grid"], exp["points"] = {}, ACCEPTANCE
     seeds = exp["seeds"][:3] if quick else exp["seeds"]
     settings = simulate_settings(exp)
     t0, frames = time.perf_counter(), []
@@ -218,19 +220,23 @@ def acceptance(quick: bool) -> None:
                 frames.append(run_estimator(sf, est, config["estimators"][est]))
     seconds = time.perf_counter() - t0
     table = pd.concat([f for f in frames if not f.empty], ignore_index=True)
-    table = add_setting_columns(table, {s: {"n": p["n"], "K": p["K"]} for s, p in settings.items()})
+    table = add_setting_columns(
+        table, {s: {k: p[k] for k in ("n", "K", "d")} for s, p in settings.items()}
+    )
+    keys = ["n", "K", "d", "claimed_epsilon"]
     print(
-        f"\n### Fig. 3 left acceptance settings, {len(seeds)} seeds, MEASURED: "
+        f"\n### {name} ({len(settings)} settings), {len(seeds)} seeds, MEASURED: "
         f"{seconds:.0f} s in one process\n"
     )
-    print("| n | K | estimator | eps_hat (mean) | s.e. | reps |")
-    print("|---|---|---|---|---|---|")
-    agg = table.groupby(["n", "K", "estimator"], sort=False)["epsilon"].agg(
-        ["mean", "std", "count"]
-    )
-    for (n, K, est), r in agg.iterrows():
+    print("| " + " | ".join(keys) + " | estimator | eps_hat (mean) | s.e. | reps |")
+    print("|" + "---|" * (len(keys) + 4))
+    agg = table.groupby([*keys, "estimator"], sort=False)["epsilon"].agg(["mean", "std", "count"])
+    for key, r in agg.iterrows():
         se = r["std"] / np.sqrt(r["count"])
-        print(f"| {n} | {K} | {est} | {r['mean']:.3f} | {se:.3f} | {int(r['count'])} |")
+        cells = " | ".join(str(v) for v in key)
+        print(f"| {cells} | {r['mean']:.3f} | {se:.3f} | {int(r['count'])} |")
+    if not exp.get("reproduce"):
+        return
     print("\n| check | paper | ours | agrees |")
     print("|---|---|---|---|")
     for spec in exp["reproduce"]:
@@ -242,6 +248,9 @@ def main() -> None:
     quick = "--quick" in sys.argv
     if "--acceptance" in sys.argv:
         acceptance(quick)
+        return
+    if "--experiment" in sys.argv:  # any simulate experiment of the paper config, in-process
+        acceptance(quick, sys.argv[sys.argv.index("--experiment") + 1])
         return
     print("### Gram-matrix vs direct sampling, d = 10^4, m = K (measured in this run)\n")
     print("| K | gram s/trial | direct s/trial | speed-up |")

@@ -271,6 +271,8 @@ def test_paper_config_is_valid_and_within_the_papers_grid():
         if exp["kind"] != "simulate":
             continue
         assert exp["seeds"] == list(range(25)), name
+        # a varying `epsilon` takes the audit table's `epsilon` column (the bound is renamed)
+        assert exp["figure"].get("y") == ("epsilon_estimator" if "epsilon" in exp["grid"] else None)
         for params in simulate_settings(exp).values():
             K = lg.resolve_K(params["K"], params["n"])
             assert params["n"] * K <= lg.MAX_NK
