@@ -20,6 +20,8 @@ ANALYSES: dict[str, str] = {
     "one_run_gaussian_guesses": "dpaudit.analyses.one_run_theory:gaussian_guesses_curve",
     "one_run_gaussian_delta": "dpaudit.analyses.one_run_theory:gaussian_delta_curve",
     "one_run_max_attainable": "dpaudit.analyses.one_run_theory:max_attainable_table",
+    "lidp_gaussian_correlations": "dpaudit.analyses.lidp_gaussian:correlation_curve",
+    "lidp_gaussian_bias_variance": "dpaudit.analyses.lidp_gaussian:bias_variance_curve",
 }
 
 

@@ -42,7 +42,13 @@ def run(args: argparse.Namespace) -> int:
     from dpaudit.cli import emit
     from dpaudit.estimators.lidp_audit import run_lidp
 
-    sf = scores.concat([scores.read(path) for path in args.scores])
+    files = [scores.read(path) for path in args.scores]
+    if len(files) > 1 and any(f.meta.get("heldout_trials") for f in files):
+        raise ValueError(
+            "files with declared held-out tuning rows (meta 'heldout_trials') "
+            "cannot be stacked; give one such file at a time"
+        )
+    sf = scores.concat(files)
     threshold = args.threshold
     if threshold not in ("heldout", "in_sample"):
         threshold = float(threshold)

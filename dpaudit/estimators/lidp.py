@@ -79,6 +79,12 @@ class LiDPBound:
     order: int
     confidence: float
     variant: str
+    #: Moments of the inserted side (Eq. 13) and the correlation terms of Fig. 4 / Figs. 10-11,
+    #: |mu2_hat - mu1_hat^2| (Eq. 8) and |mu4_hat - mu2_hat^2| (Eq. 9); NaN when K is too small.
+    mu2_hat: float = float("nan")
+    mu4_hat: float = float("nan")
+    corr2: float = float("nan")
+    corr4: float = float("nan")
 
     def as_row(self) -> dict:
         return asdict(self)
@@ -113,6 +119,8 @@ def epsilon_lower_bound(
     sy = XBernSummary.from_binary(y, order)
     beta = 1.0 - confidence
     p1, p0 = _side_bounds(sx, sy, beta, interval, order, variant)
+    mu = np.full(4, np.nan)
+    mu[: min(4, x.shape[1])] = xbern.moments(x, min(4, x.shape[1]))
     return LiDPBound(
         epsilon=float(epsilon_from_bounds(p1, p0, delta)),
         p1_lower=float(p1),
@@ -126,6 +134,10 @@ def epsilon_lower_bound(
         order=int(order),
         confidence=confidence,
         variant=variant,
+        mu2_hat=float(mu[1]),
+        mu4_hat=float(mu[3]),
+        corr2=float(abs(mu[1] - mu[0] ** 2)),
+        corr4=float(abs(mu[3] - mu[1] ** 2)),
     )
 
 
@@ -242,6 +254,9 @@ class LiDPAudit(LiDPBound):
     n_tune: int = 0
     tuned_epsilon: float = float("nan")
     valid: bool = False
+    #: Where the tuning trials came from: "file_rows" (declared held-out rows),
+    #: "random_split" (``heldout_fraction``), or "" (none / not a held-out mode).
+    heldout_source: str = ""
 
 
 def split_trials(n: int, heldout_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -270,16 +285,22 @@ def audit_scores(
     heldout_fraction: float = 0.5,
     split_seed: int = 0,
     grid_size: int = GRID_SIZE,
+    heldout_trials: int = 0,
 ) -> LiDPAudit:
     """The LiDP audit of one set of trials: rows of ``score_in`` (n, K) and ``score_out``
     (n, m) are the same trials (models); higher score means IN.
 
+    ``heldout_trials`` > 0 declares the first ``heldout_trials`` rows as trials drawn for
+    tuning only (App. E.1's "holdout set of n trials"); the bound is then always computed on
+    the other rows, whatever the threshold mode. 0 (default): no rows are reserved.
+
     ``threshold``:
-      * a number: fixed in advance; all n trials are used; valid.
-      * ``"heldout"``: tuned on a random ``heldout_fraction`` of the trials (App. E.1), the bound
-        computed on the other trials; valid.
-      * ``"in_sample"``: tuned and evaluated on all trials (the released code's "reuse" mode,
-        "for testing only"); NOT a valid bound (``valid=False``).
+      * a number: fixed in advance; all evaluation trials are used; valid.
+      * ``"heldout"``: tuned on the declared held-out rows if there are any, else on a random
+        ``heldout_fraction`` of the trials (App. E.1); the bound is computed on the other
+        trials; valid.
+      * ``"in_sample"``: tuned and evaluated on the same (evaluation) trials (the released
+        code's "reuse" mode, "for testing only"); NOT a valid bound (``valid=False``).
     """
     score_in = check_scores(score_in, "score_in")
     score_out = check_scores(score_out, "score_out")
@@ -293,12 +314,19 @@ def audit_scores(
     xbern.check_order(order, score_out.shape[1], interval, "score_out (null canaries)")
     kw = dict(confidence=confidence, interval=interval, order=order, variant=variant)
     n = score_in.shape[0]
+    h = check_heldout_trials(heldout_trials, n)
+    rows = np.arange(h, n)  # the evaluation trials
+    source = ""
     if isinstance(threshold, str):
         if threshold == "heldout":
-            tune, ev = split_trials(n, heldout_fraction, split_seed)
+            if h:
+                tune, ev, source = np.arange(h), rows, "file_rows"
+            else:
+                tune, ev = split_trials(n, heldout_fraction, split_seed)
+                source = "random_split"
             valid = True
         elif threshold == "in_sample":
-            tune = ev = np.arange(n)
+            tune = ev = rows
             valid = False
         else:
             raise XBernInputError(
@@ -312,7 +340,7 @@ def audit_scores(
         tau = float(threshold)
         if not np.isfinite(tau):
             raise XBernInputError(f"a fixed threshold must be finite, got {threshold!r}")
-        ev, valid, tuned_eps, n_tune = np.arange(n), True, float("nan"), 0
+        ev, valid, tuned_eps, n_tune = rows, True, float("nan"), 0
     res = epsilon_lower_bound(score_in[ev] >= tau, score_out[ev] >= tau, delta, **kw)
     return LiDPAudit(
         **res.as_row(),
@@ -321,4 +349,18 @@ def audit_scores(
         n_tune=n_tune,
         tuned_epsilon=tuned_eps,
         valid=valid,
+        heldout_source=source,
     )
+
+
+def check_heldout_trials(heldout_trials: int, n: int) -> int:
+    """A declared number of held-out rows: an integer in [0, n - 1] (>= 1 row is evaluated)."""
+    if isinstance(heldout_trials, bool) or int(heldout_trials) != heldout_trials:
+        raise XBernInputError(f"heldout_trials must be an integer, got {heldout_trials!r}")
+    h = int(heldout_trials)
+    if not 0 <= h < n:
+        raise XBernInputError(
+            f"heldout_trials must lie in [0, {n - 1}] for {n} trials (at least one evaluation "
+            f"trial), got {h}"
+        )
+    return h

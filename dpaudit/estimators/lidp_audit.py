@@ -11,6 +11,14 @@ Mapping of a LiDP trial to the ``(trials, canaries)`` arrays of :mod:`dpaudit.sc
 * ``score`` higher means IN (e.g. minus the loss, or the inner product <c, theta> for the
   Gaussian mechanism); the statistic is ``score >= threshold``.
 
+**Held-out tuning trials (App. E.1).** A file may declare ``meta["heldout_trials"] = h``: its
+first h rows are trials drawn only to tune the threshold (the paper's "holdout set of n
+trials"; :func:`dpaudit.mechanisms.lidp_gaussian.score_file` writes them with
+``heldout_trials``). Then ``threshold: heldout`` tunes on exactly those rows and every mode
+computes the bound on the other rows; ``heldout_fraction`` and ``split_seed`` are then not
+used (the row's ``heldout_source`` says ``file_rows``; the config schema fills them in).
+Files without the key keep the random split of ``heldout_fraction``.
+
 The score file's ``meta`` may carry ``lidp_variant`` ("replace_one" or "add_remove"); it is
 copied to the output rows but does not change the computation. The paper's "DP + Wilson"
 baseline is this same method on a file with K = 1 (one canary per model) and ``order: 1``, so
@@ -37,7 +45,12 @@ DEFAULTS: dict[str, Any] = {
     "split_seed": 0,
     "grid_size": lidp.GRID_SIZE,
     "variant": "printed",
+    "below_order": "error",
 }
+
+#: What to do with a file whose K (or m) is smaller than ``order``: ``error`` (default), or
+#: ``skip`` (no row; the released code's NaN), for sweeps over K that include K = 1.
+BELOW_ORDER = ("error", "skip")
 
 
 def split_in_out(sf: ScoreFile) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +100,12 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     p = {**DEFAULTS, **params}
     interval = p["interval"]
     order = int(p["order"]) if "order" in params or interval != "clopper_pearson" else 1
+    if p["below_order"] not in BELOW_ORDER:
+        raise ValueError(f"below_order must be one of {BELOW_ORDER}, got {p['below_order']!r}")
     score_in, score_out = split_in_out(sf)
+    if p["below_order"] == "skip" and min(score_in.shape[1], score_out.shape[1]) < order:
+        return []
+    heldout_trials = sf.meta.get("heldout_trials", 0) or 0
     res = lidp.audit_scores(
         score_in,
         score_out,
@@ -100,6 +118,7 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
         heldout_fraction=float(p["heldout_fraction"]),
         split_seed=int(p["split_seed"]),
         grid_size=int(p["grid_size"]),
+        heldout_trials=heldout_trials,
     )
     row = res.as_row()
     row["asymptotic"] = interval == "wilson"

@@ -210,9 +210,45 @@ def sample_scores(
 # ---------------------------------------------------------------------------------------------
 
 
+#: The size guard of the released code (note 000 section 3.1): configurations with
+#: n * K > MAX_NK are skipped there; here they are refused with an error.
+MAX_NK = 10**8
+
+
+def resolve_K(K: int | str, n: int) -> int:
+    """``K``, or ``round(sqrt(n))`` for ``K="sqrt_n"`` (the paper's default K = sqrt(n), Sec. 4)."""
+    if K == "sqrt_n":
+        return max(1, int(round(math.sqrt(n))))
+    if isinstance(K, bool) or not isinstance(K, int | np.integer):
+        raise ValueError(f"K must be a positive integer or 'sqrt_n', got {K!r}")
+    return int(K)
+
+
+def resolve_heldout(heldout_trials: int | str, n: int) -> int:
+    """Held-out tuning trials: an integer >= 0, or ``"n"`` for as many as evaluation trials
+    (App. E.1: "a holdout set of n trials")."""
+    if heldout_trials == "n":
+        return int(n)
+    if (
+        isinstance(heldout_trials, bool)
+        or not isinstance(heldout_trials, int | np.integer)
+        or heldout_trials < 0
+    ):
+        raise ValueError(f"heldout_trials must be an integer >= 0 or 'n', got {heldout_trials!r}")
+    return int(heldout_trials)
+
+
+def heldout_rng(seed: int, heldout_seed: int | None) -> np.random.Generator:
+    """The stream of the held-out trials: from ``heldout_seed`` if given (then every file of a
+    setting holds the same held-out trials, the paper's one tuning run), else from the file's
+    ``seed``; spawn key 1 keeps it disjoint from the evaluation stream ``default_rng(seed)``."""
+    base = seed if heldout_seed is None else heldout_seed
+    return np.random.default_rng(np.random.SeedSequence(int(base), spawn_key=(1,)))
+
+
 def score_file(
     n: int,
-    K: int,
+    K: int | str,
     d: int,
     epsilon: float,
     delta: float,
@@ -220,17 +256,42 @@ def score_file(
     m: int | None = None,
     accountant: Accountant = "rdp",
     method: Literal["gram", "direct"] = "gram",
+    heldout_trials: int | str = 0,
+    heldout_seed: int | None = None,
     experiment: str = "lidp_gaussian",
     setting: str = "",
 ) -> ScoreFile:
     """A design-``lidp`` score file of the Gaussian mechanism calibrated to (epsilon, delta).
 
     Columns: the K inserted canaries (membership 1, canary_id 0..K-1) then the m = K (default)
-    null canaries (membership 0, canary_id K..K+m-1); one row per trial.
+    null canaries (membership 0, canary_id K..K+m-1); one row per trial. ``K="sqrt_n"`` gives
+    K = round(sqrt(n)).
+
+    The paper's protocol (App. E.1: tau tuned on a holdout set of n trials, then 25 fresh
+    repetitions) is ``heldout_trials="n"`` with a fixed ``heldout_seed`` (the released code
+    tunes on seed 1000): the file's first ``heldout_trials`` rows are then the same tuning
+    trials in every file of the setting, followed by n fresh evaluation trials from ``seed``;
+    ``meta["heldout_trials"]`` tells the ``lidp`` estimator which rows to tune on. With
+    ``heldout_seed=None`` each file draws its own tuning trials. The evaluation trials do not
+    depend on ``heldout_trials`` (same ``seed``, same rows).
     """
+    K = resolve_K(K, n)
     m = K if m is None else m
+    h = resolve_heldout(heldout_trials, n)
+    if heldout_seed is not None and (
+        isinstance(heldout_seed, bool) or not isinstance(heldout_seed, int | np.integer)
+    ):
+        raise ValueError(f"heldout_seed must be an integer or null, got {heldout_seed!r}")
+    if n * K > MAX_NK:
+        raise ValueError(
+            f"n * K = {n * K} exceeds the released code's guard n * K <= {MAX_NK:.0e} "
+            f"(n = {n}, K = {K})"
+        )
     sigma = sigma_for_epsilon(epsilon, delta, accountant)
     s_in, s_out = sample_scores(n, K, m, d, sigma, seed, method)
+    if h:
+        t_in, t_out = sample_scores(h, K, m, d, sigma, heldout_rng(seed, heldout_seed), method)
+        s_in, s_out = np.concatenate([t_in, s_in]), np.concatenate([t_out, s_out])
     meta: dict[str, Any] = {
         "experiment": experiment,
         "setting": setting or f"eps{epsilon:g}_K{K}_d{d}",
@@ -247,11 +308,16 @@ def score_file(
         "K": int(K),
         "m": int(m),
         "sampler": method,
+        "heldout_trials": h,
+        "heldout_seed": None if heldout_seed is None else int(heldout_seed),
     }
+    rows = h + n
     return ScoreFile(
         score=np.concatenate([s_in, s_out], axis=1),
-        membership=np.concatenate([np.ones((n, K)), np.zeros((n, m))], axis=1).astype(np.int8),
-        canary_id=np.tile(np.arange(K + m), (n, 1)),
+        membership=np.concatenate([np.ones((rows, K)), np.zeros((rows, m))], axis=1).astype(
+            np.int8
+        ),
+        canary_id=np.tile(np.arange(K + m), (rows, 1)),
         meta=meta,
     )
 
