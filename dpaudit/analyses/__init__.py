@@ -20,6 +20,8 @@ ANALYSES: dict[str, str] = {
     "one_run_gaussian_guesses": "dpaudit.analyses.one_run_theory:gaussian_guesses_curve",
     "one_run_gaussian_delta": "dpaudit.analyses.one_run_theory:gaussian_delta_curve",
     "one_run_max_attainable": "dpaudit.analyses.one_run_theory:max_attainable_table",
+    "shuffle_fig3_references": "dpaudit.analyses.shuffling:fig3_reference_lines",
+    "shuffle_calibrated_references": "dpaudit.analyses.shuffling:calibrated_reference_lines",
 }
 
 
