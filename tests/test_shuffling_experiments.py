@@ -169,3 +169,28 @@ def test_paper_config_reproduce_rows_select_existing_settings(paper_config):
                     if all(np.isclose(s[k], v) if isinstance(v, float) else s[k] == v
                            for k, v in where.items())]
             assert len(hits) == 1, (name, row["quantity"], where)
+
+
+def test_reduced_default_snippet_in_the_docs_is_a_valid_config():
+    # The block proposed for config/config.yaml (docs/mechanisms/shuffling.md) must validate
+    # and its settings must resolve, so the lead can paste it as is.
+    doc = (REPO / "docs" / "mechanisms" / "shuffling.md").read_text()
+    block = doc.split("### Reduced block for the default config", 1)[1]
+    snippet = block.split("```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = {
+        "experiments": yaml.safe_load("\n".join(line[2:] for line in snippet.splitlines())),
+        "estimators": {
+            "multi_run_cp": {"method": "multi_run_cp", "confidence": 0.95},
+            "multi_run_cp_paper": {"method": "multi_run_cp", "confidence": 0.90,
+                                   "selections": ["same_data"]},
+        },
+    }
+    validate_config(cfg, load_schema(REPO / "config" / "schema.yaml"))
+    exps = cfg["experiments"]
+    assert set(exps) == {"shuffle_fig3_bgm", "shuffle_fig7_threat_models",
+                         "shuffle_fig3_references"}
+    settings = simulate_settings(exps["shuffle_fig7_threat_models"])
+    assert len(settings) == 6
+    total_runs = sum(p["runs_per_hypothesis"] for e in exps.values() if e["kind"] == "simulate"
+                     for p in simulate_settings(e).values())
+    assert total_runs <= 300_000  # keeps the default suite's simulations to seconds
