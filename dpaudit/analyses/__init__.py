@@ -22,6 +22,8 @@ ANALYSES: dict[str, str] = {
     "one_run_max_attainable": "dpaudit.analyses.one_run_theory:max_attainable_table",
     "lidp_gaussian_correlations": "dpaudit.analyses.lidp_gaussian:correlation_curve",
     "lidp_gaussian_bias_variance": "dpaudit.analyses.lidp_gaussian:bias_variance_curve",
+    "shuffle_fig3_references": "dpaudit.analyses.shuffling:fig3_reference_lines",
+    "shuffle_calibrated_references": "dpaudit.analyses.shuffling:calibrated_reference_lines",
 }
 
 
