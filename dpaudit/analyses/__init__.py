@@ -20,6 +20,15 @@ ANALYSES: dict[str, str] = {
     "one_run_gaussian_guesses": "dpaudit.analyses.one_run_theory:gaussian_guesses_curve",
     "one_run_gaussian_delta": "dpaudit.analyses.one_run_theory:gaussian_delta_curve",
     "one_run_max_attainable": "dpaudit.analyses.one_run_theory:max_attainable_table",
+    "selection_example1": "dpaudit.analyses.selection:example1_curve",
+    "selection_example1_law": "dpaudit.analyses.selection:example1_output_law",
+    "selection_table3_epsilon_u": "dpaudit.analyses.selection:table3_epsilon_u",
+    "selection_table4": "dpaudit.analyses.selection:table4",
+    "selection_fig6_bounds": "dpaudit.analyses.selection:fig6_bounds",
+    "tight_one_run_vs_n": "dpaudit.analyses.tight_one_run:versus_n",
+    "tight_one_run_vs_r": "dpaudit.analyses.tight_one_run:versus_r",
+    "tight_one_run_vs_delta": "dpaudit.analyses.tight_one_run:versus_delta",
+    "tight_one_run_p_values": "dpaudit.analyses.tight_one_run:p_values",
 }
 
 
