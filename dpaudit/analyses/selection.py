@@ -281,7 +281,7 @@ def fig6_bounds(
         pt = fig6_point(eb, float(tau), float(eta), float(nu), int(steps), float(delta))
         common = {"x": eb, "epsilon_B": eb, "tau": tau, "eta": eta, "nu": nu, **pt}
         rows += [{**common, "y": pt[k], "series": name} for k, name in FIG6_SERIES.items()]
-        rows.append({**common, "y": eb, "series": "epsilon_B (one run)"})
+        rows.append({**common, "y": eb, "series": "epsilon_B (base algorithm)"})
     return pd.DataFrame(rows)
 
 
