@@ -203,19 +203,30 @@ def table4(
 # ---------------------------------------------------------------------------------------------
 # Fig. 6: the bounds as functions of epsilon_B, and the audited game
 # ---------------------------------------------------------------------------------------------
-def _opacus_rdp(tau: float, sigma: float, steps: int):
-    """The base DP-SGD's RDP curve (Opacus' sampled-Gaussian RDP, N = ``steps``).
+#: Orders at which the base DP-SGD's RDP is tabulated for Papernot-Steinke at tau < 1: Opacus
+#: computes integer orders fast and fractional ones slowly (seconds each at tau = 0.5).
+RDP_TABLE_ORDERS = np.concatenate([[1.25, 1.5, 1.75], np.arange(2.0, 257.0)])
 
-    Opacus' fractional-order series loses precision at very large orders (negative values above
-    alpha ~ 280 at sigma ~ 9); such orders are dropped (RDP +inf), which can only raise the
-    bound built on the curve."""
+
+def _opacus_rdp(tau: float, sigma: float, steps: int):
+    """The base DP-SGD's RDP curve (Opacus' sampled-Gaussian RDP, N = ``steps``) as a step
+    function that can only over-state it: tabulated at :data:`RDP_TABLE_ORDERS` and, between two
+    orders, the value at the larger one (RDP is nondecreasing in alpha); +inf above 256.
+
+    Opacus' series loses precision at large fractional orders (negative values above alpha ~ 280
+    at sigma ~ 9); a tabulated value that is not finite and >= 0 is replaced by +inf. Both only
+    raise the bound built on the curve, so it stays an upper bound."""
     from opacus.accountants.analysis.rdp import compute_rdp
 
+    grid = RDP_TABLE_ORDERS
+    g = np.asarray(compute_rdp(q=tau, noise_multiplier=sigma, steps=steps, orders=list(grid)))
+    g = np.where(np.isfinite(g) & (g >= 0), g, np.inf)
+    g = np.maximum.accumulate(g)
+    table = np.append(g, np.inf)
+
     def rdp(a: np.ndarray) -> np.ndarray:
-        a = np.atleast_1d(np.asarray(a, dtype=float))
-        g = np.asarray(compute_rdp(q=tau, noise_multiplier=sigma, steps=steps, orders=list(a)))
-        bad = ~np.isfinite(g) | (g < 0)
-        return np.where(bad, np.inf, g).reshape(a.shape)
+        a = np.asarray(a, dtype=float)
+        return table[np.searchsorted(grid, a, side="left")]
 
     return rdp
 
@@ -228,7 +239,8 @@ def fig6_point(
     """The four Fig. 6 bounds of one (epsilon_B, tau, TNB(eta, nu)) point.
 
     epsilon_U-P: Papernot-Steinke (A.1 Theorem 1) on the base DP-SGD's RDP curve (tau = 1:
-    alpha mu^2/2; tau < 1: Opacus' sampled-Gaussian RDP, alpha' <= 256); epsilon_U-O /
+    alpha mu^2/2; tau < 1: Opacus' sampled-Gaussian RDP tabulated, :func:`_opacus_rdp`,
+    alpha' <= 256); epsilon_U-O /
     epsilon_U-G: Algorithm 3 with mu_O (Eq. 19) / mu_G (Corollary 7); exact: the hockey-stick
     epsilon of the reduced game at mu_O (not in the paper).
     """
@@ -236,8 +248,12 @@ def fig6_point(
     _check_budgets([epsilon_base])
     tau = _check_tau(tau)
     xi = sel.TruncatedNegativeBinomial(float(eta), float(nu))
-    mu_o, sigma = sel.base_mu(epsilon_base, delta, tau, steps, "O")
-    mu_g, _ = sel.base_mu(epsilon_base, delta, tau, steps, "G")
+    # sel.base_mu for both variants, with one (slow) noise calibration instead of two
+    from dpaudit.accounting.dpsgd import dpsgd_gdp_mu, noise_multiplier
+
+    sigma = noise_multiplier(epsilon_base, delta, tau, steps, "rdp", 1e-4)
+    mu_o = tau * math.sqrt(steps) / sigma
+    mu_g = dpsgd_gdp_mu(sigma, tau, steps, poisson=False)
     if tau == 1.0:
         ps = sel.papernot_steinke_epsilon(xi, mu_o, delta)
     else:
