@@ -154,3 +154,17 @@ def test_paper_config_names_exist():
             "selection/fig6_audit"} <= set(targets)
     checks = cfg["experiments"]["selection_table4"]["reproduce"]
     assert len(checks) == 90  # every printed Table 4 number
+
+
+def test_tabulated_base_rdp_is_an_upper_bound():
+    """The step-function RDP used for Papernot-Steinke at tau < 1 never under-states Opacus'
+    sampled-Gaussian RDP (so the bound built on it stays an upper bound)."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    tau, sigma, steps = 0.1, 2.75, 500
+    orders = np.sort(np.random.default_rng(0).uniform(1.01, 250.0, 40))
+    exact = np.asarray(compute_rdp(q=tau, noise_multiplier=sigma, steps=steps, orders=list(orders)))
+    tab = S._opacus_rdp(tau, sigma, steps)(orders)
+    assert np.all(tab >= exact - 1e-12)
+    assert np.all(tab <= exact * 1.2)  # and it is close
+    assert np.isinf(S._opacus_rdp(tau, sigma, steps)(np.array([300.0]))).all()
