@@ -32,6 +32,8 @@ def _extend_with_defaults(validator_class):
     def set_defaults(validator, properties, instance, schema):
         if isinstance(instance, dict):
             for prop, sub in properties.items():
+                if "$ref" in sub and "default" not in sub:  # a default may sit behind a $ref
+                    sub = validator._resolver.lookup(sub["$ref"]).contents
                 if "default" in sub and prop not in instance:
                     instance[prop] = copy.deepcopy(sub["default"])
         yield from validate_props(validator, properties, instance, schema)

@@ -125,3 +125,11 @@ def test_mechanism_and_analysis_names_are_checked():
     cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "nope"}}}
     with pytest.raises(ConfigError, match=r"allowed values: \[.*one_run_correct_guesses"):
         validate_config(cfg, SCHEMA)
+
+
+def test_defaults_behind_refs_are_filled():
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}}}
+    validate_config(cfg, SCHEMA)
+    assert cfg["experiments"]["a"]["figure"]["y"] == "epsilon"
+    assert cfg["experiments"]["a"]["reproduce"] == []
+    assert cfg["experiments"]["a"]["paper_target"] is None

@@ -24,6 +24,15 @@ ANALYSES: dict[str, str] = {
     "lidp_gaussian_bias_variance": "dpaudit.analyses.lidp_gaussian:bias_variance_curve",
     "shuffle_fig3_references": "dpaudit.analyses.shuffling:fig3_reference_lines",
     "shuffle_calibrated_references": "dpaudit.analyses.shuffling:calibrated_reference_lines",
+    "selection_example1": "dpaudit.analyses.selection:example1_curve",
+    "selection_example1_law": "dpaudit.analyses.selection:example1_output_law",
+    "selection_table3_epsilon_u": "dpaudit.analyses.selection:table3_epsilon_u",
+    "selection_table4": "dpaudit.analyses.selection:table4",
+    "selection_fig6_bounds": "dpaudit.analyses.selection:fig6_bounds",
+    "tight_one_run_vs_n": "dpaudit.analyses.tight_one_run:versus_n",
+    "tight_one_run_vs_r": "dpaudit.analyses.tight_one_run:versus_r",
+    "tight_one_run_vs_delta": "dpaudit.analyses.tight_one_run:versus_delta",
+    "tight_one_run_p_values": "dpaudit.analyses.tight_one_run:p_values",
 }
 
 

@@ -19,6 +19,7 @@ MECHANISMS: dict[str, str] = {
     "one_run_rr": "dpaudit.mechanisms.one_run_ideal:randomized_response_score_file",
     "bgm": "dpaudit.mechanisms.batched_gaussian:bgm_score_file",
     "bgm_calibrated": "dpaudit.mechanisms.bgm_calibrated:bgm_calibrated_score_file",
+    "selection_reduced_game": "dpaudit.analyses.selection:reduced_game_score_file",
 }
 
 #: The score-file design each mechanism writes (decides which estimators apply).
@@ -28,6 +29,7 @@ DESIGNS: dict[str, str] = {
     "one_run_rr": "one_run",
     "bgm": "multi_run",
     "bgm_calibrated": "multi_run",
+    "selection_reduced_game": "multi_run",
 }
 
 
