@@ -12,24 +12,16 @@ m canaries with fair-coin membership S_i in {0, 1}; each canary's score is drawn
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
+from dpaudit.accounting.gaussian import gaussian_epsilon as _gaussian_epsilon
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 
 
-def gaussian_delta(epsilon: float, mu: float) -> float:
-    """delta(epsilon) of mu-GDP (Balle and Wang 2018, Thm 8; Dong, Roth, Su 2022, Cor. 2.13)."""
-    return float(
-        stats.norm.cdf(-epsilon / mu + mu / 2)
-        - np.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2)
-    )
-
-
 def gaussian_epsilon(mu: float, delta: float) -> float:
-    """The exact epsilon(delta) of mu-GDP, by root finding on :func:`gaussian_delta`."""
-    if gaussian_delta(0.0, mu) <= delta:
-        return 0.0
-    return float(optimize.brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, 100.0))
+    """The exact epsilon(delta) of mu-GDP (Balle and Wang 2018, Thm 8): see
+    :func:`dpaudit.accounting.gaussian.gaussian_epsilon` (argument order mu, delta here)."""
+    return float(_gaussian_epsilon(delta, mu))
 
 
 def _meta(experiment: str, setting: str, seed: int, eps: float, delta: float, **extra) -> dict:
