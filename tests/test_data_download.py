@@ -12,7 +12,6 @@ import hashlib
 import http.server
 import io
 import os
-import subprocess
 import tarfile
 import threading
 from dataclasses import replace
@@ -29,6 +28,7 @@ from dpaudit.data.download import (
     file_digest,
     mirror_sources,
 )
+from tests.shared_data import shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
 LOCATION_SHA256 = "927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33"
@@ -356,29 +356,11 @@ def test_purchase_requires_a_sha256(tmp_path):
         tabular.load_tabular("purchase", tmp_path, str(tmp_path))
 
 
-def _shared_dir() -> tuple[Path | None, list[Path]]:
-    """``<repo>/../shared``; in a git worktree also ``<main checkout>/../shared``."""
-    candidates = [REPO.parent / "shared"]
-    try:
-        common = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        candidates.append(Path(common).parent.parent / "shared")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    for c in candidates:
-        if (c / "data" / "location" / "dataset_location.tgz").is_file():
-            return c, candidates
-    return None, candidates
 
 
 def test_real_location30_archive():
     """The real archive: pinned sha256, 5,010 x 446 binary features, 30 classes (no skip)."""
-    shared, tried = _shared_dir()
+    shared, tried = shared_dir()
     assert shared is not None, (
         "real Location-30 archive not found; looked for data/location/dataset_location.tgz "
         f"under {[str(t) for t in tried]}"
@@ -396,7 +378,7 @@ def test_real_location30_archive():
 
 
 def test_real_location30_through_the_mirror_path(tmp_path):
-    shared, tried = _shared_dir()
+    shared, tried = shared_dir()
     assert shared is not None, f"real Location-30 archive not found under {tried}"
     d = tabular.load_tabular("location", tmp_path, str(shared / "data"))  # subdir 'location'
     assert d["x"].shape == (5010, 446) and d["sources"][0]["sha256"] == LOCATION_SHA256

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
 import types
 from dataclasses import replace
@@ -15,28 +14,11 @@ import pytest
 
 from dpaudit.data import fixtures, tabular
 from dpaudit.data.prepare import ARRAY_KEYS, load_prepared, prepare_dataset, write_npz
+from tests.shared_data import shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _shared_dir() -> tuple[Path | None, list[Path]]:
-    """``<repo>/../shared``; in a git worktree also ``<main checkout>/../shared``."""
-    candidates = [REPO.parent / "shared"]
-    try:
-        common = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        candidates.append(Path(common).parent.parent / "shared")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    for c in candidates:
-        if (c / "data" / "location" / "dataset_location.tgz").is_file():
-            return c, candidates
-    return None, candidates
 
 
 def _digest(p: Path) -> str:
@@ -255,7 +237,7 @@ def test_load_prepared_rejects_other_files(tmp_path):
 
 def test_real_location30_prepare(tmp_path):
     """End to end on the real archive (must be present: fails, never skips, when absent)."""
-    shared, tried = _shared_dir()
+    shared, tried = shared_dir()
     assert shared is not None, f"real Location-30 archive not found under {tried}"
     params = {"seed": 0, "test_fraction": 0.5, "canary_pool": 1000, "n_train": 2000}
     outs = [tmp_path / "a.npz", tmp_path / "b.npz"]
