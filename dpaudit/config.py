@@ -134,6 +134,27 @@ def _check_registered(exp: str, block: dict[str, Any]) -> None:
             f"config key experiments.{exp}.{key}: {block.get(key)!r} is not allowed; "
             f"allowed values: {sorted(table)}"
         )
+    if key == "mechanism":
+        _check_mechanism_params(exp, block)
+
+
+def _check_mechanism_params(exp: str, block: dict[str, Any]) -> None:
+    """Every key of ``params``, ``grid`` and ``points`` must be a parameter of the mechanism
+    (so a misspelt key fails here, not in the middle of a run)."""
+    from dpaudit.mechanisms.registry import accepted_params
+
+    allowed = accepted_params(block["mechanism"])
+    if allowed is None:
+        return
+    places = [("params", block.get("params") or {}), ("grid", block.get("grid") or {})]
+    places += [(f"points[{i}]", p) for i, p in enumerate(block.get("points") or [])]
+    for where, keys in places:
+        for k in keys:
+            if k not in allowed:
+                raise ConfigError(
+                    f"config key experiments.{exp}.{where}.{k}: not a parameter of mechanism "
+                    f"{block['mechanism']!r}; allowed: {sorted(allowed)}"
+                )
 
 
 #: What the one-model Opacus trainer (dpaudit.training.one_run) supports; everything else

@@ -4,10 +4,17 @@ A score file is a single ``.npz`` archive (readable with NumPy alone, no Snakema
 dpaudit needed) holding three arrays of one shape ``(trials, canaries)`` and one JSON string:
 
 ``score``       float64  the audit statistic of each canary in each trial; *higher means IN*
-                         (e.g. minus the loss of the final model on the canary).
+                         (e.g. minus the loss of the final model on the canary). Stored as
+                         float32 when the metadata says ``"score_dtype": "float32"`` (large
+                         simulated files; read back as float64).
 ``membership``  int8     1 if the canary was included in the training data of that trial, else 0.
 ``canary_id``   int64    a stable identifier of each canary (unique within a trial).
 ``meta``        0-d str  JSON object with the per-file metadata (see :data:`REQUIRED_META`).
+
+``membership`` and ``canary_id`` are stored as a single row, shape ``(1, canaries)``, when every
+trial has the same row (e.g. the LiDP design: the same K inserted and m null canaries in every
+trial); :func:`read` broadcasts them back to ``(trials, canaries)`` (with NumPy alone:
+``np.broadcast_to(z["membership"], z["score"].shape)``).
 
 ``trials`` is 1 for a single training run (the one-run designs) and the number of trained
 models for multi-run designs (LiDP, shuffling and selection audits). Reading it back::
@@ -35,7 +42,8 @@ import numpy as np
 
 from dpaudit.io import atomic_path
 
-FORMAT_VERSION = 1
+#: 2: one-row ``membership``/``canary_id`` and ``score_dtype`` (version-1 files read unchanged).
+FORMAT_VERSION = 2
 
 #: Metadata every score file carries. ``claimed_epsilon`` is ``null`` in JSON for a run
 #: without any privacy guarantee (no noise); ``accountant`` names who computed it.
@@ -52,6 +60,9 @@ REQUIRED_META: dict[str, str] = {
 }
 
 DESIGNS = ("one_run", "lidp", "multi_run")
+
+#: Allowed on-disk dtypes of ``score`` (metadata key ``score_dtype``; default float64).
+SCORE_DTYPES = {"float64": np.float64, "float32": np.float32}
 
 
 class ScoreFileError(ValueError):
@@ -75,7 +86,7 @@ class ScoreFile:
         self.meta = dict(self.meta)
         self.meta.setdefault("format_version", FORMAT_VERSION)
         validate(self)
-        self.membership = self.membership.astype(np.int8)
+        self.membership = self.membership.astype(np.int8, copy=False)
 
     @property
     def n_trials(self) -> int:
@@ -152,25 +163,49 @@ def validate(sf: ScoreFile) -> None:
     delta = sf.meta["delta"]
     if not isinstance(delta, int | float) or not 0 <= delta < 1:
         _fail(src, f"metadata 'delta' must be a number in [0, 1), got {delta!r}")
+    if sf.meta.get("score_dtype", "float64") not in SCORE_DTYPES:
+        _fail(
+            src,
+            f"metadata 'score_dtype' is {sf.meta['score_dtype']!r}; allowed: "
+            f"{list(SCORE_DTYPES)}",
+        )
     eps = sf.meta["claimed_epsilon"]
     if eps is not None and (not isinstance(eps, int | float) or eps < 0):
         _fail(src, f"metadata 'claimed_epsilon' must be a number >= 0 or null, got {eps!r}")
 
 
+def _one_row_if_constant(arr: np.ndarray) -> np.ndarray:
+    """``arr[:1]`` if every row equals the first (stored once, broadcast on reading)."""
+    if arr.shape[0] > 1 and (arr == arr[:1]).all():
+        return arr[:1]
+    return arr
+
+
 def write(path: str | Path, sf: ScoreFile) -> Path:
-    """Write ``sf`` to ``path`` atomically and byte-reproducibly."""
+    """Write ``sf`` to ``path`` atomically and byte-reproducibly.
+
+    ``score`` is stored uncompressed (floats barely compress, and deflating hundreds of MB
+    costs more than writing them); the other arrays are deflated, and stored as one row when
+    all rows are equal (see the module docstring).
+    """
     path = Path(path)
+    dtype = SCORE_DTYPES[sf.meta.get("score_dtype", "float64")]
+    with np.errstate(over="ignore"):
+        score = sf.score.astype(dtype, copy=False)
+    if not np.isfinite(score).all():
+        t, c = np.argwhere(~np.isfinite(score))[0]
+        _fail(sf.source, f"score overflows {dtype.__name__} at trial {t}, canary {c}")
     arrays = {
-        "score": sf.score,
-        "membership": sf.membership.astype(np.int8),
-        "canary_id": sf.canary_id,
+        "score": score,
+        "membership": _one_row_if_constant(sf.membership.astype(np.int8, copy=False)),
+        "canary_id": _one_row_if_constant(sf.canary_id),
         "meta": np.array(json.dumps(sf.meta, sort_keys=True, allow_nan=False)),
     }
     with atomic_path(path) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for name, arr in arrays.items():
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
+                info.compress_type = zipfile.ZIP_STORED if name == "score" else zipfile.ZIP_DEFLATED
                 with zf.open(info, "w", force_zip64=True) as fh:
                     np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
     return path
@@ -191,6 +226,11 @@ def read(path: str | Path) -> ScoreFile:
                 raise ScoreFileError(f"{src}: missing array(s) {missing}")
             arrays = {k: z[k] for k in ("score", "membership", "canary_id")}
             meta_text = z["meta"].item()
+        shape = arrays["score"].shape
+        for k in ("membership", "canary_id"):
+            a = arrays[k]
+            if a.ndim == 2 and a.shape[0] == 1 and len(shape) == 2 and a.shape[1] == shape[1]:
+                arrays[k] = np.broadcast_to(a, shape)  # stored once for all trials
     except ScoreFileError:
         raise
     except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError, ...

@@ -11,11 +11,12 @@ from dpaudit.audit import ID_COLUMNS
 
 def concat_tables(paths: list[str | Path]) -> pd.DataFrame:
     """Concatenate per-file audit CSVs (skipping empty ones), identity columns first."""
-    frames = []
-    for p in paths:
-        frame = pd.read_csv(p)
-        if not frame.empty:
-            frames.append(frame)
+    return concat_frames([pd.read_csv(p) for p in paths])
+
+
+def concat_frames(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate audit tables (skipping empty ones), identity columns first."""
+    frames = [frame for frame in tables if not frame.empty]
     if not frames:
         return pd.DataFrame(columns=ID_COLUMNS)
     table = pd.concat(frames, ignore_index=True)

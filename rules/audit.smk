@@ -1,19 +1,23 @@
-# Every estimator on every score file it applies to, then one tidy table per experiment.
+# Every estimator on every score file it applies to, then one tidy table per experiment. One
+# audit job runs one estimator on every seed of one setting (a seed's rows are independent of
+# the other seeds'), which keeps paper-scale grids (25 seeds x hundreds of settings) to a
+# manageable number of jobs.
 
 
 rule audit:
     input:
         scores=audit_scores,
     output:
-        table="results/{experiment}/audit/{estimator}/{setting}/seed{seed}.csv",
+        table="results/{experiment}/audit/{estimator}/{setting}.csv",
     log:
-        "logs/{experiment}/audit/{estimator}/{setting}/seed{seed}.log",
+        "logs/{experiment}/audit/{estimator}/{setting}.log",
     benchmark:
-        "results/{experiment}/benchmarks/audit/{estimator}/{setting}/seed{seed}.tsv"
+        "results/{experiment}/benchmarks/audit/{estimator}/{setting}.tsv"
     conda:
         "../envs/dpaudit.yaml"
     params:
         estimator=estimator_params,
+        seed_files=audit_seed_files,
     script:
         "../scripts/audit.py"
 

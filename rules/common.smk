@@ -81,18 +81,26 @@ def score_files(experiment):
 
 
 def audit_scores(wildcards):
-    """The score files one audit job reads (all shards of a setting and seed)."""
-    return seed_score_files(wildcards.experiment, wildcards.setting, wildcards.seed)
+    """The score files one audit job reads: every seed (and shard) of one setting."""
+    return [path for paths in audit_seed_files(wildcards) for path in paths]
+
+
+def audit_seed_files(wildcards):
+    """The score files of one setting grouped by seed (one list per seed, in config order)."""
+    exp = EXPERIMENTS[wildcards.experiment]
+    return [
+        seed_score_files(wildcards.experiment, wildcards.setting, seed)
+        for seed in exp["seeds"]
+    ]
 
 
 def audit_files(wildcards):
-    """Per-(estimator, score file) audit tables of an experiment."""
+    """Per-(estimator, setting) audit tables of an experiment (one row block per seed)."""
     exp = EXPERIMENTS[wildcards.experiment]
     return [
-        f"results/{wildcards.experiment}/audit/{name}/{setting}/seed{seed}.csv"
+        f"results/{wildcards.experiment}/audit/{name}/{setting}.csv"
         for name in applicable_estimators(config, wildcards.experiment)
         for setting in experiment_settings(exp)
-        for seed in exp["seeds"]
     ]
 
 

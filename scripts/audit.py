@@ -1,13 +1,18 @@
-"""Snakemake adapter: run one estimator on the score files of one (setting, seed)."""
+"""Snakemake adapter: run one estimator on the score files of every seed of one setting."""
 
 from dpaudit import scores
 from dpaudit.audit import run_estimator
 from dpaudit.io import write_csv
 from dpaudit.pipeline import script_logging
+from dpaudit.tables import concat_frames
 
 log = script_logging(snakemake.log[0])
-files = [scores.read(path) for path in snakemake.input.scores]
-sf = files[0] if len(files) == 1 else scores.concat(files)  # shards of one setting and seed
-table = run_estimator(sf, snakemake.wildcards.estimator, snakemake.params.estimator)
-write_csv(snakemake.output.table, table)
-log.info("%d row(s); max epsilon %s", len(table), table["epsilon"].max() if len(table) else None)
+tables = []
+for paths in snakemake.params.seed_files:  # one list per seed: the file, or its shards
+    files = [scores.read(path) for path in paths]
+    sf = files[0] if len(files) == 1 else scores.concat(files)
+    table = run_estimator(sf, snakemake.wildcards.estimator, snakemake.params.estimator)
+    log.info("%s: %d row(s); max epsilon %s", paths[0], len(table),
+             table["epsilon"].max() if len(table) else None)
+    tables.append(table)
+write_csv(snakemake.output.table, concat_frames(tables))

@@ -133,3 +133,19 @@ def test_defaults_behind_refs_are_filled():
     assert cfg["experiments"]["a"]["figure"]["y"] == "epsilon"
     assert cfg["experiments"]["a"]["reproduce"] == []
     assert cfg["experiments"]["a"]["paper_target"] is None
+
+
+@pytest.mark.parametrize("where", ["params", "grid", "points"])
+def test_mechanism_parameters_are_checked_before_any_job(where):
+    cfg = load("paper/lidp.yaml")
+    exp = cfg["experiments"]["lidp_fig3_eps_vs_d"]
+    if where == "points":
+        exp["points"] = [{"heldout_trails": 10}]
+    else:
+        exp.setdefault(where, {})["heldout_trails"] = [10] if where == "grid" else 10
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, SCHEMA)
+    msg = str(err.value)
+    assert f"experiments.lidp_fig3_eps_vs_d.{where}" in msg and "heldout_trails" in msg
+    assert "not a parameter of mechanism 'lidp_gaussian'" in msg
+    assert "heldout_trials" in msg and "score_dtype" in msg  # the allowed names

@@ -139,3 +139,38 @@ def test_concat():
         scores.concat([a, make(n=6)])
     with pytest.raises(ScoreFileError, match="'setting'"):
         scores.concat([a, make(meta={**META, "setting": "eps2"})])
+
+
+def test_constant_rows_are_stored_once_and_broadcast_on_reading(tmp_path):
+    n_trials, n = 200, 6
+    member = np.tile([1, 1, 1, 0, 0, 0], (n_trials, 1))
+    sf = make(n_trials, n, membership=member)
+    path = scores.write(tmp_path / "s.npz", sf)
+    with np.load(path) as z:  # NumPy alone: one stored row, broadcast by the reader
+        assert z["membership"].shape == (1, n) and z["canary_id"].shape == (1, n)
+        assert z["score"].shape == (n_trials, n)
+    back = scores.read(path)
+    assert back.membership.shape == back.canary_id.shape == (n_trials, n)
+    np.testing.assert_array_equal(back.membership, member)
+    np.testing.assert_array_equal(back.canary_id, sf.canary_id)
+    # rows that differ are stored in full
+    varied = make(n_trials, n)
+    with np.load(scores.write(tmp_path / "v.npz", varied)) as z:
+        assert z["membership"].shape == (n_trials, n)
+    np.testing.assert_array_equal(scores.read(tmp_path / "v.npz").membership, varied.membership)
+
+
+def test_float32_scores(tmp_path):
+    sf = make(3, 4, meta={**META, "score_dtype": "float32"})
+    path = scores.write(tmp_path / "s.npz", sf)
+    with np.load(path) as z:
+        assert z["score"].dtype == np.float32
+    back = scores.read(path)
+    assert back.score.dtype == np.float64
+    np.testing.assert_array_equal(back.score, sf.score.astype(np.float32).astype(np.float64))
+    big = make(1, 2, score=[[1e300, 0.0]], meta={**META, "score_dtype": "float32"})
+    with pytest.raises(ScoreFileError, match="overflows float32 at trial 0, canary 0"):
+        scores.write(tmp_path / "big.npz", big)
+    assert not (tmp_path / "big.npz").exists()
+    with pytest.raises(ScoreFileError, match="score_dtype.*allowed.*float64.*float32"):
+        make(meta={**META, "score_dtype": "float16"})

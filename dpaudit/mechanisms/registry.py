@@ -8,10 +8,11 @@ dependencies load only when it runs). Add one line to add a mechanism.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
-from dpaudit.scores import ScoreFile
+from dpaudit.scores import ScoreFile, validate
 
 MECHANISMS: dict[str, str] = {
     "lidp_gaussian": "dpaudit.mechanisms.lidp_gaussian:score_file",
@@ -42,8 +43,29 @@ def get(name: str) -> Callable[..., ScoreFile]:
     return getattr(importlib.import_module(module), func)
 
 
+#: Parameters every mechanism accepts (handled here, not by the mechanism).
+COMMON_PARAMS = {
+    "score_dtype": "on-disk dtype of the scores, float64 (default) or float32 (half the disk "
+    "for large grids; see dpaudit.scores)",
+}
+
+
 def simulate(
     name: str, params: dict[str, Any], *, seed: int, experiment: str, setting: str
 ) -> ScoreFile:
     """Run mechanism ``name`` with ``params``; the score file carries experiment and setting."""
-    return get(name)(**params, seed=seed, experiment=experiment, setting=setting)
+    params = dict(params)
+    score_dtype = params.pop("score_dtype", None)
+    sf = get(name)(**params, seed=seed, experiment=experiment, setting=setting)
+    if score_dtype is not None:
+        sf.meta["score_dtype"] = score_dtype
+        validate(sf)
+    return sf
+
+
+def accepted_params(name: str) -> set[str] | None:
+    """The parameter names mechanism ``name`` accepts (``None``: any, it takes ``**kwargs``)."""
+    sig = inspect.signature(get(name))
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return (set(sig.parameters) - {"seed", "experiment", "setting"}) | set(COMMON_PARAMS)
