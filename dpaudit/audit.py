@@ -1,8 +1,10 @@
 """Run configured estimators on score files and build the tidy audit table.
 
 One row per (score file, estimator, parameters, selection): the setting's identity and claimed
-privacy from the file's metadata, the estimator's name and method, ``epsilon`` (the lower bound)
-and ``valid`` (False for uncorrected or point estimates), then each method's diagnostics.
+privacy from the file's metadata (``claimed_epsilon_<accountant>`` for each of
+``meta["claimed_epsilons"]``, ``reference_<name>`` for each of ``meta["references"]``), the
+estimator's name and method, ``epsilon`` (the lower bound) and ``valid`` (False for
+uncorrected or point estimates), then each method's diagnostics.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     }
     for accountant, eps in sorted((sf.meta.get("claimed_epsilons") or {}).items()):
         ident[f"claimed_epsilon_{accountant}"] = float("inf") if eps is None else eps
+    for name, value in sorted((sf.meta.get("references") or {}).items()):
+        # reference values of the setting (e.g. a known lower bound), drawn in figures
+        ident[f"reference_{name}"] = float("nan") if value is None else float(value)
     frame = pd.DataFrame([{**ident, **row} for row in rows])
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
 

@@ -267,3 +267,29 @@ def test_cli_bgm_simulate(tmp_path):
     ref_sf = bg.bgm_score_file(200, 10, 1.0, "partially_informed", seed=2)
     assert np.array_equal(sf.score, ref_sf.score)
     assert sf.meta["threat_model"] == "bgm_partially_informed"
+
+
+def test_reference_lines_reach_the_audit_table_and_the_figure(tmp_path, monkeypatch):
+    """meta["references"] -> audit column reference_shuffle_lower_bound -> a dotted line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from dpaudit.audit import run_estimator
+    from dpaudit.plots.lines import plot_table
+
+    sf = bg.bgm_score_file(2000, 10, 1.0, seed=0)
+    table = run_estimator(sf, "cp", {"method": "multi_run_cp"}).assign(sigma=1.0)
+    assert (table["reference_shuffle_lower_bound"] == ref.shuffle_lower_bound(1.0, 10, DELTA)).all()
+    labels = []
+    real_close = plt.close
+
+    def close(fig=None):
+        labels.extend(line.get_label() for line in plt.gca().get_lines())
+        real_close(fig)
+
+    monkeypatch.setattr(plt, "close", close)
+    plot_table(table, {"kind": "simulate", "x": "sigma"}, [tmp_path / "f.png"])
+    assert "shuffle lower bound (Chua et al.)" in labels and "claimed epsilon" in labels
+    assert (tmp_path / "f.png").stat().st_size > 0

@@ -219,6 +219,8 @@ def bgm_score_file(
         meta["shuffle_lower_bound"] = (
             ref.shuffle_lower_bound(sigma, steps_per_epoch, delta) if epochs == 1 else None
         )
+        # drawn next to the audit in figures (audit column reference_shuffle_lower_bound)
+        meta["references"] = {"shuffle_lower_bound": meta["shuffle_lower_bound"]}
     meta.update(extra_meta or {})
     n = int(runs_per_hypothesis)
     return ScoreFile(

@@ -71,6 +71,7 @@ def bgm_calibrated_score_file(
         "target_epsilon": float(target_epsilon),
         "poisson_epsilon": poisson,
         "shuffle_lower_bound": lower,
+        "references": {"shuffle_lower_bound": lower},  # drawn next to the audit in figures
     }
     return bgm_score_file(
         runs_per_hypothesis, steps_per_epoch, sigma, threat_model=threat_model, epochs=epochs,

@@ -19,12 +19,17 @@ def _series_label(key: Any, columns: Sequence[str]) -> str:
     return ": ".join(parts) if parts else "all"
 
 
+#: Legend labels of known ``reference_<name>`` columns (others: the name with spaces).
+REFERENCE_LABELS = {"shuffle_lower_bound": "shuffle lower bound (Chua et al.)"}
+
+
 def plot_table(table: pd.DataFrame, fig: dict[str, Any], outputs: Sequence[str | Path]) -> None:
     """Plot ``fig['y']`` against ``fig['x']``, one line per value of the ``series`` columns.
 
     Simulation tables are aggregated over seeds (mean, bars one standard error); rows with
     ``valid == False`` make dashed lines labelled "(uncorrected)"; with ``claimed`` the claimed
-    epsilon is drawn in grey for reference.
+    epsilon is drawn in grey, and with ``references`` (default) every ``reference_<name>``
+    column (from the score files' ``meta["references"]``) as a dotted black line.
     """
     import matplotlib.pyplot as plt
 
@@ -60,6 +65,19 @@ def plot_table(table: pd.DataFrame, fig: dict[str, Any], outputs: Sequence[str |
     if kind == "simulate" and fig.get("claimed", True) and "claimed_epsilon" in table:
         claimed = table.groupby(x)["claimed_epsilon"].mean().sort_index()
         ax.plot(claimed.index, claimed.to_numpy(), color="grey", lw=1.2, label="claimed epsilon")
+    refs = [c for c in table.columns if c.startswith("reference_")]
+    for j, col in enumerate(sorted(refs) if fig.get("references", True) else []):
+        ref = table.groupby(x)[col].mean().dropna().sort_index()
+        if len(ref):
+            name = col[len("reference_") :]
+            ax.plot(
+                ref.index,
+                ref.to_numpy(),
+                color="black",
+                lw=1.0,
+                ls=(0, (1, 1 + j)),
+                label=REFERENCE_LABELS.get(name, name.replace("_", " ")),
+            )
     if fig.get("logx"):
         ax.set_xscale("log")
     if fig.get("logy"):
