@@ -85,6 +85,38 @@ def test_gram_sampler_matches_direct_sampling_when_K_exceeds_d():
     assert min(stats.ks_2samp(wrong[k], b[k]).pvalue for k in a) < 1e-6
 
 
+@pytest.mark.parametrize("d", [160, 100])
+def test_banded_fill_matches_direct_sampling(d):
+    """K = 140 > ROW_FILL_MAX: the factor is filled in bands (p <= d and p > d), against
+    direct sampling (4000 trials each, m = 4)."""
+    K, m, sigma, n = 140, 4, 0.6, 4000
+    assert K + 1 > lg.ROW_FILL_MAX
+    a = statistics(*lg.sample_scores(n, K, m, d, sigma, 21, "gram"))
+    b = statistics(*lg.sample_scores(n, K, m, d, sigma, 22, "direct"))
+    pvals = {k: stats.ks_2samp(a[k], b[k]).pvalue for k in a}
+    assert min(pvals.values()) > 1e-3 / len(pvals), pvals
+
+
+@pytest.mark.parametrize(("p", "d"), [(20, 30), (200, 1000), (200, 150)])
+def test_bartlett_factor_entries(p, d):
+    """The factor itself: zero above the diagonal, N(0, 1) below it (and on the full rows
+    beyond the d-th), chi^2_{d-i} on the diagonal squared."""
+    t = 40
+    r = min(p, d)
+    out = np.zeros((t, p, r), dtype=np.float32)
+    rng = np.random.default_rng(0)
+    L = lg._bartlett(rng, lg.normal_stream(rng), out, d).astype(float)
+    rows, cols = np.indices((p, r))
+    assert (L[:, cols > rows] == 0).all()
+    below = L[:, cols < np.minimum(rows, r)]
+    assert below.size == t * int(np.minimum(np.arange(p), r).sum())
+    assert stats.kstest(below.ravel(), "norm").pvalue > 1e-3
+    diag2 = np.einsum("tii->ti", L[:, :r, :r]) ** 2
+    z = (diag2.mean(axis=0) - (d - np.arange(r))) / np.sqrt(2 * (d - np.arange(r)) / t)
+    assert np.abs(z).max() < 5
+    assert abs(z.mean()) < 5 / np.sqrt(r)
+
+
 def test_same_seed_same_scores_and_disjoint_streams():
     """Seeding is explicit: one seed (int or Generator) gives one set of scores; other seeds
     and the held-out stream (:func:`heldout_rng`) give other, non-overlapping draws."""
