@@ -149,3 +149,41 @@ def test_audit_rows_identical_to_reference_protocol():
         assert got["n_tune"] == h and got["n_trials"] == 600 - h
         for key, value in ref.as_row().items():
             assert got[key] == value or (np.isnan(value) and np.isnan(got[key])), key
+
+
+def test_split_in_out_identical_to_boolean_masks():
+    """The column fast path of split_in_out (one membership pattern for all rows: contiguous
+    or interleaved columns) returns what the boolean masks return; mixed patterns still go
+    through the masks."""
+    from dpaudit.estimators.lidp_audit import split_in_out
+    from dpaudit.scores import ScoreFile
+
+    rng = np.random.default_rng(12)
+    n, C = 50, 9
+    meta = dict(
+        experiment="t",
+        setting="s",
+        seed=0,
+        design="lidp",
+        threat_model="simulation",
+        claimed_epsilon=1.0,
+        delta=1e-5,
+        accountant="test",
+    )
+    patterns = [
+        np.tile([1, 1, 1, 1, 0, 0, 0, 0, 0], (n, 1)),  # contiguous: views
+        np.tile([0, 1, 0, 1, 1, 0, 0, 1, 0], (n, 1)),  # interleaved: column gather
+        np.array([rng.permutation([1, 1, 1, 1, 0, 0, 0, 0, 0]) for _ in range(n)]),  # mixed
+    ]
+    for mem in patterns:
+        score = rng.standard_normal((n, C))
+        sf = ScoreFile(
+            score=score,
+            membership=mem.astype(np.int8),
+            canary_id=np.tile(np.arange(C), (n, 1)),
+            meta=meta,
+        )
+        si, so = split_in_out(sf)
+        b = mem.astype(bool)
+        assert np.array_equal(si, score[b].reshape(n, -1))
+        assert np.array_equal(so, score[~b].reshape(n, -1))
