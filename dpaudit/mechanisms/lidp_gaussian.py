@@ -408,11 +408,11 @@ def score_file(
         "heldout_seed": None if heldout_seed is None else int(heldout_seed),
     }
     rows = h + n
+    membership = np.zeros((rows, K + m), dtype=np.int8)
+    membership[:, :K] = 1
     return ScoreFile(
         score=np.concatenate([s_in, s_out], axis=1),
-        membership=np.concatenate([np.ones((rows, K)), np.zeros((rows, m))], axis=1).astype(
-            np.int8
-        ),
+        membership=membership,
         canary_id=np.tile(np.arange(K + m), (rows, 1)),
         meta=meta,
     )
