@@ -172,22 +172,24 @@ def _lerp(a: float, b: float, t: float) -> float:
 def quantiles(x: np.ndarray, qs: tuple[float, ...], direct_size: int = QUANTILE_DIRECT_SIZE):
     """``np.quantile(x, qs)`` (linear method), identical floats, without sorting a copy of x.
 
-    Each needed order statistic x_(k) is bracketed with a strided subsample of x, the values in
-    the bracket are selected (two comparisons per value) and partitioned; the bracket is
-    checked (k must fall inside it) and ``np.quantile`` is used where it does not.
+    Each needed order statistic x_(k) is bracketed with a subsample of whole rows of x, the
+    values in the bracket are selected (two comparisons per value) and partitioned; the
+    bracket is checked (k must fall inside it) and ``np.quantile`` is used where it does not.
     """
-    flat = np.asarray(x, dtype=float).ravel()
-    N = flat.size
+    x = np.asarray(x, dtype=float)
+    N = x.size
     if N <= direct_size:
-        return np.quantile(flat, qs)
-    stride = (N // 2**16) | 1  # odd: cycles through the columns of a row-major (n, K) array
-    sample = np.sort(flat[::stride])
+        return np.quantile(x, qs)
+    if x.ndim != 2:
+        x = x.reshape(-1, 1)
+    step = max(1, N // 2**16)  # rows: about 2^16 sampled values
+    sample = np.sort(x[::step].ravel())  # whole rows (i.i.d. trials): no copy of x is made
     m = sample.size
     out = []
     for q in qs:
         v = (N - 1) * np.float64(q)  # numpy's virtual index
         if v >= N - 1 or v < 0:
-            out.append(float(np.quantile(flat, q)))
+            out.append(float(np.quantile(x, q)))
             continue
         prev = np.floor(v)
         gamma = v - prev
@@ -199,10 +201,10 @@ def quantiles(x: np.ndarray, qs: tuple[float, ...], direct_size: int = QUANTILE_
         lo_j, hi_j = int(np.floor(j - margin)), int(np.ceil(j + margin))
         a = sample[lo_j] if lo_j >= 0 else -np.inf
         b = sample[hi_j] if hi_j < m else np.inf
-        n_lt = int(np.count_nonzero(flat < a))
-        sel = flat[(flat >= a) & (flat <= b)]
+        n_lt = int(np.count_nonzero(x < a))
+        sel = x[(x >= a) & (x <= b)]
         if not (n_lt <= k0 and k1 < n_lt + sel.size):
-            out.append(float(np.quantile(flat, q)))
+            out.append(float(np.quantile(x, q)))
             continue
         part = np.partition(sel, [k0 - n_lt, k1 - n_lt])
         out.append(float(_lerp(part[k0 - n_lt], part[k1 - n_lt], gamma)))
