@@ -187,3 +187,19 @@ def test_split_in_out_identical_to_boolean_masks():
         b = mem.astype(bool)
         assert np.array_equal(si, score[b].reshape(n, -1))
         assert np.array_equal(so, score[~b].reshape(n, -1))
+
+
+def test_blocking_does_not_change_the_counts(monkeypatch):
+    """Many small blocks (grid_index and count tables) give the same tables as one block."""
+    rng = np.random.default_rng(13)
+    si, so = random_scores(rng, 300, 24, "rounded")
+    grid = ref_threshold_grid(si, so, 60)
+    monkeypatch.setattr(lidp, "CHUNK_SCORES", 100)  # 4 rows per block
+    monkeypatch.setattr(lidp, "GRID_INDEX_BLOCK", 50)  # 2 rows per block
+    for score in (si, so):
+        for order in (1, 2, 4):
+            a = lidp.summaries_over_grid(score, grid, order)
+            b = ref_summaries_over_grid(score, grid, order)
+            assert np.array_equal(a.moments, b.moments) and np.array_equal(a.first, b.first)
+    idx = lidp.grid_index(si, grid)
+    assert np.array_equal(idx, np.searchsorted(grid, si, side="right"))

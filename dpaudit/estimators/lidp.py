@@ -33,8 +33,10 @@ from dpaudit.estimators.xbern import XBernInputError, XBernSummary
 #: Grid size and quantiles of the released code (note 000 section 2.11).
 GRID_SIZE = 500
 GRID_QUANTILES = (0.1, 0.9)
-#: Rows of scores processed at once when counting over the threshold grid (memory bound).
-CHUNK_ROWS = 2048
+#: Scores per block when counting over the threshold grid (memory bound, cache).
+CHUNK_SCORES = 2**17
+#: Scores per block of :func:`grid_index` (measured: 2^16 is about 3x faster than 2^19).
+GRID_INDEX_BLOCK = 2**16
 
 
 def check_confidence(confidence: float) -> float:
@@ -241,15 +243,30 @@ def grid_index(score: np.ndarray, grid: np.ndarray) -> np.ndarray:
     step = (grid[-1] - lo) / (G - 1)
     if not (np.isfinite(step) and step > 0):
         return np.searchsorted(grid, score, side="right").astype(np.int32)
-    guess = (score - lo) * (1.0 / step)
-    np.clip(guess, -1.0, float(G), out=guess)
-    c = guess.astype(np.int32)  # truncation = floor on [-1, G]: -1 .. G
-    c += 1
-    np.clip(c, 0, G, out=c)
-    padded = np.concatenate([[-np.inf], grid, [np.inf]])  # padded[c] = grid[c - 1]
-    c += padded.take(c + 1) <= score
-    c -= padded.take(c) > score
-    bad = (padded.take(c) > score) | (padded.take(c + 1) <= score)
+    below = np.concatenate([[-np.inf], grid])  # below[c] = grid[c - 1]
+    above = np.concatenate([grid, [np.inf]])  # above[c] = grid[c]
+    if score.ndim != 2:
+        return _grid_index_block(score, grid, lo, step, below, above)
+    out = np.empty(score.shape, dtype=np.int32)
+    rows = max(1, GRID_INDEX_BLOCK // max(1, score.shape[1]))  # blocks that stay in cache
+    for start in range(0, score.shape[0], rows):
+        out[start : start + rows] = _grid_index_block(
+            score[start : start + rows], grid, lo, step, below, above
+        )
+    return out
+
+
+def _grid_index_block(score, grid, lo, step, below, above) -> np.ndarray:
+    G = len(grid)
+    guess = score - lo
+    guess *= 1.0 / step
+    np.clip(guess, 0.0, float(G - 1), out=guess)
+    c = guess.astype(np.int32)  # truncation = floor on [0, G - 1]
+    c += 1  # 1 .. G
+    c += above.take(c) <= score
+    c -= below.take(c) > score
+    bad = below.take(c) > score
+    bad |= above.take(c) <= score
     if bad.any():
         c[bad] = np.searchsorted(grid, score[bad], side="right")
     return c
@@ -263,7 +280,7 @@ def summaries_over_grid(score: np.ndarray, grid: np.ndarray, order: int) -> XBer
     a per-row histogram of ``c`` (K >= G), or for K < G, from each row's sorted ``c`` through a
     difference array over (count, threshold). The integer table ``hist_counts`` (rows with s
     ones at tau_j) is the same either way. Cost O(n K log K + n min(K, G)) plus
-    O(K G), memory O(CHUNK_ROWS * max(K, G)).
+    O(K G), memory O(CHUNK_SCORES * max(1, G / K)).
     """
     n, K = score.shape
     G = len(grid)
@@ -276,8 +293,9 @@ def summaries_over_grid(score: np.ndarray, grid: np.ndarray, order: int) -> XBer
     if by_sort:
         diff = np.zeros((K + 1) * (G + 1), dtype=np.int64)
         base = ((K - np.arange(K + 1)) * (G + 1))[None, :]
-    for start in range(0, n, CHUNK_ROWS):
-        block = score[start : start + CHUNK_ROWS]
+    chunk = max(1, CHUNK_SCORES // K)  # rows per block (measured: 2^17 scores beat 2^19)
+    for start in range(0, n, chunk):
+        block = score[start : start + chunk]
         rows = block.shape[0]
         c = grid_index(block, grid)  # (rows, K) in 0..G
         first_hist += np.bincount(c[:, 0], minlength=G + 1)
