@@ -143,16 +143,29 @@ _STRICT_LOWER = np.tril(np.ones((BAND, BAND), dtype=np.float32), k=-1)
 #: the normal law is matched to float32 resolution with the tail beyond 6.77 (mass 1.3e-11) cut.
 _U32_SCALE = np.float32(2.0**-32)
 _TWO_PI_U32 = np.float32(2.0 * np.pi * 2.0**-32)
+#: Normals per Box-Muller block (measured: 2^16 about 1.5x faster than 2^20).
+NORMAL_BLOCK = 2**16
 
 
 def standard_normal_f32(bitgen: np.random.BitGenerator, size: int) -> np.ndarray:
     """``size`` i.i.d. N(0, 1) draws as float32 by the Box-Muller transform (Box and Muller 1958):
-    ``sqrt(-2 log U1) (cos 2 pi U2, sin 2 pi U2)`` from raw 32-bit words of ``bitgen``.
+    ``sqrt(-2 log U1) (cos 2 pi U2, sin 2 pi U2)`` from raw 32-bit words of ``bitgen``, in
+    blocks of NORMAL_BLOCK draws (cache-sized temporaries).
 
     About 2.5x faster than ``Generator.standard_normal(dtype=float32)`` (ziggurat) here; the
     draws are a deterministic function of the bit generator's state.
     """
-    h = (int(size) + 1) // 2
+    size = int(size)
+    out = np.empty(size, dtype=np.float32)
+    for start in range(0, size, NORMAL_BLOCK):
+        stop = min(start + NORMAL_BLOCK, size)
+        _box_muller(bitgen, out[start:stop])
+    return out
+
+
+def _box_muller(bitgen: np.random.BitGenerator, out: np.ndarray) -> None:
+    size = len(out)
+    h = (size + 1) // 2
     words = bitgen.random_raw(h).view(np.uint32)  # 2h independent 32-bit words
     r = words[:h].astype(np.float32)
     r += np.float32(0.5)
@@ -162,12 +175,11 @@ def standard_normal_f32(bitgen: np.random.BitGenerator, size: int) -> np.ndarray
     np.sqrt(r, out=r)
     theta = words[h:].astype(np.float32)
     theta *= _TWO_PI_U32
-    out = np.empty(2 * h, dtype=np.float32)
-    np.cos(theta, out=out[:h])
-    np.sin(theta, out=out[h:])
-    out[:h] *= r
-    out[h:] *= r
-    return out[: int(size)]
+    np.cos(theta[: size - h], out=out[: size - h])
+    out[: size - h] *= r[: size - h]
+    np.sin(theta, out=theta)
+    theta *= r
+    out[size - h :] = theta
 
 
 def normal_stream(rng: np.random.Generator) -> np.random.BitGenerator:
