@@ -172,7 +172,7 @@ def _lerp(a: float, b: float, t: float) -> float:
 
 
 def quantiles(x: np.ndarray, qs: tuple[float, ...], direct_size: int = QUANTILE_DIRECT_SIZE):
-    """``np.quantile(x, qs)`` (linear method), identical floats, without sorting a copy of x.
+    """``np.quantile(x, qs)`` (linear method), identical floats, without sorting all of x.
 
     Each needed order statistic x_(k) is bracketed with a subsample of whole rows of x, the
     values in the bracket are selected (two comparisons per value) and partitioned; the
@@ -182,10 +182,9 @@ def quantiles(x: np.ndarray, qs: tuple[float, ...], direct_size: int = QUANTILE_
     N = x.size
     if N <= direct_size:
         return np.quantile(x, qs)
-    if x.ndim != 2:
-        x = x.reshape(-1, 1)
+    x = np.ascontiguousarray(x).reshape(-1, x.shape[-1] if x.ndim == 2 else 1)  # fast masks
     step = max(1, N // 2**16)  # rows: about 2^16 sampled values
-    sample = np.sort(x[::step].ravel())  # whole rows (i.i.d. trials): no copy of x is made
+    sample = np.sort(x[::step].ravel())  # whole rows (i.i.d. trials)
     m = sample.size
     out = []
     for q in qs:
