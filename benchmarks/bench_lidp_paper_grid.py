@@ -69,9 +69,9 @@ def sampler_speedup(quick: bool) -> list[tuple[int, float, float]]:
 
 
 def gram_seconds_per_trial(K: int, d: int, quick: bool) -> float:
-    """Measured seconds per trial (inserted + null scores) at this K and d (Gram sampler, or
-    its direct fallback when K + 1 > d)."""
-    work = K * K + 50 * K if K + 1 <= d else 2 * K * d
+    """Measured seconds per trial (inserted + null scores) at this K and d (Gram sampler; for
+    K + 1 > d its factor is (K + 1) x d)."""
+    work = K * min(K, d) + 50 * K
     n = int(np.clip(2e6 / work, 16, 4000))
     if quick:
         n = max(8, n // 8)
@@ -132,7 +132,7 @@ def grid_estimate(quick: bool) -> list[dict]:
     t_gram: dict[tuple[int, int], float] = {}
 
     def tg(K: int, d: int) -> float:
-        # the Gram cost does not depend on d; for K + 1 > d the sampler falls back to direct
+        # the Gram cost does not depend on d while K + 1 <= d; beyond, it grows like K d
         key = (K, 0 if K + 1 <= d else d)
         if key not in t_gram:
             t_gram[key] = gram_seconds_per_trial(K, d if K + 1 > d else 10**4, quick)

@@ -70,10 +70,79 @@ def test_closed_form_moments(samples):
     assert np.abs(c_out[~np.eye(m, dtype=bool)]).max() < 5 * var / np.sqrt(N)
 
 
-def test_falls_back_to_direct_when_K_exceeds_d():
-    s_in, s_out = lg.sample_scores(50, 12, 5, 6, 1.0, 0, "gram")
-    assert s_in.shape == (50, 12) and s_out.shape == (50, 5)
-    assert np.isfinite(s_in).all() and np.isfinite(s_out).all()
+def test_gram_sampler_matches_direct_sampling_when_K_exceeds_d():
+    """K + 1 > d: the p x d factor (Bartlett rows, then full N(0, 1) rows beyond the d-th)
+    against direct sampling (K = 6, m = 3, d = 4), as above."""
+    K, m, d, sigma = 6, 3, 4, 0.6
+    gram = lg.sample_scores(N, K, m, d, sigma, 11, "gram")
+    direct = lg.sample_scores(N, K, m, d, sigma, 12, "direct")
+    assert gram[0].shape == (N, K) and gram[1].shape == (N, m)
+    a, b = statistics(*gram), statistics(*direct)
+    pvals = {k: stats.ks_2samp(a[k], b[k]).pvalue for k in a}
+    assert min(pvals.values()) > 1e-3 / len(pvals), pvals
+    # power: a wrong dimension (d = 5) is detected at this sample size
+    wrong = statistics(*lg.sample_scores(N, K, m, d + 1, sigma, 13, "gram"))
+    assert min(stats.ks_2samp(wrong[k], b[k]).pvalue for k in a) < 1e-6
+
+
+@pytest.mark.parametrize("d", [160, 100])
+def test_banded_fill_matches_direct_sampling(d):
+    """K = 140 > ROW_FILL_MAX: the factor is filled in bands (p <= d and p > d), against
+    direct sampling (4000 trials each, m = 4)."""
+    K, m, sigma, n = 140, 4, 0.6, 4000
+    assert K + 1 > lg.ROW_FILL_MAX
+    a = statistics(*lg.sample_scores(n, K, m, d, sigma, 21, "gram"))
+    b = statistics(*lg.sample_scores(n, K, m, d, sigma, 22, "direct"))
+    pvals = {k: stats.ks_2samp(a[k], b[k]).pvalue for k in a}
+    assert min(pvals.values()) > 1e-3 / len(pvals), pvals
+
+
+@pytest.mark.parametrize(("p", "d"), [(20, 30), (200, 1000), (200, 150)])
+def test_bartlett_factor_entries(p, d):
+    """The factor itself: zero above the diagonal, N(0, 1) below it (and on the full rows
+    beyond the d-th), chi^2_{d-i} on the diagonal squared."""
+    t = 40
+    r = min(p, d)
+    out = np.zeros((t, p, r), dtype=np.float32)
+    rng = np.random.default_rng(0)
+    L = lg._bartlett(rng, lg.normal_stream(rng), out, d).astype(float)
+    rows, cols = np.indices((p, r))
+    assert (L[:, cols > rows] == 0).all()
+    below = L[:, cols < np.minimum(rows, r)]
+    assert below.size == t * int(np.minimum(np.arange(p), r).sum())
+    assert stats.kstest(below.ravel(), "norm").pvalue > 1e-3
+    diag2 = np.einsum("tii->ti", L[:, :r, :r]) ** 2
+    z = (diag2.mean(axis=0) - (d - np.arange(r))) / np.sqrt(2 * (d - np.arange(r)) / t)
+    assert np.abs(z).max() < 5
+    assert abs(z.mean()) < 5 / np.sqrt(r)
+
+
+def test_same_seed_same_scores_and_disjoint_streams():
+    """Seeding is explicit: one seed (int or Generator) gives one set of scores; other seeds
+    and the held-out stream (:func:`heldout_rng`) give other, non-overlapping draws."""
+    args = (300, 16, 16, 10**4, 1.0)
+    a = lg.sample_scores(*args, 5)
+    b = lg.sample_scores(*args, np.random.default_rng(5))
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert a[0].dtype == np.float64 and a[1].dtype == np.float64
+    c = lg.sample_scores(*args, 6)
+    h = lg.sample_scores(*args, lg.heldout_rng(5, None))
+    for other in (c, h):  # no shared (or shifted) stretch of draws; float32 values may
+        # coincide by chance (about one pair in 3e7), so count rather than forbid matches
+        assert np.isin(a[0], other[0]).mean() < 0.01 and np.isin(a[1], other[1]).mean() < 0.01
+
+
+def test_standard_normal_f32_is_standard_normal():
+    """Box-Muller from 32-bit words: KS against N(0, 1), moments, the stated tail cut."""
+    z = lg.standard_normal_f32(np.random.SFC64(0), 400_001)
+    assert z.dtype == np.float32 and z.shape == (400_001,)
+    assert stats.kstest(z.astype(float), "norm").pvalue > 1e-3
+    assert abs(z.mean()) < 5 / np.sqrt(len(z))
+    assert abs(z.var() - 1) < 5 * np.sqrt(2 / len(z))
+    assert abs(stats.kurtosis(z.astype(float))) < 5 * np.sqrt(24 / len(z))
+    assert np.abs(z).max() <= np.sqrt(2 * 33 * np.log(2)) + 1e-5
+    again = lg.standard_normal_f32(np.random.SFC64(0), 400_001)
+    assert np.array_equal(z, again)
 
 
 def test_sigma_calibration_matches_the_released_table():

@@ -33,8 +33,10 @@ from dpaudit.estimators.xbern import XBernInputError, XBernSummary
 #: Grid size and quantiles of the released code (note 000 section 2.11).
 GRID_SIZE = 500
 GRID_QUANTILES = (0.1, 0.9)
-#: Rows of scores processed at once when counting over the threshold grid (memory bound).
-CHUNK_ROWS = 2048
+#: Scores per block when counting over the threshold grid (memory bound, cache).
+CHUNK_SCORES = 2**17
+#: Scores per block of :func:`grid_index` (measured: 2^16 is about 3x faster than 2^19).
+GRID_INDEX_BLOCK = 2**16
 
 
 def check_confidence(confidence: float) -> float:
@@ -157,23 +159,127 @@ def check_scores(score: np.ndarray, name: str) -> np.ndarray:
     return score
 
 
+#: Below this many values :func:`quantiles` calls ``np.quantile`` directly.
+QUANTILE_DIRECT_SIZE = 2**16
+
+
+def _lerp(a: float, b: float, t: float) -> float:
+    """numpy's linear interpolation of ``np.quantile(method="linear")`` (numpy 2.x
+    ``_lerp``), so :func:`quantiles` returns the same floats; checked against
+    ``np.quantile`` in the tests."""
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
+def quantiles(x: np.ndarray, qs: tuple[float, ...], direct_size: int = QUANTILE_DIRECT_SIZE):
+    """``np.quantile(x, qs)`` (linear method), identical floats, without sorting all of x.
+
+    Each needed order statistic x_(k) is bracketed with a subsample of whole rows of x, the
+    values in the bracket are selected (two comparisons per value) and partitioned; the
+    bracket is checked (k must fall inside it) and ``np.quantile`` is used where it does not.
+    """
+    x = np.asarray(x, dtype=float)
+    N = x.size
+    if N <= direct_size:
+        return np.quantile(x, qs)
+    x = np.ascontiguousarray(x).reshape(-1, x.shape[-1] if x.ndim == 2 else 1)  # fast masks
+    step = max(1, N // 2**16)  # rows: about 2^16 sampled values
+    sample = np.sort(x[::step].ravel())  # whole rows (i.i.d. trials)
+    m = sample.size
+    out = []
+    for q in qs:
+        v = (N - 1) * np.float64(q)  # numpy's virtual index
+        if v >= N - 1 or v < 0:
+            out.append(float(np.quantile(x, q)))
+            continue
+        prev = np.floor(v)
+        gamma = v - prev
+        k0 = int(prev)
+        k1 = k0 + 1
+        j = k0 / (N - 1) * (m - 1)
+        pk = k0 / (N - 1)
+        margin = 6.0 * np.sqrt(m * pk * (1 - pk)) + 16  # 6 s.d. of the sample rank
+        lo_j, hi_j = int(np.floor(j - margin)), int(np.ceil(j + margin))
+        a = sample[lo_j] if lo_j >= 0 else -np.inf
+        b = sample[hi_j] if hi_j < m else np.inf
+        n_lt = int(np.count_nonzero(x < a))
+        sel = x[(x >= a) & (x <= b)]
+        if not (n_lt <= k0 and k1 < n_lt + sel.size):
+            out.append(float(np.quantile(x, q)))
+            continue
+        part = np.partition(sel, [k0 - n_lt, k1 - n_lt])
+        out.append(float(_lerp(part[k0 - n_lt], part[k1 - n_lt], gamma)))
+    return np.array(out)
+
+
 def threshold_grid(
     score_in: np.ndarray, score_out: np.ndarray, size: int = GRID_SIZE
 ) -> np.ndarray:
     """``size`` equally spaced thresholds from min of the two 10% quantiles to max of the two
     90% quantiles (released code; note 000 section 2.11)."""
     lo_q, hi_q = GRID_QUANTILES
-    qi = np.quantile(score_in, [lo_q, hi_q])
-    qo = np.quantile(score_out, [lo_q, hi_q])
+    qi = quantiles(score_in, (lo_q, hi_q))
+    qo = quantiles(score_out, (lo_q, hi_q))
     return np.linspace(min(qi[0], qo[0]), max(qi[1], qo[1]), int(size))
+
+
+def grid_index(score: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``c = #{j : grid_j <= score}`` for every score (``np.searchsorted(grid, score, "right")``
+    exactly), as int32.
+
+    For an (almost) equally spaced grid, such as :func:`threshold_grid`'s ``np.linspace``, the
+    index is first guessed arithmetically, ``floor((score - grid_0) / step) + 1``, then moved by
+    one where ``grid[c] <= score`` or ``grid[c - 1] > score``, and checked: every c must satisfy
+    ``grid[c - 1] <= score < grid[c]`` (``grid[-1] = -inf``, ``grid[G] = +inf``), which defines
+    the searchsorted index uniquely; where it does not (irregular grids), searchsorted is used.
+    Several times faster than a binary search per score.
+    """
+    G = len(grid)
+    score = np.asarray(score)
+    if G < 2:
+        return np.searchsorted(grid, score, side="right").astype(np.int32)
+    lo = grid[0]
+    step = (grid[-1] - lo) / (G - 1)
+    if not (np.isfinite(step) and step > 0):
+        return np.searchsorted(grid, score, side="right").astype(np.int32)
+    below = np.concatenate([[-np.inf], grid])  # below[c] = grid[c - 1]
+    above = np.concatenate([grid, [np.inf]])  # above[c] = grid[c]
+    if score.ndim != 2:
+        return _grid_index_block(score, grid, lo, step, below, above)
+    out = np.empty(score.shape, dtype=np.int32)
+    rows = max(1, GRID_INDEX_BLOCK // max(1, score.shape[1]))  # blocks that stay in cache
+    for start in range(0, score.shape[0], rows):
+        out[start : start + rows] = _grid_index_block(
+            score[start : start + rows], grid, lo, step, below, above
+        )
+    return out
+
+
+def _grid_index_block(score, grid, lo, step, below, above) -> np.ndarray:
+    G = len(grid)
+    guess = score - lo
+    guess *= 1.0 / step
+    np.clip(guess, 0.0, float(G - 1), out=guess)
+    c = guess.astype(np.int32)  # truncation = floor on [0, G - 1]
+    c += 1  # 1 .. G
+    c += above.take(c) <= score
+    c -= below.take(c) > score
+    bad = below.take(c) > score
+    bad |= above.take(c) <= score
+    if bad.any():
+        c[bad] = np.searchsorted(grid, score[bad], side="right")
+    return c
 
 
 def summaries_over_grid(score: np.ndarray, grid: np.ndarray, order: int) -> XBernSummary:
     """XBern summaries of ``score >= tau`` for every tau in ``grid`` (sorted ascending), batched.
 
-    For each score, ``c = #{j : grid_j <= score}``; the count of ones of a row at threshold j
-    is the number of its scores with ``c > j``, a reverse cumulative sum of a per-row histogram
-    of ``c``. Cost O(n K log G + n G), memory O(CHUNK_ROWS * G).
+    For each score, ``c = #{j : grid_j <= score}`` (:func:`grid_index`); the count of ones of a
+    row at threshold j is the number of its scores with ``c > j``, a reverse cumulative sum of
+    a per-row histogram of ``c`` (K >= G), or for K < G, from each row's sorted ``c`` through a
+    difference array over (count, threshold). The integer table ``hist_counts`` (rows with s
+    ones at tau_j) is the same either way. Cost O(n K log K + n min(K, G)) plus
+    O(K G), memory O(CHUNK_SCORES * max(1, G / K)).
     """
     n, K = score.shape
     G = len(grid)
@@ -181,20 +287,41 @@ def summaries_over_grid(score: np.ndarray, grid: np.ndarray, order: int) -> XBer
     per_count = xbern.per_row_moments(np.arange(K + 1), K, order)  # (order, K + 1)
     hist_counts = np.zeros((K + 1, G), dtype=np.int64)  # how many rows have count s at tau_j
     cols = np.arange(G)
-    for start in range(0, n, CHUNK_ROWS):
-        block = score[start : start + CHUNK_ROWS]
+    first_hist = np.zeros(G + 1, dtype=np.int64)
+    by_sort = K < G
+    if by_sort:
+        diff = np.zeros((K + 1) * (G + 1), dtype=np.int64)
+        base = ((K - np.arange(K + 1)) * (G + 1))[None, :]
+    chunk = max(1, CHUNK_SCORES // K)  # rows per block (measured: 2^17 scores beat 2^19)
+    for start in range(0, n, chunk):
+        block = score[start : start + chunk]
         rows = block.shape[0]
-        c = np.searchsorted(grid, block, side="right")  # (rows, K) in 0..G
-        hist = np.bincount(
-            (np.arange(rows)[:, None] * (G + 1) + c).ravel(), minlength=rows * (G + 1)
-        ).reshape(rows, G + 1)
-        # ones of row i at threshold j = sum_{v > j} hist[i, v]
-        above = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1][:, 1:]  # (rows, G)
-        hist_counts += np.bincount((above * G + cols).ravel(), minlength=(K + 1) * G).reshape(
-            K + 1, G
-        )
+        c = grid_index(block, grid)  # (rows, K) in 0..G
+        first_hist += np.bincount(c[:, 0], minlength=G + 1)
+        if by_sort:
+            # with the row's c sorted, c_(1) <= .. <= c_(K), c_(0) = 0, c_(K+1) = G: the row
+            # has K - r ones exactly for j in [c_(r), c_(r+1)); add 1 on that interval of
+            # row K - r of hist_counts through a difference array (empty intervals cancel)
+            ext = np.empty((rows, K + 2), dtype=np.int64)
+            ext[:, 0] = 0
+            ext[:, K + 1] = G
+            ext[:, 1 : K + 1] = np.sort(c, axis=1)
+            size = (K + 1) * (G + 1)
+            diff += np.bincount((base + ext[:, :-1]).ravel(), minlength=size)
+            diff -= np.bincount((base + ext[:, 1:]).ravel(), minlength=size)
+        else:
+            hist = np.bincount(
+                (np.arange(rows)[:, None] * (G + 1) + c).ravel(), minlength=rows * (G + 1)
+            ).reshape(rows, G + 1)
+            # ones of row i at threshold j = sum_{v > j} hist[i, v]
+            above = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1][:, 1:]  # (rows, G)
+            hist_counts += np.bincount((above * G + cols).ravel(), minlength=(K + 1) * G).reshape(
+                K + 1, G
+            )
+    if by_sort:
+        hist_counts = np.ascontiguousarray(np.cumsum(diff.reshape(K + 1, G + 1), axis=1)[:, :G])
     moments = per_count @ hist_counts / n  # (order, G)
-    first = (score[:, :1] >= grid[None, :]).sum(axis=0)
+    first = n - np.cumsum(first_hist)[:G]  # #{i : score[i, 0] >= grid_j} = #{i : c_i0 > j}
     return XBernSummary(n=n, K=K, moments=moments, first=first)
 
 
@@ -315,12 +442,12 @@ def audit_scores(
     kw = dict(confidence=confidence, interval=interval, order=order, variant=variant)
     n = score_in.shape[0]
     h = check_heldout_trials(heldout_trials, n)
-    rows = np.arange(h, n)  # the evaluation trials
+    rows = slice(h, n)  # the evaluation trials (slices: views, no copies of the scores)
     source = ""
     if isinstance(threshold, str):
         if threshold == "heldout":
             if h:
-                tune, ev, source = np.arange(h), rows, "file_rows"
+                tune, ev, source = slice(0, h), rows, "file_rows"
             else:
                 tune, ev = split_trials(n, heldout_fraction, split_seed)
                 source = "random_split"
@@ -335,7 +462,7 @@ def audit_scores(
         tau, tuned_eps = tune_threshold(
             score_in[tune], score_out[tune], delta, grid_size=grid_size, **kw
         )
-        n_tune = len(tune)
+        n_tune = len(tune) if isinstance(tune, np.ndarray) else len(range(n)[tune])
     else:
         tau = float(threshold)
         if not np.isfinite(tau):

@@ -54,7 +54,15 @@ BELOW_ORDER = ("error", "skip")
 
 
 def split_in_out(sf: ScoreFile) -> tuple[np.ndarray, np.ndarray]:
-    """(score_in (n, K), score_out (n, m)) from a ``lidp`` score file, row order kept."""
+    """(score_in (n, K), score_out (n, m)) from a ``lidp`` score file, row order kept.
+
+    When every row has the same membership pattern (e.g. the simulated files), the columns are
+    taken as slices or one column gather instead of a boolean mask over the whole array (the
+    same values in the same order; views when the inserted columns are contiguous).
+    """
+    row0 = np.asarray(sf.membership[0]).astype(bool)
+    if 0 < row0.sum() < row0.size and (sf.membership == sf.membership[:1]).all():
+        return _columns(sf.score, np.flatnonzero(row0)), _columns(sf.score, np.flatnonzero(~row0))
     mem = sf.membership.astype(bool)
     k_per_row = mem.sum(axis=1)
     m_per_row = (~mem).sum(axis=1)
@@ -73,6 +81,13 @@ def split_in_out(sf: ScoreFile) -> tuple[np.ndarray, np.ndarray]:
             )
     n = sf.n_trials
     return sf.score[mem].reshape(n, -1), sf.score[~mem].reshape(n, -1)
+
+
+def _columns(score: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``score[:, cols]``, as a slice (a view) when ``cols`` is a contiguous range."""
+    if cols[-1] - cols[0] + 1 == len(cols):
+        return score[:, cols[0] : cols[-1] + 1]
+    return score[:, cols]
 
 
 def _confidence(params: dict[str, Any]) -> float:
