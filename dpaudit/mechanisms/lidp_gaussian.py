@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special
 
 from dpaudit.scores import ScoreFile, write
 
@@ -80,8 +80,8 @@ def epsilon_exact(sigma: float, delta: float) -> float:
 
     def excess(eps: float) -> float:
         return (
-            stats.norm.cdf(0.5 / sigma - eps * sigma)
-            - math.exp(eps) * stats.norm.cdf(-0.5 / sigma - eps * sigma)
+            special.ndtr(0.5 / sigma - eps * sigma)  # the standard normal CDF
+            - math.exp(eps) * special.ndtr(-0.5 / sigma - eps * sigma)
             - delta
         )
 
