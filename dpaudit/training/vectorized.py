@@ -14,8 +14,11 @@ for every model ``m`` (Abadi et al. 2016, Algorithm 1; the same steps as Opacus'
    (Opacus's ``loss_reduction="mean"`` for Poisson sampling), and take an SGD step
    ``theta_m <- theta_m - lr * g~``.
 
-Randomness is a pure function of per-model integer seeds and the step index
-(``numpy.random.default_rng([seed, step])``), so
+Randomness depends only on per-model integer seeds and the step index: initialisation on
+the model's ``init`` seed, batches on ``numpy.random.default_rng([sampling seed, step])``
+(:mod:`.samplers`), noise on one stream per model (torch's CPU Mersenne twister seeded with
+the model's ``noise`` seed, ``P`` normals drawn per step, in step order; its state is part of
+the checkpoint), so
 
 * any model of any shard can be recomputed alone (a shard of 1 model gives the same model);
 * a killed job resumes from its last checkpoint and reproduces the uninterrupted run exactly;
@@ -223,13 +226,16 @@ class TrainingInterrupted(RuntimeError):
 def init_models(
     model_fn: Callable[[], nn.Module], seeds: Sequence[ModelSeeds]
 ) -> tuple[nn.Module, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Build one model per seed (``torch.manual_seed(seed.init)`` then ``model_fn()``, without
-    touching the global RNG) and stack their parameters and buffers; returns a template module
+    """Build one model per seed (the CPU generator seeded with ``seed.init``, as
+    ``torch.manual_seed(seed.init)`` does, then ``model_fn()``, without touching the global RNG) and stack their parameters and buffers; returns a template module
     on the ``meta`` device and the stacked tensors."""
     models = []
-    for s in seeds:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(s.init)
+    gen = torch.random.default_generator
+    with torch.random.fork_rng(devices=[]):
+        for s in seeds:
+            # the CPU generator only: torch.manual_seed also seeds (lazily) every accelerator
+            # backend, which costs ~0.5 ms per call; on the CPU the values are the same
+            gen.manual_seed(s.init)
             models.append(model_fn())
     for m in models:
         for name, mod in m.named_modules():
@@ -392,8 +398,8 @@ def train_shard(
     ``checkpoint_every_s`` seconds and resumed from if it exists and matches this exact shard
     (same config, seeds, data and recording; otherwise an error says so). It is left in place;
     the caller removes it once the outputs are written. ``device``: where the models train
-    (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (numpy, per model
-    and step, so results do not depend on the device beyond round-off) and copied over.
+    (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (one stream per
+    model, so results do not depend on the device beyond round-off) and copied over.
     ``step_hook(step)`` runs after every completed step (e.g. to interrupt a test run).
     """
     record = record or Recording()
@@ -462,8 +468,14 @@ def train_shard(
             "wb": None if wb_ids is None else wb_ids.tolist(),
             "step_dots": record.step_dots,
             "dtype": str(dtype),
+            "noise_stream": "torch-cpu-mt19937-per-model",
         }
     )
+    # one noise stream per model (torch's CPU Mersenne twister seeded with the model's noise
+    # seed), consumed step after step: a model gets the same noise alone or in any shard, and
+    # the streams' states are checkpointed so that a resumed shard continues them exactly
+    noise_gens = [torch.Generator().manual_seed(s.noise) for s in seeds]
+    noise_buf = torch.empty(min(chunk, n_models), n_params, dtype=torch.float32)
     start = 0
     ckpt = Path(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.exists():
@@ -475,6 +487,8 @@ def train_shard(
             )
         start = int(state["step"])
         params = state["params"]
+        for g, st in zip(noise_gens, state["noise_rng"].unbind(0), strict=True):
+            g.set_state(st.clone())
         if white_box is not None:
             white_box = state["white_box"]
         if step_dots is not None:
@@ -483,7 +497,12 @@ def train_shard(
     def save(step: int) -> None:
         if ckpt is None:
             return
-        state = {"fingerprint": fingerprint, "step": step, "params": params}
+        state = {
+            "fingerprint": fingerprint,
+            "step": step,
+            "params": params,
+            "noise_rng": torch.stack([g.get_state() for g in noise_gens]),
+        }
         if white_box is not None:
             state["white_box"] = white_box
         if step_dots is not None:
@@ -542,15 +561,10 @@ def train_shard(
                     counts = counts.to(dev)
                     flat = flat + counts @ vcan
                 if sigma_c > 0:
-                    noise = np.stack(
-                        [
-                            np.random.default_rng([seeds[j].noise, step]).standard_normal(
-                                n_params, dtype=np.float32
-                            )
-                            for j in range(a, b)
-                        ]
-                    )
-                    flat = flat + sigma_c * torch.from_numpy(noise).to(dev, dtype)
+                    noise = noise_buf[:m]
+                    for i in range(m):
+                        noise[i].normal_(0.0, sigma_c, generator=noise_gens[a + i])
+                    flat = flat + noise.to(dev, dtype)
                 g_tilde = flat / config.batch_size
                 if step_dots is not None:
                     step_dots[a:b, :, step] = (g_tilde @ vcan.T).to(f64)  # type: ignore[union-attr]
