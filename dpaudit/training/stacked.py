@@ -112,6 +112,14 @@ class StackedSequential:
                 f"{[c.__name__ for c in SUPPORTED]} layers"
             )
         self.layers = layers
+        # whether the first layer with parameters is a Linear layer applied to the (flattened)
+        # input itself: its ghost norm can then use precomputed squared norms of the examples
+        self.input_linear = False
+        for lay in layers:
+            if isinstance(lay.module, nn.Flatten | nn.Identity):
+                continue
+            self.input_linear = isinstance(lay.module, nn.Linear)
+            break
 
     def _forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
         m, b = x.shape[:2]
@@ -123,10 +131,14 @@ class StackedSequential:
                 if h.dim() != 3:
                     raise ValueError(f"{lay.prefix}: Linear expects flat inputs, got {h.shape}")
                 w = params[lay.prefix + "weight"]  # (M, out, in)
+                # z^T = W h^T + b, (M, out, B): on the CPU 20-30% faster than h W^T for the
+                # shapes here; z is its transposed view, and the next linear layer's h^T is
+                # contiguous again
                 if mod.bias is not None:
-                    z = torch.baddbmm(params[lay.prefix + "bias"][:, None, :], h, w.transpose(1, 2))
+                    zt = torch.baddbmm(params[lay.prefix + "bias"][:, :, None], w, h.transpose(1, 2))
                 else:
-                    z = torch.bmm(h, w.transpose(1, 2))
+                    zt = torch.bmm(w, h.transpose(1, 2))
+                z = zt.transpose(1, 2)
                 saved.append((lay, h, z))
                 h = z
             elif isinstance(mod, nn.Conv2d):
@@ -180,22 +192,27 @@ class StackedSequential:
             items.append((lay, a, g))
         return items
 
-    @staticmethod
-    def _sq_norms(items) -> tuple[torch.Tensor, list]:
+    def _sq_norms(self, items, x_sqnorm=None) -> tuple[torch.Tensor, list]:
         """Per-sample squared gradient norms (M, B) and the per-layer pieces reused later.
 
         Layer items: linear ``a`` (M, B, in), ``g`` (M, B, out); convolution ``a`` the
         per-sample weight gradient (M, B, out, in*k*k), ``g`` the output gradient
-        (M, B, out, Ho, Wo).
+        (M, B, out, Ho, Wo). ``x_sqnorm`` (M, B): the squared norms of the flattened inputs,
+        used for a first linear layer on the input instead of recomputing them.
         """
         total = None
         pieces = []
-        for lay, a, g in items:
+        for i, (lay, a, g) in enumerate(items):
             mod = lay.module
             if isinstance(mod, nn.Linear):
-                sq = a.pow(2).sum(-1) * g.pow(2).sum(-1)
+                if i == 0 and self.input_linear and x_sqnorm is not None:
+                    a_sq = x_sqnorm
+                else:
+                    a_sq = torch.linalg.vector_norm(a, dim=-1).square()
+                g_sq = torch.linalg.vector_norm(g, dim=-1).square()
+                sq = a_sq * g_sq
                 if mod.bias is not None:
-                    sq = sq + g.pow(2).sum(-1)
+                    sq = sq + g_sq
                 pieces.append(None)
             else:  # conv: ``a`` is already the per-sample weight gradient
                 gw = a
@@ -214,10 +231,12 @@ class StackedSequential:
         y: torch.Tensor,
         weight: torch.Tensor,
         max_grad_norm: float,
+        x_sqnorm: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Same contract as :func:`dpaudit.training.vectorized.clipped_grad_sum`."""
+        """Same contract as :func:`dpaudit.training.vectorized.clipped_grad_sum`; ``x_sqnorm``
+        (M, B), optional: squared norms of the flattened inputs (saves a pass over them)."""
         items = self._grads(params, x, y)
-        sq, pieces = self._sq_norms(items)
+        sq, pieces = self._sq_norms(items, x_sqnorm)
         factor = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0) * weight  # (M, B)
         out: dict[str, torch.Tensor] = {}
         for (lay, a, g), gw in zip(items, pieces, strict=True):
