@@ -94,6 +94,39 @@ def _conv_per_sample_weight_grad(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tenso
     return r.reshape(c, m, b, out_c, kh * kw).permute(1, 2, 3, 0, 4).reshape(m, b, out_c, -1)
 
 
+_PARAM_LAYERS = (nn.Linear, nn.Conv2d)
+
+
+def _pair(v) -> list[int]:
+    return [int(v), int(v)] if isinstance(v, int) else [int(t) for t in v]
+
+
+def _conv_input_grad(
+    mod: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, w: torch.Tensor
+) -> torch.Tensor:
+    """Gradient (M, B, in, H, W) with respect to the input ``a`` of a convolution, from the
+    output gradient ``g`` (M, B, out, Ho, Wo) and the stacked weights ``w``; one ATen
+    convolution backward per model."""
+    return torch.stack(
+        [
+            torch.ops.aten.convolution_backward(
+                g[i],
+                a[i],
+                w[i],
+                None,
+                _pair(mod.stride),
+                _pair(mod.padding),
+                _pair(mod.dilation),
+                False,
+                [0, 0],
+                1,
+                [True, False, False],
+            )[0]
+            for i in range(a.shape[0])
+        ]
+    )
+
+
 class StackedSequential:
     """Forward, backward and clipped per-sample gradient sums for ``M`` stacked copies of one
     sequential architecture (parameters as returned by ``torch.func.stack_module_state``).
@@ -122,9 +155,12 @@ class StackedSequential:
             break
 
     def _forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
+        """Logits (M, B, classes) and the tape the manual backward pass reads: per layer, what
+        its backward needs (a parametrised layer's input, an activation's output, a pooling
+        layer's input and indices)."""
         m, b = x.shape[:2]
         h = x.contiguous()
-        saved = []  # (layer, layer input, pre-activation output)
+        tape: list[tuple[_Layer, object]] = []
         for lay in self.layers:
             mod = lay.module
             if isinstance(mod, nn.Linear):
@@ -138,37 +174,65 @@ class StackedSequential:
                     zt = torch.baddbmm(params[lay.prefix + "bias"][:, :, None], w, h.transpose(1, 2))
                 else:
                     zt = torch.bmm(w, h.transpose(1, 2))
-                z = zt.transpose(1, 2)
-                saved.append((lay, h, z))
-                h = z
+                tape.append((lay, h))
+                h = zt.transpose(1, 2)
             elif isinstance(mod, nn.Conv2d):
                 w = params[lay.prefix + "weight"]  # (M, out, c, k, k)
-                bias = params[lay.prefix + "bias"].unbind(0) if mod.bias is not None else None
-                # unbind, not h[i]: the backward of M separate selects would zero-fill M
-                # full-size gradient buffers
+                bias = params[lay.prefix + "bias"] if mod.bias is not None else None
                 z = torch.stack(
                     [
                         F.conv2d(
-                            hi,
-                            wi,
+                            h[i],
+                            w[i],
                             None if bias is None else bias[i],
                             stride=mod.stride,
                             padding=mod.padding,
                             dilation=mod.dilation,
                         )
-                        for i, (hi, wi) in enumerate(zip(h.unbind(0), w.unbind(0), strict=True))
+                        for i in range(m)
                     ]
                 )
-                saved.append((lay, h, z))
+                tape.append((lay, h))
                 h = z
             elif isinstance(mod, nn.Flatten):
+                tape.append((lay, h.shape))
                 h = h.reshape(m, b, -1)
-            elif isinstance(mod, nn.AvgPool2d | nn.MaxPool2d):
-                y = mod(h.reshape(m * b, *h.shape[2:]))
+            elif isinstance(mod, nn.AvgPool2d):
+                y = F.avg_pool2d(
+                    h.reshape(m * b, *h.shape[2:]),
+                    mod.kernel_size,
+                    mod.stride,
+                    mod.padding,
+                    mod.ceil_mode,
+                    mod.count_include_pad,
+                    mod.divisor_override,
+                )
+                tape.append((lay, h))
                 h = y.view(m, b, *y.shape[1:])
-            else:  # elementwise activations, Identity
-                h = mod(h)
-        return h, saved
+            elif isinstance(mod, nn.MaxPool2d):
+                y, ind = F.max_pool2d(
+                    h.reshape(m * b, *h.shape[2:]),
+                    mod.kernel_size,
+                    mod.stride,
+                    mod.padding,
+                    mod.dilation,
+                    ceil_mode=mod.ceil_mode,
+                    return_indices=True,
+                )
+                tape.append((lay, (h, ind)))
+                h = y.view(m, b, *y.shape[1:])
+            elif isinstance(mod, nn.Tanh):
+                h = torch.tanh(h)
+                tape.append((lay, h))
+            elif isinstance(mod, nn.Sigmoid):
+                h = torch.sigmoid(h)
+                tape.append((lay, h))
+            elif isinstance(mod, nn.ReLU):
+                h = torch.relu(h)
+                tape.append((lay, h))
+            else:  # Identity
+                tape.append((lay, None))
+        return h, tape
 
     def logits(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """Logits (M, B, classes) of model ``m`` on ``x[m]``."""
@@ -176,20 +240,66 @@ class StackedSequential:
             return self._forward(params, x)[0]
 
     def _grads(self, params, x, y):
-        with torch.enable_grad():
-            x = x.detach()
-            p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-            out, saved = self._forward(p, x)
-            k = out.shape[-1]
-            loss = F.cross_entropy(out.reshape(-1, k), y.reshape(-1), reduction="sum")
-            zs = [z for (_, _, z) in saved]
-            gz = torch.autograd.grad(loss, zs)
-        items = []
-        for (lay, a, _), g in zip(saved, gz, strict=True):
-            a = a.detach()
-            if isinstance(lay.module, nn.Conv2d):
-                a = _conv_per_sample_weight_grad(lay.module, a, g)  # (M, B, out, in*k*k)
-            items.append((lay, a, g))
+        """Forward and a hand-written backward pass of the summed cross-entropy loss (the same
+        ATen backward kernels autograd would call, without its bookkeeping); per parametrised
+        layer ``(layer, a, g)``: ``g`` the gradient with respect to its output, ``a`` its input
+        (linear) or the per-sample weight gradients (convolution)."""
+        with torch.no_grad():
+            out, tape = self._forward(params, x.detach())
+            # d/dz of sum_i CE(z_i, y_i) = softmax(z_i) - onehot(y_i)
+            g = torch.softmax(out, -1)
+            g.scatter_add_(-1, y[..., None], torch.full(y.shape + (1,), -1.0, dtype=g.dtype, device=g.device))
+            first = next(
+                (i for i, (lay, _) in enumerate(tape) if isinstance(lay.module, _PARAM_LAYERS)),
+                len(tape),
+            )
+            items = []
+            for i in range(len(tape) - 1, first - 1, -1):
+                lay, saved = tape[i]
+                mod = lay.module
+                if isinstance(mod, nn.Linear):
+                    items.append((lay, saved, g))
+                    if i > first:
+                        g = torch.bmm(g, params[lay.prefix + "weight"])
+                elif isinstance(mod, nn.Conv2d):
+                    a = saved
+                    items.append((lay, _conv_per_sample_weight_grad(mod, a, g), g))
+                    if i > first:
+                        g = _conv_input_grad(mod, a, g, params[lay.prefix + "weight"])
+                elif isinstance(mod, nn.Flatten):
+                    g = g.reshape(saved)
+                elif isinstance(mod, nn.Tanh):
+                    g = torch.ops.aten.tanh_backward(g, saved)
+                elif isinstance(mod, nn.Sigmoid):
+                    g = torch.ops.aten.sigmoid_backward(g, saved)
+                elif isinstance(mod, nn.ReLU):
+                    g = torch.ops.aten.threshold_backward(g, saved, 0)
+                elif isinstance(mod, nn.AvgPool2d):
+                    a = saved
+                    k, st, pad = _pair(mod.kernel_size), _pair(mod.stride), _pair(mod.padding)
+                    g = torch.ops.aten.avg_pool2d_backward(
+                        g.reshape(-1, *g.shape[2:]),
+                        a.reshape(-1, *a.shape[2:]),
+                        k,
+                        st,
+                        pad,
+                        mod.ceil_mode,
+                        mod.count_include_pad,
+                        mod.divisor_override,
+                    ).view(a.shape)
+                elif isinstance(mod, nn.MaxPool2d):
+                    a, ind = saved
+                    g = torch.ops.aten.max_pool2d_with_indices_backward(
+                        g.reshape(-1, *g.shape[2:]),
+                        a.reshape(-1, *a.shape[2:]),
+                        _pair(mod.kernel_size),
+                        _pair(mod.stride),
+                        _pair(mod.padding),
+                        _pair(mod.dilation),
+                        mod.ceil_mode,
+                        ind,
+                    ).view(a.shape)
+            items.reverse()
         return items
 
     def _sq_norms(self, items, x_sqnorm=None) -> tuple[torch.Tensor, list]:
