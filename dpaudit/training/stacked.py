@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -97,6 +98,61 @@ def _conv_per_sample_weight_grad(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tenso
 _PARAM_LAYERS = (nn.Linear, nn.Conv2d)
 
 
+def _tanh(h: torch.Tensor, inplace: bool) -> torch.Tensor:
+    """``tanh(h)``; on the CPU with numpy's SIMD ``tanh`` (float32: ~10x faster than
+    ``torch.tanh`` on this machine, within a few ulp), in place if ``inplace``."""
+    if h.device.type != "cpu" or h.dtype not in (torch.float32, torch.float64):
+        return torch.tanh(h)
+    out = h if inplace else torch.empty_like(h)
+    np.tanh(h.numpy(), out=out.numpy())
+    return out
+
+
+def _tiling_pool(mod: nn.AvgPool2d) -> bool:
+    """Whether an average pooling tiles its input: kernel = stride, no padding, floor mode."""
+    k = _pair(mod.kernel_size)
+    st = _pair(mod.stride if mod.stride is not None else mod.kernel_size)
+    return (
+        k == st
+        and _pair(mod.padding) == [0, 0]
+        and not mod.ceil_mode
+        and mod.divisor_override is None
+    )
+
+
+def _tiling_avg_pool(h: torch.Tensor, k: list[int]) -> torch.Tensor:
+    """Average pooling (..., H, W) -> (..., H // kh, W // kw) with non-overlapping ``k``
+    windows, as a sum of ``kh * kw`` strided views (faster than ``avg_pool2d`` on the CPU)."""
+    kh, kw = k
+    ho, wo = h.shape[-2] // kh, h.shape[-1] // kw
+    out = None
+    for i in range(kh):
+        for j in range(kw):
+            v = h[..., i : i + kh * ho : kh, j : j + kw * wo : kw]
+            out = v.clone() if out is None else out.add_(v)
+    assert out is not None
+    return out.mul_(1.0 / (kh * kw))
+
+
+def _tiling_avg_pool_backward(
+    g: torch.Tensor, a: torch.Tensor, k: list[int], tanh_out: torch.Tensor | None
+) -> torch.Tensor:
+    """Gradient with respect to the input ``a`` of :func:`_tiling_avg_pool` from the output
+    gradient ``g``; with ``tanh_out`` (the pooled input is ``tanh`` of something) also through
+    that tanh."""
+    kh, kw = k
+    ho, wo = g.shape[-2:]
+    exact = a.shape[-2] == kh * ho and a.shape[-1] == kw * wo
+    out = torch.empty_like(a) if exact else torch.zeros_like(a)
+    gq = g * (1.0 / (kh * kw))
+    for i in range(kh):
+        for j in range(kw):
+            out[..., i : i + kh * ho : kh, j : j + kw * wo : kw] = gq
+    if tanh_out is not None:
+        out = torch.ops.aten.tanh_backward(out, tanh_out)
+    return out
+
+
 def _pair(v) -> list[int]:
     return [int(v), int(v)] if isinstance(v, int) else [int(t) for t in v]
 
@@ -161,8 +217,13 @@ class StackedSequential:
         m, b = x.shape[:2]
         h = x.contiguous()
         tape: list[tuple[_Layer, object]] = []
+        owned = False  # whether h is a fresh buffer of this pass (may be overwritten in place)
         for lay in self.layers:
             mod = lay.module
+            # the input of this layer is a buffer of this pass that nothing else reads
+            owned = bool(tape) and isinstance(
+                tape[-1][0].module, nn.Linear | nn.Conv2d | nn.AvgPool2d | nn.MaxPool2d
+            )
             if isinstance(mod, nn.Linear):
                 if h.dim() != 3:
                     raise ValueError(f"{lay.prefix}: Linear expects flat inputs, got {h.shape}")
@@ -171,7 +232,9 @@ class StackedSequential:
                 # shapes here; z is its transposed view, and the next linear layer's h^T is
                 # contiguous again
                 if mod.bias is not None:
-                    zt = torch.baddbmm(params[lay.prefix + "bias"][:, :, None], w, h.transpose(1, 2))
+                    zt = torch.baddbmm(
+                        params[lay.prefix + "bias"][:, :, None], w, h.transpose(1, 2)
+                    )
                 else:
                     zt = torch.bmm(w, h.transpose(1, 2))
                 tape.append((lay, h))
@@ -197,6 +260,9 @@ class StackedSequential:
             elif isinstance(mod, nn.Flatten):
                 tape.append((lay, h.shape))
                 h = h.reshape(m, b, -1)
+            elif isinstance(mod, nn.AvgPool2d) and _tiling_pool(mod):
+                tape.append((lay, h))
+                h = _tiling_avg_pool(h, _pair(mod.kernel_size))
             elif isinstance(mod, nn.AvgPool2d):
                 y = F.avg_pool2d(
                     h.reshape(m * b, *h.shape[2:]),
@@ -222,7 +288,7 @@ class StackedSequential:
                 tape.append((lay, (h, ind)))
                 h = y.view(m, b, *y.shape[1:])
             elif isinstance(mod, nn.Tanh):
-                h = torch.tanh(h)
+                h = _tanh(h, inplace=owned)
                 tape.append((lay, h))
             elif isinstance(mod, nn.Sigmoid):
                 h = torch.sigmoid(h)
@@ -248,12 +314,15 @@ class StackedSequential:
             out, tape = self._forward(params, x.detach())
             # d/dz of sum_i CE(z_i, y_i) = softmax(z_i) - onehot(y_i)
             g = torch.softmax(out, -1)
-            g.scatter_add_(-1, y[..., None], torch.full(y.shape + (1,), -1.0, dtype=g.dtype, device=g.device))
+            g.scatter_add_(
+                -1, y[..., None], torch.full(y.shape + (1,), -1.0, dtype=g.dtype, device=g.device)
+            )
             first = next(
                 (i for i, (lay, _) in enumerate(tape) if isinstance(lay.module, _PARAM_LAYERS)),
                 len(tape),
             )
             items = []
+            skip_tanh = -1
             for i in range(len(tape) - 1, first - 1, -1):
                 lay, saved = tape[i]
                 mod = lay.module
@@ -269,11 +338,21 @@ class StackedSequential:
                 elif isinstance(mod, nn.Flatten):
                     g = g.reshape(saved)
                 elif isinstance(mod, nn.Tanh):
-                    g = torch.ops.aten.tanh_backward(g, saved)
+                    if i != skip_tanh:
+                        g = torch.ops.aten.tanh_backward(g, saved)
                 elif isinstance(mod, nn.Sigmoid):
                     g = torch.ops.aten.sigmoid_backward(g, saved)
                 elif isinstance(mod, nn.ReLU):
                     g = torch.ops.aten.threshold_backward(g, saved, 0)
+                elif isinstance(mod, nn.AvgPool2d) and _tiling_pool(mod):
+                    if i > 0 and isinstance(tape[i - 1][0].module, nn.Tanh):
+                        # pool and tanh backward fused: one pass over the large gradient
+                        g = _tiling_avg_pool_backward(
+                            g, saved, _pair(mod.kernel_size), tape[i - 1][1]
+                        )
+                        skip_tanh = i - 1
+                    else:
+                        g = _tiling_avg_pool_backward(g, saved, _pair(mod.kernel_size), None)
                 elif isinstance(mod, nn.AvgPool2d):
                     a = saved
                     k, st, pad = _pair(mod.kernel_size), _pair(mod.stride), _pair(mod.padding)

@@ -230,7 +230,8 @@ def init_models(
     model_fn: Callable[[], nn.Module], seeds: Sequence[ModelSeeds]
 ) -> tuple[nn.Module, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Build one model per seed (the CPU generator seeded with ``seed.init``, as
-    ``torch.manual_seed(seed.init)`` does, then ``model_fn()``, without touching the global RNG) and stack their parameters and buffers; returns a template module
+    ``torch.manual_seed(seed.init)`` does, then ``model_fn()``, without touching the global
+    RNG) and stack their parameters and buffers; returns a template module
     on the ``meta`` device and the stacked tensors."""
     models = []
     gen = torch.random.default_generator
