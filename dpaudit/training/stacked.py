@@ -313,7 +313,9 @@ class StackedSequential:
         with torch.no_grad():
             out, tape = self._forward(params, x.detach())
             # d/dz of sum_i CE(z_i, y_i) = softmax(z_i) - onehot(y_i)
-            g = torch.softmax(out, -1)
+            # (softmax over dim 1 of the (M, K, B) layout a final linear layer produces: on the
+            # CPU ~10x faster than over a last dimension of 10 classes)
+            g = torch.softmax(out.transpose(1, 2), 1).transpose(1, 2)
             g.scatter_add_(
                 -1, y[..., None], torch.full(y.shape + (1,), -1.0, dtype=g.dtype, device=g.device)
             )
