@@ -86,6 +86,24 @@ def _conv_per_sample_weight_grad(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tenso
     m, b, c, hh, ww = a.shape
     out_c, ho, wo = g.shape[2:]
     kh, kw = mod.kernel_size
+    if c > 1:
+        # the weight gradient of one convolution with M*B groups (each example's channels a
+        # group) is the stack of per-example weight gradients; oneDNN's backward-weight
+        # kernel, on free views, no permutation. On this CPU ~1.5x faster than the grouped
+        # forward below for LeNet-5's second convolution, slower for a single input channel.
+        return torch.ops.aten.convolution_backward(
+            g.reshape(1, m * b * out_c, ho, wo),
+            a.reshape(1, m * b * c, hh, ww),
+            a.new_empty(m * b * out_c, c, kh, kw),
+            None,
+            _pair(mod.stride),
+            _pair(mod.padding),
+            _pair(mod.dilation),
+            False,
+            [0, 0],
+            m * b,
+            [False, True, False],
+        )[1].view(m, b, out_c, c * kh * kw)
     inp = a.permute(2, 0, 1, 3, 4).reshape(c, m * b, hh, ww)
     ker = g.reshape(m * b * out_c, 1, ho, wo)
     r = F.conv2d(
