@@ -56,7 +56,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad, stack_module_state, vmap
+from torch.func import functional_call, grad, vmap
 
 from dpaudit.io import atomic_path
 from dpaudit.training.samplers import ModelBatchStream, SamplerSpec, steps_per_epoch
@@ -233,25 +233,34 @@ def init_models(
     ``torch.manual_seed(seed.init)`` does, then ``model_fn()``, without touching the global
     RNG) and stack their parameters and buffers; returns a template module
     on the ``meta`` device and the stacked tensors."""
-    models = []
     gen = torch.random.default_generator
-    with torch.random.fork_rng(devices=[]):
-        for s in seeds:
+    n = len(seeds)
+    template: nn.Module | None = None
+    params: dict[str, torch.Tensor] = {}
+    buffers: dict[str, torch.Tensor] = {}
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        for j, s in enumerate(seeds):
             # the CPU generator only: torch.manual_seed also seeds (lazily) every accelerator
             # backend, which costs ~0.5 ms per call; on the CPU the values are the same
             gen.manual_seed(s.init)
-            models.append(model_fn())
-    for m in models:
-        for name, mod in m.named_modules():
-            if isinstance(mod, nn.modules.batchnorm._BatchNorm):
-                raise ValueError(
-                    f"module {name!r} is a BatchNorm layer: it mixes the examples of a batch, "
-                    "so per-example clipping is meaningless; use GroupNorm"
-                )
-    params, buffers = stack_module_state(models)
-    params = {k: v.detach().clone() for k, v in params.items()}
-    buffers = {k: v.detach().clone() for k, v in buffers.items()}
-    template = copy.deepcopy(models[0]).to("meta")
+            model = model_fn()
+            if template is None:
+                for name, mod in model.named_modules():
+                    if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+                        raise ValueError(
+                            f"module {name!r} is a BatchNorm layer: it mixes the examples of a "
+                            "batch, so per-example clipping is meaningless; use GroupNorm"
+                        )
+                # stacked as torch.func.stack_module_state does, filled model by model (one
+                # model alive at a time: a 256-model shard does not hold 256 modules)
+                params = {k: v.new_empty((n, *v.shape)) for k, v in model.named_parameters()}
+                buffers = {k: v.new_empty((n, *v.shape)) for k, v in model.named_buffers()}
+                template = copy.deepcopy(model).to("meta")
+            for k, v in model.named_parameters():
+                params[k][j] = v
+            for k, v in model.named_buffers():
+                buffers[k][j] = v
+    assert template is not None
     return template, params, buffers
 
 
