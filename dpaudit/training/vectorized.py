@@ -589,16 +589,16 @@ def train_shard(
                             torch.from_numpy(pi_rows), data.partially_informed[0] - n_inputs
                         ] -= 1
                     counts = counts.to(dev)
-                    flat = flat + counts @ vcan
+                    flat.addmm_(counts, vcan)  # type: ignore[arg-type]
                 if sigma_c > 0:
                     noise = noise_buf[:m]
                     for i in range(m):
                         noise[i].normal_(0.0, sigma_c, generator=noise_gens[a + i])
-                    flat = flat + noise.to(dev, dtype)
-                g_tilde = flat / config.batch_size
+                    flat.add_(noise.to(dev, dtype))
                 if step_dots is not None:
+                    g_tilde = flat / config.batch_size
                     step_dots[a:b, :, step] = (g_tilde @ vcan.T).to(f64)  # type: ignore[union-attr]
-                update = scale * flat  # theta_{t-1} - theta_t
+                update = flat.mul_(scale)  # theta_{t-1} - theta_t (in place: flat is ours)
                 if white_box is not None:
                     direction = {}
                     off = 0
@@ -615,7 +615,7 @@ def train_shard(
                     ).to(f64)
                 off = 0
                 for k, size, shape in zip(names, sizes, shapes, strict=True):
-                    params[k][a:b] -= update[:, off : off + size].reshape(m, *shape)
+                    params[k][a:b].sub_(update[:, off : off + size].view(m, *shape))
                     off += size
             if bar is not None:
                 bar.update(1)
