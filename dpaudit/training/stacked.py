@@ -431,8 +431,10 @@ class StackedSequential:
                 if i == 0 and self.input_linear and x_sqnorm is not None:
                     a_sq = x_sqnorm
                 else:
-                    a_sq = torch.linalg.vector_norm(a, dim=-1).square()
-                g_sq = torch.linalg.vector_norm(g, dim=-1).square()
+                    a_sq = (a * a).sum(-1)
+                # (t * t).sum(-1), not vector_norm: ~5-25x faster on these small (M, B, k)
+                # tensors on the CPU
+                g_sq = (g * g).sum(-1)
                 sq = a_sq * g_sq
                 if mod.bias is not None:
                     sq = sq + g_sq
