@@ -363,7 +363,15 @@ class StackedSequential:
                 if isinstance(mod, nn.Linear):
                     items.append((lay, saved, g))
                     if i > first:
-                        g = torch.bmm(g, params[lay.prefix + "weight"])
+                        w = params[lay.prefix + "weight"]
+                        if saved.dim() == 3 and saved.transpose(1, 2).is_contiguous():
+                            # the layer's input is the (M, in, B) layout of the linear layer
+                            # below: produce the gradient in that layout too, so that the
+                            # activation backward between them runs on matching strides
+                            # (~30x faster than on mismatched ones)
+                            g = torch.bmm(w.transpose(1, 2), g.transpose(1, 2)).transpose(1, 2)
+                        else:
+                            g = torch.bmm(g, w)
                 elif isinstance(mod, nn.Conv2d):
                     a = saved
                     items.append((lay, _conv_per_sample_weight_grad(mod, a, g), g))
