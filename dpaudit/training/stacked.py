@@ -9,7 +9,11 @@ the gradient of that example's loss with respect to ``z``), so
 
 one matrix product per layer instead of ``B`` outer products. The per-sample weight gradients of
 a convolution are small for the models here (``out * in * k^2`` numbers per example) and are
-materialised, all at once, by one grouped convolution (Rochette et al. 2019).
+materialised, all at once, by one convolution with ``M*B`` groups (Rochette et al. 2019).
+
+Forward and backward passes are written out by hand (the ATen kernels autograd would call,
+without its graph), and shaped for one CPU core: see :class:`StackedSequential` and the
+helpers below for the layouts and fused steps (measured with ``benchmarks/bench_training.py``).
 
 This is an exact reformulation of per-sample clipping (same numbers as Opacus up to
 floating-point round-off; ``tests/test_vectorized.py`` checks it), and it applies to models
@@ -209,10 +213,12 @@ class StackedSequential:
     """Forward, backward and clipped per-sample gradient sums for ``M`` stacked copies of one
     sequential architecture (parameters as returned by ``torch.func.stack_module_state``).
 
-    Activations are laid out (M, B, ...), contiguous: linear layers are batched matrix
-    products over models, convolutions one ordinary convolution per model (on the CPU faster
-    than one grouped convolution over all models: 2-4x for LeNet-5's layers), pooling works on
-    the free view (M*B, C, H, W).
+    Activations are laid out (M, B, ...): linear layers are batched matrix products over
+    models computed as ``z^T = W h^T`` (so a linear layer's output is the transposed view of a
+    contiguous (M, out, B) tensor, and its input gradient is produced in the same layout),
+    convolutions one ordinary convolution per model (on the CPU faster than one grouped
+    convolution over all models: 2-4x for LeNet-5's layers), a following ``tanh`` written
+    straight into the stacked output, pooling on the free view (M*B, C, H, W).
     """
 
     def __init__(self, template: nn.Module) -> None:
