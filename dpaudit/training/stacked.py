@@ -346,8 +346,9 @@ class StackedSequential:
     def _grads(self, params, x, y):
         """Forward and a hand-written backward pass of the summed cross-entropy loss (the same
         ATen backward kernels autograd would call, without its bookkeeping); per parametrised
-        layer ``(layer, a, g)``: ``g`` the gradient with respect to its output, ``a`` its input
-        (linear) or the per-sample weight gradients (convolution)."""
+        layer ``(layer, a, g)``: linear ``a`` its input and ``g`` the gradient with respect to
+        its output; convolution ``a`` the per-sample weight gradients and ``g`` the output
+        gradient summed over positions."""
         with torch.no_grad():
             out, tape = self._forward(params, x.detach())
             # d/dz of sum_i CE(z_i, y_i) = softmax(z_i) - onehot(y_i)
@@ -380,7 +381,9 @@ class StackedSequential:
                             g = torch.bmm(g, w)
                 elif isinstance(mod, nn.Conv2d):
                     a = saved
-                    items.append((lay, _conv_per_sample_weight_grad(mod, a, g), g))
+                    # (the output gradient is only needed summed over positions: the bias's)
+                    gw = _conv_per_sample_weight_grad(mod, a, g)
+                    items.append((lay, gw, g.sum((-1, -2))))
                     if i > first:
                         g = _conv_input_grad(mod, a, g, params[lay.prefix + "weight"])
                 elif isinstance(mod, nn.Flatten):
@@ -433,9 +436,10 @@ class StackedSequential:
         """Per-sample squared gradient norms (M, B) and the per-layer pieces reused later.
 
         Layer items: linear ``a`` (M, B, in), ``g`` (M, B, out); convolution ``a`` the
-        per-sample weight gradient (M, B, out, in*k*k), ``g`` the output gradient
-        (M, B, out, Ho, Wo). ``x_sqnorm`` (M, B): the squared norms of the flattened inputs,
-        used for a first linear layer on the input instead of recomputing them.
+        per-sample weight gradient (M, B, out, in*k*k), ``g`` the output gradient summed over
+        positions (M, B, out) (the per-sample bias gradient). ``x_sqnorm`` (M, B): the squared
+        norms of the flattened inputs, used for a first linear layer on the input instead of
+        recomputing them.
         """
         total = None
         pieces = []
@@ -457,7 +461,7 @@ class StackedSequential:
                 gw = a
                 sq = gw.pow(2).sum((-1, -2))
                 if mod.bias is not None:
-                    sq = sq + g.sum((-1, -2)).pow(2).sum(-1)
+                    sq = sq + (g * g).sum(-1)
                 pieces.append(gw)
             total = sq if total is None else total + sq
         assert total is not None
@@ -491,7 +495,7 @@ class StackedSequential:
                     factor[:, None, :], gw.reshape(gw.shape[0], gw.shape[1], -1)
                 ).reshape(w.shape)
                 if mod.bias is not None:
-                    out[lay.prefix + "bias"] = torch.einsum("mb,mbo->mo", factor, g.sum((-1, -2)))
+                    out[lay.prefix + "bias"] = torch.einsum("mb,mbo->mo", factor, g)
         return out
 
     def clipped_dot(
@@ -516,6 +520,5 @@ class StackedSequential:
             else:
                 dot = dot + torch.einsum("mboi,moi->mb", gw, u.reshape(u.shape[0], u.shape[1], -1))
             if mod.bias is not None:
-                gb = g if isinstance(mod, nn.Linear) else g.sum((-1, -2))
-                dot = dot + torch.einsum("mbo,mo->mb", gb, direction[lay.prefix + "bias"])
+                dot = dot + torch.einsum("mbo,mo->mb", g, direction[lay.prefix + "bias"])
         return dot * factor
