@@ -26,6 +26,7 @@ dimension, inputs are ``(M, B, ...)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,30 +147,45 @@ def _tiling_pool(mod: nn.AvgPool2d) -> bool:
     )
 
 
-def _tiling_avg_pool(h: torch.Tensor, k: list[int]) -> torch.Tensor:
+def _tiling_avg_pool(
+    h: torch.Tensor, k: list[int], ws: _Workspace | None = None, key: str = ""
+) -> torch.Tensor:
     """Average pooling (..., H, W) -> (..., H // kh, W // kw) with non-overlapping ``k``
-    windows, as a sum of ``kh * kw`` strided views (faster than ``avg_pool2d`` on the CPU)."""
+    windows, as a sum of ``kh * kw`` strided views (faster than ``avg_pool2d`` on the CPU);
+    the output in workspace buffer ``key`` if ``ws`` is given."""
     kh, kw = k
     ho, wo = h.shape[-2] // kh, h.shape[-1] // kw
-    out = None
+    out = None if ws is None else ws.get(key, (*h.shape[:-2], ho, wo), h)
+    first = True
     for i in range(kh):
         for j in range(kw):
             v = h[..., i : i + kh * ho : kh, j : j + kw * wo : kw]
-            out = v.clone() if out is None else out.add_(v)
+            if first:
+                out = v.clone() if out is None else out.copy_(v)
+                first = False
+            else:
+                out.add_(v)  # type: ignore[union-attr]
     assert out is not None
     return out.mul_(1.0 / (kh * kw))
 
 
 def _tiling_avg_pool_backward(
-    g: torch.Tensor, a: torch.Tensor, k: list[int], tanh_out: torch.Tensor | None
+    g: torch.Tensor,
+    a: torch.Tensor,
+    k: list[int],
+    tanh_out: torch.Tensor | None,
+    ws: _Workspace | None = None,
+    key: str = "",
 ) -> torch.Tensor:
     """Gradient with respect to the input ``a`` of :func:`_tiling_avg_pool` from the output
     gradient ``g``; with ``tanh_out`` (the pooled input is ``tanh`` of something) also through
-    that tanh."""
+    that tanh. In workspace buffer ``key`` if ``ws`` is given."""
     kh, kw = k
     ho, wo = g.shape[-2:]
     exact = a.shape[-2] == kh * ho and a.shape[-1] == kw * wo
-    out = torch.empty_like(a) if exact else torch.zeros_like(a)
+    out = torch.empty_like(a) if ws is None else ws.get(key, a.shape, a)
+    if not exact:
+        out.zero_()
     gq = g * (1.0 / (kh * kw))
     for i in range(kh):
         for j in range(kw):
@@ -179,16 +195,37 @@ def _tiling_avg_pool_backward(
     return out
 
 
+class _Workspace:
+    """Large per-chunk buffers kept across calls, one per key, grown on demand: on the CPU a
+    fresh multi-MB tensor in every chunk costs page faults comparable to the work done in it.
+    A buffer's contents live until the next call that asks for the same key."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, torch.Tensor] = {}
+
+    def get(self, key: str, shape, like: torch.Tensor) -> torch.Tensor:
+        n = math.prod(shape)
+        t = self._bufs.get(key)
+        if t is None or t.numel() < n or t.dtype != like.dtype or t.device != like.device:
+            t = torch.empty(n + n // 4, dtype=like.dtype, device=like.device)
+            self._bufs[key] = t
+        return t[:n].view(shape)
+
+
 def _pair(v) -> list[int]:
     return [int(v), int(v)] if isinstance(v, int) else [int(t) for t in v]
 
 
 def _conv_input_grad(
-    mod: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, w: torch.Tensor
+    mod: nn.Conv2d,
+    a: torch.Tensor,
+    g: torch.Tensor,
+    w: torch.Tensor,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gradient (M, B, in, H, W) with respect to the input ``a`` of a convolution, from the
     output gradient ``g`` (M, B, out, Ho, Wo) and the stacked weights ``w``; one ATen
-    convolution backward per model."""
+    convolution backward per model (stacked into ``out`` if given)."""
     return torch.stack(
         [
             torch.ops.aten.convolution_backward(
@@ -205,7 +242,8 @@ def _conv_input_grad(
                 [True, False, False],
             )[0]
             for i in range(a.shape[0])
-        ]
+        ],
+        out=out,
     )
 
 
@@ -229,6 +267,7 @@ class StackedSequential:
                 f"{[c.__name__ for c in SUPPORTED]} layers"
             )
         self.layers = layers
+        self._ws = _Workspace()
         # whether the first layer with parameters is a Linear layer applied to the (flattened)
         # input itself: its ghost norm can then use precomputed squared norms of the examples
         self.input_linear = False
@@ -288,7 +327,7 @@ class StackedSequential:
                         dilation=mod.dilation,
                     )
                     if z is None:
-                        z = zi.new_empty((m, *zi.shape))
+                        z = self._ws.get(f"conv{li}", (m, *zi.shape), zi)
                     if fused_tanh:  # write tanh(conv) straight into the stacked output
                         np.tanh(zi.numpy(), out=z[i].numpy())
                     else:
@@ -300,7 +339,7 @@ class StackedSequential:
                 h = h.reshape(m, b, -1)
             elif isinstance(mod, nn.AvgPool2d) and _tiling_pool(mod):
                 tape.append((lay, h))
-                h = _tiling_avg_pool(h, _pair(mod.kernel_size))
+                h = _tiling_avg_pool(h, _pair(mod.kernel_size), self._ws, f"pool{li}")
             elif isinstance(mod, nn.AvgPool2d):
                 y = F.avg_pool2d(
                     h.reshape(m * b, *h.shape[2:]),
@@ -341,7 +380,7 @@ class StackedSequential:
     def logits(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """Logits (M, B, classes) of model ``m`` on ``x[m]``."""
         with torch.no_grad():
-            return self._forward(params, x)[0]
+            return self._forward(params, x)[0].clone()  # not a workspace view
 
     def _grads(self, params, x, y):
         """Forward and a hand-written backward pass of the summed cross-entropy loss (the same
@@ -385,7 +424,13 @@ class StackedSequential:
                     gw = _conv_per_sample_weight_grad(mod, a, g)
                     items.append((lay, gw, g.sum((-1, -2))))
                     if i > first:
-                        g = _conv_input_grad(mod, a, g, params[lay.prefix + "weight"])
+                        g = _conv_input_grad(
+                            mod,
+                            a,
+                            g,
+                            params[lay.prefix + "weight"],
+                            self._ws.get(f"gconv{i}", a.shape, a),
+                        )
                 elif isinstance(mod, nn.Flatten):
                     g = g.reshape(saved)
                 elif isinstance(mod, nn.Tanh):
@@ -399,11 +444,13 @@ class StackedSequential:
                     if i > 0 and isinstance(tape[i - 1][0].module, nn.Tanh):
                         # pool and tanh backward fused: one pass over the large gradient
                         g = _tiling_avg_pool_backward(
-                            g, saved, _pair(mod.kernel_size), tape[i - 1][1]
+                            g, saved, _pair(mod.kernel_size), tape[i - 1][1], self._ws, f"gpool{i}"
                         )
                         skip_tanh = i - 1
                     else:
-                        g = _tiling_avg_pool_backward(g, saved, _pair(mod.kernel_size), None)
+                        g = _tiling_avg_pool_backward(
+                            g, saved, _pair(mod.kernel_size), None, self._ws, f"gpool{i}"
+                        )
                 elif isinstance(mod, nn.AvgPool2d):
                     a = saved
                     k, st, pad = _pair(mod.kernel_size), _pair(mod.stride), _pair(mod.padding)
