@@ -497,6 +497,7 @@ def train_shard(
     # the streams' states are checkpointed so that a resumed shard continues them exactly
     noise_gens = [torch.Generator().manual_seed(s.noise) for s in seeds]
     noise_buf = torch.empty(min(chunk, n_models), n_params, dtype=torch.float32)
+    flat_buf = torch.empty(min(chunk, n_models), n_params, dtype=dtype, device=dev)
     start = 0
     ckpt = Path(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.exists():
@@ -589,9 +590,11 @@ def train_shard(
                         config.max_grad_norm,
                         x_sqnorm=None if sqn is None else sqn.view(m, bmax),
                     )
-                    flat = torch.cat([summed[k].reshape(m, -1) for k in names], dim=1)
+                    flat = torch.cat(
+                        [summed[k].reshape(m, -1) for k in names], dim=1, out=flat_buf[:m]
+                    )
                 else:
-                    flat = torch.zeros(m, n_params, dtype=dtype, device=dev)
+                    flat = flat_buf[:m].zero_()
                 if kg:
                     counts = torch.zeros(m, kg, dtype=dtype)
                     for i, bt in enumerate(batches[a:b]):
