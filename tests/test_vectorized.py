@@ -43,6 +43,27 @@ class _NotSequential(nn.Module):
         return self.b(x) + torch.tanh(self.a(x)).sum(1, keepdim=True)
 
 
+def _pools():
+    """Every layer kind and code path of the stacked engine: a strided 2-channel convolution
+    (grouped backward-weight path), a 1-channel one (grouped forward path), tanh fused into the
+    convolution, a tiling average pool with a remainder row/column, an overlapping (general)
+    average pool, max pooling, ReLU and sigmoid."""
+    return nn.Sequential(
+        nn.Conv2d(2, 1, 3, stride=2, padding=1),  # (2, 13, 13) -> (1, 7, 7)
+        nn.Tanh(),
+        nn.AvgPool2d(2),  # tiling, 7 -> 3 (one row and column dropped)
+        nn.Conv2d(1, 4, 2, padding=1),  # (1, 3, 3) -> (4, 4, 4)
+        nn.Sigmoid(),
+        nn.AvgPool2d(2, stride=1),  # overlapping: the general path, 4 -> 3
+        nn.ReLU(),
+        nn.MaxPool2d(2, stride=1),  # 3 -> 2
+        nn.Flatten(),
+        nn.Linear(16, 6),
+        nn.Tanh(),
+        nn.Linear(6, 3),
+    )
+
+
 CASES = {
     "logreg": (lambda: logistic_regression((20,), 3), (20,), 3, torch.float32),
     "mlp": (_mlp, (20,), 3, torch.float32),
@@ -50,6 +71,7 @@ CASES = {
     "lenet": (lambda: LeNet5((1, 28, 28), 10), (1, 28, 28), 10, torch.float32),
     # the deep tanh CNN's gradient sums cancel a lot: compare in float64
     "cnn": (lambda: SmallTanhCNN((3, 16, 16), 2).double(), (3, 16, 16), 2, torch.float64),
+    "pools": (lambda: _pools().double(), (2, 13, 13), 3, torch.float64),
 }
 
 

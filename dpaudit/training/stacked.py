@@ -9,7 +9,11 @@ the gradient of that example's loss with respect to ``z``), so
 
 one matrix product per layer instead of ``B`` outer products. The per-sample weight gradients of
 a convolution are small for the models here (``out * in * k^2`` numbers per example) and are
-materialised, all at once, by one grouped convolution (Rochette et al. 2019).
+materialised, all at once, by one convolution with ``M*B`` groups (Rochette et al. 2019).
+
+Forward and backward passes are written out by hand (the ATen kernels autograd would call,
+without its graph), and shaped for one CPU core: see :class:`StackedSequential` and the
+helpers below for the layouts and fused steps (measured with ``benchmarks/bench_training.py``).
 
 This is an exact reformulation of per-sample clipping (same numbers as Opacus up to
 floating-point round-off; ``tests/test_vectorized.py`` checks it), and it applies to models
@@ -22,8 +26,10 @@ dimension, inputs are ``(M, B, ...)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -85,6 +91,24 @@ def _conv_per_sample_weight_grad(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tenso
     m, b, c, hh, ww = a.shape
     out_c, ho, wo = g.shape[2:]
     kh, kw = mod.kernel_size
+    if c > 1:
+        # the weight gradient of one convolution with M*B groups (each example's channels a
+        # group) is the stack of per-example weight gradients; oneDNN's backward-weight
+        # kernel, on free views, no permutation. On this CPU ~1.5x faster than the grouped
+        # forward below for LeNet-5's second convolution, slower for a single input channel.
+        return torch.ops.aten.convolution_backward(
+            g.reshape(1, m * b * out_c, ho, wo),
+            a.reshape(1, m * b * c, hh, ww),
+            a.new_empty(m * b * out_c, c, kh, kw),
+            None,
+            _pair(mod.stride),
+            _pair(mod.padding),
+            _pair(mod.dilation),
+            False,
+            [0, 0],
+            m * b,
+            [False, True, False],
+        )[1].view(m, b, out_c, c * kh * kw)
     inp = a.permute(2, 0, 1, 3, 4).reshape(c, m * b, hh, ww)
     ker = g.reshape(m * b * out_c, 1, ho, wo)
     r = F.conv2d(
@@ -94,14 +118,145 @@ def _conv_per_sample_weight_grad(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tenso
     return r.reshape(c, m, b, out_c, kh * kw).permute(1, 2, 3, 0, 4).reshape(m, b, out_c, -1)
 
 
+_PARAM_LAYERS = (nn.Linear, nn.Conv2d)
+
+
+def _numpy_ok(h: torch.Tensor) -> bool:
+    return h.device.type == "cpu" and h.dtype in (torch.float32, torch.float64)
+
+
+def _tanh(h: torch.Tensor, inplace: bool) -> torch.Tensor:
+    """``tanh(h)``; on the CPU with numpy's SIMD ``tanh`` (float32: ~10x faster than
+    ``torch.tanh`` on this machine, within a few ulp), in place if ``inplace``."""
+    if not _numpy_ok(h):
+        return torch.tanh(h)
+    out = h if inplace else torch.empty_like(h)
+    np.tanh(h.numpy(), out=out.numpy())
+    return out
+
+
+def _tiling_pool(mod: nn.AvgPool2d) -> bool:
+    """Whether an average pooling tiles its input: kernel = stride, no padding, floor mode."""
+    k = _pair(mod.kernel_size)
+    st = _pair(mod.stride if mod.stride is not None else mod.kernel_size)
+    return (
+        k == st
+        and _pair(mod.padding) == [0, 0]
+        and not mod.ceil_mode
+        and mod.divisor_override is None
+    )
+
+
+def _tiling_avg_pool(
+    h: torch.Tensor, k: list[int], ws: _Workspace | None = None, key: str = ""
+) -> torch.Tensor:
+    """Average pooling (..., H, W) -> (..., H // kh, W // kw) with non-overlapping ``k``
+    windows, as a sum of ``kh * kw`` strided views (faster than ``avg_pool2d`` on the CPU);
+    the output in workspace buffer ``key`` if ``ws`` is given."""
+    kh, kw = k
+    ho, wo = h.shape[-2] // kh, h.shape[-1] // kw
+    out = None if ws is None else ws.get(key, (*h.shape[:-2], ho, wo), h)
+    first = True
+    for i in range(kh):
+        for j in range(kw):
+            v = h[..., i : i + kh * ho : kh, j : j + kw * wo : kw]
+            if first:
+                out = v.clone() if out is None else out.copy_(v)
+                first = False
+            else:
+                out.add_(v)  # type: ignore[union-attr]
+    assert out is not None
+    return out.mul_(1.0 / (kh * kw))
+
+
+def _tiling_avg_pool_backward(
+    g: torch.Tensor,
+    a: torch.Tensor,
+    k: list[int],
+    tanh_out: torch.Tensor | None,
+    ws: _Workspace | None = None,
+    key: str = "",
+) -> torch.Tensor:
+    """Gradient with respect to the input ``a`` of :func:`_tiling_avg_pool` from the output
+    gradient ``g``; with ``tanh_out`` (the pooled input is ``tanh`` of something) also through
+    that tanh. In workspace buffer ``key`` if ``ws`` is given."""
+    kh, kw = k
+    ho, wo = g.shape[-2:]
+    exact = a.shape[-2] == kh * ho and a.shape[-1] == kw * wo
+    out = torch.empty_like(a) if ws is None else ws.get(key, a.shape, a)
+    if not exact:
+        out.zero_()
+    gq = g * (1.0 / (kh * kw))
+    for i in range(kh):
+        for j in range(kw):
+            out[..., i : i + kh * ho : kh, j : j + kw * wo : kw] = gq
+    if tanh_out is not None:
+        torch.ops.aten.tanh_backward.grad_input(out, tanh_out, grad_input=out)
+    return out
+
+
+class _Workspace:
+    """Large per-chunk buffers kept across calls, one per key, grown on demand: on the CPU a
+    fresh multi-MB tensor in every chunk costs page faults comparable to the work done in it.
+    A buffer's contents live until the next call that asks for the same key."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, torch.Tensor] = {}
+
+    def get(self, key: str, shape, like: torch.Tensor) -> torch.Tensor:
+        n = math.prod(shape)
+        t = self._bufs.get(key)
+        if t is None or t.numel() < n or t.dtype != like.dtype or t.device != like.device:
+            t = torch.empty(n + n // 4, dtype=like.dtype, device=like.device)
+            self._bufs[key] = t
+        return t[:n].view(shape)
+
+
+def _pair(v) -> list[int]:
+    return [int(v), int(v)] if isinstance(v, int) else [int(t) for t in v]
+
+
+def _conv_input_grad(
+    mod: nn.Conv2d,
+    a: torch.Tensor,
+    g: torch.Tensor,
+    w: torch.Tensor,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Gradient (M, B, in, H, W) with respect to the input ``a`` of a convolution, from the
+    output gradient ``g`` (M, B, out, Ho, Wo) and the stacked weights ``w``; one ATen
+    convolution backward per model (stacked into ``out`` if given)."""
+    return torch.stack(
+        [
+            torch.ops.aten.convolution_backward(
+                g[i],
+                a[i],
+                w[i],
+                None,
+                _pair(mod.stride),
+                _pair(mod.padding),
+                _pair(mod.dilation),
+                False,
+                [0, 0],
+                1,
+                [True, False, False],
+            )[0]
+            for i in range(a.shape[0])
+        ],
+        out=out,
+    )
+
+
 class StackedSequential:
     """Forward, backward and clipped per-sample gradient sums for ``M`` stacked copies of one
     sequential architecture (parameters as returned by ``torch.func.stack_module_state``).
 
-    Activations are laid out (M, B, ...), contiguous: linear layers are batched matrix
-    products over models, convolutions one ordinary convolution per model (on the CPU faster
-    than one grouped convolution over all models: 2-4x for LeNet-5's layers), pooling works on
-    the free view (M*B, C, H, W).
+    Activations are laid out (M, B, ...): linear layers are batched matrix products over
+    models computed as ``z^T = W h^T`` (so a linear layer's output is the transposed view of a
+    contiguous (M, out, B) tensor, and its input gradient is produced in the same layout),
+    convolutions one ordinary convolution per model (on the CPU faster than one grouped
+    convolution over all models: 2-4x for LeNet-5's layers), a following ``tanh`` written
+    straight into the stacked output, pooling on the free view (M*B, C, H, W).
     """
 
     def __init__(self, template: nn.Module) -> None:
@@ -112,96 +267,248 @@ class StackedSequential:
                 f"{[c.__name__ for c in SUPPORTED]} layers"
             )
         self.layers = layers
+        self._ws = _Workspace()
+        # whether the first layer with parameters is a Linear layer applied to the (flattened)
+        # input itself: its ghost norm can then use precomputed squared norms of the examples
+        self.input_linear = False
+        for lay in layers:
+            if isinstance(lay.module, nn.Flatten | nn.Identity):
+                continue
+            self.input_linear = isinstance(lay.module, nn.Linear)
+            break
 
     def _forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
+        """Logits (M, B, classes) and the tape the manual backward pass reads: per layer, what
+        its backward needs (a parametrised layer's input, an activation's output, a pooling
+        layer's input and indices)."""
         m, b = x.shape[:2]
         h = x.contiguous()
-        saved = []  # (layer, layer input, pre-activation output)
-        for lay in self.layers:
+        tape: list[tuple[_Layer, object]] = []
+        owned = False  # whether h is a fresh buffer of this pass (may be overwritten in place)
+        fused_tanh = False
+        for li, lay in enumerate(self.layers):
             mod = lay.module
+            if fused_tanh:  # this Tanh was applied by the convolution before it
+                fused_tanh = False
+                tape.append((lay, h))
+                continue
+            # the input of this layer is a buffer of this pass that nothing else reads
+            owned = bool(tape) and isinstance(
+                tape[-1][0].module, nn.Linear | nn.Conv2d | nn.AvgPool2d | nn.MaxPool2d
+            )
             if isinstance(mod, nn.Linear):
                 if h.dim() != 3:
                     raise ValueError(f"{lay.prefix}: Linear expects flat inputs, got {h.shape}")
                 w = params[lay.prefix + "weight"]  # (M, out, in)
+                # z^T = W h^T + b, (M, out, B): on the CPU 20-30% faster than h W^T for the
+                # shapes here; z is its transposed view, and the next linear layer's h^T is
+                # contiguous again
                 if mod.bias is not None:
-                    z = torch.baddbmm(params[lay.prefix + "bias"][:, None, :], h, w.transpose(1, 2))
+                    zt = torch.baddbmm(
+                        params[lay.prefix + "bias"][:, :, None], w, h.transpose(1, 2)
+                    )
                 else:
-                    z = torch.bmm(h, w.transpose(1, 2))
-                saved.append((lay, h, z))
-                h = z
+                    zt = torch.bmm(w, h.transpose(1, 2))
+                tape.append((lay, h))
+                h = zt.transpose(1, 2)
             elif isinstance(mod, nn.Conv2d):
                 w = params[lay.prefix + "weight"]  # (M, out, c, k, k)
-                bias = params[lay.prefix + "bias"].unbind(0) if mod.bias is not None else None
-                # unbind, not h[i]: the backward of M separate selects would zero-fill M
-                # full-size gradient buffers
-                z = torch.stack(
-                    [
-                        F.conv2d(
-                            hi,
-                            wi,
-                            None if bias is None else bias[i],
-                            stride=mod.stride,
-                            padding=mod.padding,
-                            dilation=mod.dilation,
-                        )
-                        for i, (hi, wi) in enumerate(zip(h.unbind(0), w.unbind(0), strict=True))
-                    ]
-                )
-                saved.append((lay, h, z))
+                bias = params[lay.prefix + "bias"] if mod.bias is not None else None
+                nxt = self.layers[li + 1].module if li + 1 < len(self.layers) else None
+                fused_tanh = isinstance(nxt, nn.Tanh) and _numpy_ok(h)
+                z = None
+                for i in range(m):
+                    zi = F.conv2d(
+                        h[i],
+                        w[i],
+                        None if bias is None else bias[i],
+                        stride=mod.stride,
+                        padding=mod.padding,
+                        dilation=mod.dilation,
+                    )
+                    if z is None:
+                        z = self._ws.get(f"conv{li}", (m, *zi.shape), zi)
+                    if fused_tanh:  # write tanh(conv) straight into the stacked output
+                        np.tanh(zi.numpy(), out=z[i].numpy())
+                    else:
+                        z[i] = zi
+                tape.append((lay, h))
                 h = z
             elif isinstance(mod, nn.Flatten):
+                tape.append((lay, h.shape))
                 h = h.reshape(m, b, -1)
-            elif isinstance(mod, nn.AvgPool2d | nn.MaxPool2d):
-                y = mod(h.reshape(m * b, *h.shape[2:]))
+            elif isinstance(mod, nn.AvgPool2d) and _tiling_pool(mod):
+                tape.append((lay, h))
+                h = _tiling_avg_pool(h, _pair(mod.kernel_size), self._ws, f"pool{li}")
+            elif isinstance(mod, nn.AvgPool2d):
+                y = F.avg_pool2d(
+                    h.reshape(m * b, *h.shape[2:]),
+                    mod.kernel_size,
+                    mod.stride,
+                    mod.padding,
+                    mod.ceil_mode,
+                    mod.count_include_pad,
+                    mod.divisor_override,
+                )
+                tape.append((lay, h))
                 h = y.view(m, b, *y.shape[1:])
-            else:  # elementwise activations, Identity
-                h = mod(h)
-        return h, saved
+            elif isinstance(mod, nn.MaxPool2d):
+                y, ind = F.max_pool2d(
+                    h.reshape(m * b, *h.shape[2:]),
+                    mod.kernel_size,
+                    mod.stride,
+                    mod.padding,
+                    mod.dilation,
+                    ceil_mode=mod.ceil_mode,
+                    return_indices=True,
+                )
+                tape.append((lay, (h, ind)))
+                h = y.view(m, b, *y.shape[1:])
+            elif isinstance(mod, nn.Tanh):
+                h = _tanh(h, inplace=owned)
+                tape.append((lay, h))
+            elif isinstance(mod, nn.Sigmoid):
+                h = torch.sigmoid(h)
+                tape.append((lay, h))
+            elif isinstance(mod, nn.ReLU):
+                h = torch.relu(h)
+                tape.append((lay, h))
+            else:  # Identity
+                tape.append((lay, None))
+        return h, tape
 
     def logits(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """Logits (M, B, classes) of model ``m`` on ``x[m]``."""
         with torch.no_grad():
-            return self._forward(params, x)[0]
+            return self._forward(params, x)[0].clone()  # not a workspace view
 
     def _grads(self, params, x, y):
-        with torch.enable_grad():
-            x = x.detach()
-            p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-            out, saved = self._forward(p, x)
-            k = out.shape[-1]
-            loss = F.cross_entropy(out.reshape(-1, k), y.reshape(-1), reduction="sum")
-            zs = [z for (_, _, z) in saved]
-            gz = torch.autograd.grad(loss, zs)
-        items = []
-        for (lay, a, _), g in zip(saved, gz, strict=True):
-            a = a.detach()
-            if isinstance(lay.module, nn.Conv2d):
-                a = _conv_per_sample_weight_grad(lay.module, a, g)  # (M, B, out, in*k*k)
-            items.append((lay, a, g))
+        """Forward and a hand-written backward pass of the summed cross-entropy loss (the same
+        ATen backward kernels autograd would call, without its bookkeeping); per parametrised
+        layer ``(layer, a, g)``: linear ``a`` its input and ``g`` the gradient with respect to
+        its output; convolution ``a`` the per-sample weight gradients and ``g`` the output
+        gradient summed over positions."""
+        with torch.no_grad():
+            out, tape = self._forward(params, x.detach())
+            # d/dz of sum_i CE(z_i, y_i) = softmax(z_i) - onehot(y_i)
+            # (softmax over dim 1 of the (M, K, B) layout a final linear layer produces: on the
+            # CPU ~10x faster than over a last dimension of 10 classes)
+            g = torch.softmax(out.transpose(1, 2), 1).transpose(1, 2)
+            g.scatter_add_(
+                -1, y[..., None], torch.full(y.shape + (1,), -1.0, dtype=g.dtype, device=g.device)
+            )
+            first = next(
+                (i for i, (lay, _) in enumerate(tape) if isinstance(lay.module, _PARAM_LAYERS)),
+                len(tape),
+            )
+            items = []
+            skip_tanh = -1
+            for i in range(len(tape) - 1, first - 1, -1):
+                lay, saved = tape[i]
+                mod = lay.module
+                if isinstance(mod, nn.Linear):
+                    items.append((lay, saved, g))
+                    if i > first:
+                        w = params[lay.prefix + "weight"]
+                        if saved.dim() == 3 and saved.transpose(1, 2).is_contiguous():
+                            # the layer's input is the (M, in, B) layout of the linear layer
+                            # below: produce the gradient in that layout too, so that the
+                            # activation backward between them runs on matching strides
+                            # (~30x faster than on mismatched ones)
+                            g = torch.bmm(w.transpose(1, 2), g.transpose(1, 2)).transpose(1, 2)
+                        else:
+                            g = torch.bmm(g, w)
+                elif isinstance(mod, nn.Conv2d):
+                    a = saved
+                    # (the output gradient is only needed summed over positions: the bias's)
+                    gw = _conv_per_sample_weight_grad(mod, a, g)
+                    items.append((lay, gw, g.sum((-1, -2))))
+                    if i > first:
+                        g = _conv_input_grad(
+                            mod,
+                            a,
+                            g,
+                            params[lay.prefix + "weight"],
+                            self._ws.get(f"gconv{i}", a.shape, a),
+                        )
+                elif isinstance(mod, nn.Flatten):
+                    g = g.reshape(saved)
+                elif isinstance(mod, nn.Tanh):
+                    if i != skip_tanh:
+                        g = torch.ops.aten.tanh_backward(g, saved)
+                elif isinstance(mod, nn.Sigmoid):
+                    g = torch.ops.aten.sigmoid_backward(g, saved)
+                elif isinstance(mod, nn.ReLU):
+                    g = torch.ops.aten.threshold_backward(g, saved, 0)
+                elif isinstance(mod, nn.AvgPool2d) and _tiling_pool(mod):
+                    if i > 0 and isinstance(tape[i - 1][0].module, nn.Tanh):
+                        # pool and tanh backward fused: one pass over the large gradient
+                        g = _tiling_avg_pool_backward(
+                            g, saved, _pair(mod.kernel_size), tape[i - 1][1], self._ws, f"gpool{i}"
+                        )
+                        skip_tanh = i - 1
+                    else:
+                        g = _tiling_avg_pool_backward(
+                            g, saved, _pair(mod.kernel_size), None, self._ws, f"gpool{i}"
+                        )
+                elif isinstance(mod, nn.AvgPool2d):
+                    a = saved
+                    k, st, pad = _pair(mod.kernel_size), _pair(mod.stride), _pair(mod.padding)
+                    g = torch.ops.aten.avg_pool2d_backward(
+                        g.reshape(-1, *g.shape[2:]),
+                        a.reshape(-1, *a.shape[2:]),
+                        k,
+                        st,
+                        pad,
+                        mod.ceil_mode,
+                        mod.count_include_pad,
+                        mod.divisor_override,
+                    ).view(a.shape)
+                elif isinstance(mod, nn.MaxPool2d):
+                    a, ind = saved
+                    g = torch.ops.aten.max_pool2d_with_indices_backward(
+                        g.reshape(-1, *g.shape[2:]),
+                        a.reshape(-1, *a.shape[2:]),
+                        _pair(mod.kernel_size),
+                        _pair(mod.stride),
+                        _pair(mod.padding),
+                        _pair(mod.dilation),
+                        mod.ceil_mode,
+                        ind,
+                    ).view(a.shape)
+            items.reverse()
         return items
 
-    @staticmethod
-    def _sq_norms(items) -> tuple[torch.Tensor, list]:
+    def _sq_norms(self, items, x_sqnorm=None) -> tuple[torch.Tensor, list]:
         """Per-sample squared gradient norms (M, B) and the per-layer pieces reused later.
 
         Layer items: linear ``a`` (M, B, in), ``g`` (M, B, out); convolution ``a`` the
-        per-sample weight gradient (M, B, out, in*k*k), ``g`` the output gradient
-        (M, B, out, Ho, Wo).
+        per-sample weight gradient (M, B, out, in*k*k), ``g`` the output gradient summed over
+        positions (M, B, out) (the per-sample bias gradient). ``x_sqnorm`` (M, B): the squared
+        norms of the flattened inputs, used for a first linear layer on the input instead of
+        recomputing them.
         """
         total = None
         pieces = []
-        for lay, a, g in items:
+        for i, (lay, a, g) in enumerate(items):
             mod = lay.module
             if isinstance(mod, nn.Linear):
-                sq = a.pow(2).sum(-1) * g.pow(2).sum(-1)
+                if i == 0 and self.input_linear and x_sqnorm is not None:
+                    a_sq = x_sqnorm
+                else:
+                    a_sq = (a * a).sum(-1)
+                # (t * t).sum(-1), not vector_norm: ~5-25x faster on these small (M, B, k)
+                # tensors on the CPU
+                g_sq = (g * g).sum(-1)
+                sq = a_sq * g_sq
                 if mod.bias is not None:
-                    sq = sq + g.pow(2).sum(-1)
+                    sq = sq + g_sq
                 pieces.append(None)
             else:  # conv: ``a`` is already the per-sample weight gradient
                 gw = a
                 sq = gw.pow(2).sum((-1, -2))
                 if mod.bias is not None:
-                    sq = sq + g.sum((-1, -2)).pow(2).sum(-1)
+                    sq = sq + (g * g).sum(-1)
                 pieces.append(gw)
             total = sq if total is None else total + sq
         assert total is not None
@@ -214,10 +521,12 @@ class StackedSequential:
         y: torch.Tensor,
         weight: torch.Tensor,
         max_grad_norm: float,
+        x_sqnorm: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Same contract as :func:`dpaudit.training.vectorized.clipped_grad_sum`."""
+        """Same contract as :func:`dpaudit.training.vectorized.clipped_grad_sum`; ``x_sqnorm``
+        (M, B), optional: squared norms of the flattened inputs (saves a pass over them)."""
         items = self._grads(params, x, y)
-        sq, pieces = self._sq_norms(items)
+        sq, pieces = self._sq_norms(items, x_sqnorm)
         factor = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0) * weight  # (M, B)
         out: dict[str, torch.Tensor] = {}
         for (lay, a, g), gw in zip(items, pieces, strict=True):
@@ -233,7 +542,7 @@ class StackedSequential:
                     factor[:, None, :], gw.reshape(gw.shape[0], gw.shape[1], -1)
                 ).reshape(w.shape)
                 if mod.bias is not None:
-                    out[lay.prefix + "bias"] = torch.einsum("mb,mbo->mo", factor, g.sum((-1, -2)))
+                    out[lay.prefix + "bias"] = torch.einsum("mb,mbo->mo", factor, g)
         return out
 
     def clipped_dot(
@@ -258,6 +567,5 @@ class StackedSequential:
             else:
                 dot = dot + torch.einsum("mboi,moi->mb", gw, u.reshape(u.shape[0], u.shape[1], -1))
             if mod.bias is not None:
-                gb = g if isinstance(mod, nn.Linear) else g.sum((-1, -2))
-                dot = dot + torch.einsum("mbo,mo->mb", gb, direction[lay.prefix + "bias"])
+                dot = dot + torch.einsum("mbo,mo->mb", g, direction[lay.prefix + "bias"])
         return dot * factor
