@@ -238,11 +238,20 @@ def all_targets():
     return targets
 
 
+def run_targets():
+    """The targets of this run (files and rule names; the default target ``all`` if none)."""
+    dag = workflow.dag
+    targets = sorted(getattr(dag, "targetfiles", None) or [])
+    targets += sorted(getattr(dag, "targetrules", None) or [])
+    return targets or ["all"]
+
+
 def write_report(path):
     """After a successful run, write the Snakemake HTML report (the figures and tables marked
-    with report()) for exactly this run's config."""
+    with report()) for exactly this run's config and targets."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
         yaml.safe_dump(config, fh)
+    targets = run_targets()
     cmd = [
         sys.executable,
         "-m",
@@ -255,11 +264,15 @@ def write_report(path):
         path,
         "--nolock",
         "--quiet",
-        "all",
+        *targets,
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     Path(fh.name).unlink()
     if done.returncode != 0:
-        print(f"dpaudit: writing the report failed:\n{done.stderr}", file=sys.stderr)
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        print(
+            f"dpaudit: writing the report failed (targets {targets}):\n{tail}",
+            file=sys.stderr,
+        )
     else:
         print(f"dpaudit: report written to {path}")
