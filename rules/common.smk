@@ -241,8 +241,9 @@ def all_targets():
 def run_targets():
     """The targets of this run (files and rule names; the default target ``all`` if none)."""
     dag = workflow.dag
-    targets = sorted(getattr(dag, "targetfiles", None) or [])
-    targets += sorted(getattr(dag, "targetrules", None) or [])
+    targets = sorted(str(f) for f in getattr(dag, "targetfiles", None) or [])
+    rules = getattr(dag, "targetrules", None) or []
+    targets += sorted(getattr(r, "name", str(r)) for r in rules)  # Rule objects
     return targets or ["all"]
 
 
@@ -256,6 +257,7 @@ def write_report(path):
         sys.executable,
         "-m",
         "snakemake",
+        *targets,  # first: --configfile and --quiet would swallow them
         "--snakefile",
         workflow.main_snakefile,
         "--configfile",
@@ -264,7 +266,7 @@ def write_report(path):
         path,
         "--nolock",
         "--quiet",
-        *targets,
+        "all",
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     Path(fh.name).unlink()

@@ -197,3 +197,18 @@ def test_same_config_gives_identical_score_files(run_dir, tmp_path):
     for t in targets:
         assert (other / t).read_bytes() == (run_dir / t).read_bytes(), t
     shutil.rmtree(other)
+
+
+def test_building_one_artifact_writes_the_report_for_it(run_dir, tmp_path):
+    """`snakemake <one file>` (as for one paper figure) reports on that target: the report's
+    subprocess gets the run's targets, not the default target (which may not be built)."""
+    import shutil
+
+    work = tmp_path / "one"
+    shutil.copytree(run_dir / "results", work / "results")
+    (work / "results" / "report.html").unlink()
+    target = "results/tiny/figures/eps_empirical_vs_claimed.pdf"
+    done = snakemake(work, target, "--forcerun", "figure_eps")
+    assert "dpaudit: report written to results/report.html" in done.stdout + done.stderr
+    report = (work / "results/report.html").read_text(errors="ignore")
+    assert "eps_empirical_vs_claimed" in report
