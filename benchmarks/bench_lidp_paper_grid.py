@@ -162,7 +162,8 @@ def grid_estimate(quick: bool) -> list[dict]:
                     consts.get(estimator_key(est_blocks[e]), 0.0) + per_score * size for e in ests
                 )
                 disk += seeds * mb * ratio
-                jobs += seeds * (1 + len(exp["estimators"]))
+                # one simulate job per seed, one audit job per estimator for all seeds
+                jobs += seeds + len(exp["estimators"])
         else:
             p = exp["params"]
             reps = p.get("reps", 5)
