@@ -17,7 +17,7 @@ from dpaudit.estimators.one_run import BISECTION_STEPS, epsilon_lower_bound
 
 
 def reference_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
-    """Appendix D as printed (note 001 section 2.4): a Python loop over i = 1..v."""
+    """Appendix D of arXiv:2305.08846 as printed: a Python loop over i = 1..v."""
     q = special.expit(eps)
     beta = stats.binom.sf(v - 1, r, q)
     alpha, s = 0.0, 0.0

@@ -1,5 +1,5 @@
 """Idealised comparison of the tight one-run audit (Xiang et al. 2025) with the one-run bound
-of Steinke et al. (note 004 section 5.B; the paper's Figs. 3, 4, 7, 9, 11, 12), noise-free: each
+of Steinke et al. (analogues of the paper's Figs. 3, 4, 7, 9, 11, 12), noise-free: each
 point uses the expected error count of the mechanism's own f-DP channels, top r by |privacy
 loss| (the paper's "special case"), and both bounds see the same r guesses. "best r" is each
 method's own maximum over the grid 1, 2, 5 x 10^k <= n (uncorrected, a figure not an audit).

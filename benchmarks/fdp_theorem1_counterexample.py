@@ -1,5 +1,5 @@
 """False-rejection rate of the tight one-run audit (Xiang et al. 2025) on an (eps, delta)-DP
-mechanism: the counterexample to their Theorem 1 for f_{eps,delta}, delta > 0 (note 004 7.1).
+mechanism: the counterexample to their Theorem 1 for f_{eps,delta}, delta > 0 (our finding).
 
 The mechanism is Steinke et al.'s pathological algorithm with its constant corrected
 (:class:`dpaudit.estimators.fdp_one_run.Pathological`): it is exactly (eps, delta)-DP per bit

@@ -1,5 +1,5 @@
 """Type-I error of the tight one-run audit (Xiang et al. 2025) on idealised mechanisms whose
-privacy is exactly the null (note 004 section 7.2): the fraction of runs in which the bound on
+privacy is exactly the null (Thm. 3's independence step): the fraction of runs in which the bound on
 the family parameter exceeds the truth, which a valid 95% bound keeps at or below 0.05.
 
 For fixed (n, r) the bound depends on the data only through the error count, so bounds are

@@ -12,7 +12,7 @@ a central-limit *approximation*, not a bound):
 ``gdp``  Opacus ``GaussianAccountant``: Bu, Dong, Long, Su (2020) CLT, mu = q sqrt(T (e^{1/sigma^2}
          - 1)) for Poisson sampling, then mu-GDP -> (epsilon, delta) (Dong, Roth, Su, Cor. 2.13).
 ``pld``  Google ``dp_accounting`` PLD accountant (Meiser and Mohammadi 2018; Koskela et al.),
-         pessimistic discretisation, interval 1e-4 (as used in notes 003 section 6.1).
+         pessimistic discretisation, interval 1e-4 (see docs/accounting.md).
 
 :func:`accountant_table` puts them side by side; :func:`noise_multiplier` calibrates sigma for a
 target epsilon (Opacus' ``get_noise_multiplier`` for rdp/prv/gdp, the same bisection for pld).

@@ -1,7 +1,7 @@
 """Privacy of private selection (hyper-parameter tuning with a random number of runs).
 
 Xiang, Wang, Wang (2024), "How Does Selection Leak Privacy: Revisiting Private Selection and
-Improved Results for Hyper-parameter Tuning" (arXiv:2402.13087; notes 002). The tuning protocol
+Improved Results for Hyper-parameter Tuning" (arXiv:2402.13087). The tuning protocol
 (their Algorithm 2) runs a DP base algorithm K ~ xi times and releases only the best run.
 
 This module holds
@@ -22,7 +22,7 @@ This module holds
 * the discrete output law of the tuned mechanism (Theorem 2) used by Example 1:
   :func:`selection_output_law`, :func:`discrete_epsilon`.
 
-Numerics of Algorithm 3 (note 002 section 2.9): the density of the max of K draws is
+Numerics of Algorithm 3 (our implementation): the density of the max of K draws is
 f(x) G'(F(x)) (a closed form of the paper's E_k[k F^{k-1} f]); all densities are kept in log space
 (``scipy.special.log_ndtr``), and the x-grid is widened until the integrand at both ends is below
 e^-40 of its peak. The integrand of D_alpha peaks near x = -(alpha - 1) mu and x = alpha mu, far

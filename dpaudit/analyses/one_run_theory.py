@@ -1,5 +1,5 @@
 """Theory curves of the one-run paper (Steinke, Nasr, Jagielski 2023): Figs. 1, 2, 9, 10, 11
-and the best bound reachable for a given m (note 001 section 5.2).
+and the best bound reachable for a given m (all guesses correct; Theorem 3.1).
 
 Each function returns a tidy table with columns ``x``, ``y`` (the epsilon lower bound) and
 ``series`` plus the inputs of each point.
@@ -116,7 +116,7 @@ def gaussian_guesses_curve(
     rounding: str = "ceil",
 ) -> pd.DataFrame:
     """Fig. 10: the idealised Gaussian setting, k+ = k- = r/2, expected number of correct
-    guesses (rounded up, which reproduces the paper's 1439 of 1510; note 001 section 5.2), and
+    guesses (rounded up, which reproduces the paper's 1439 of 1510 in Fig. 10), and
     the exact Gaussian-mechanism epsilon (mu = 2 / sigma) as the upper bound."""
     rnd = math.ceil if rounding == "ceil" else math.floor
     rows = []

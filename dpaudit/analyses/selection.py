@@ -1,4 +1,4 @@
-"""Pipeline wrappers for the private-selection paper (Xiang, Wang, Wang 2024; note 002).
+"""Pipeline wrappers for the private-selection paper (Xiang, Wang, Wang 2024; arXiv:2402.13087).
 
 Thin wrappers around :mod:`dpaudit.accounting.selection`, :mod:`dpaudit.accounting.selection_tables`
 and :mod:`dpaudit.mechanisms.selection_game` (see docs/mechanisms/selection.md), so that the
@@ -293,7 +293,7 @@ def fig6_bounds(
     delta: float = DELTA,
 ) -> pd.DataFrame:
     """One Fig. 6 panel's upper bounds against epsilon_B (x), with epsilon_B itself. The
-    panel's tau values and TNB parameters are not stated in the paper (note 002 section 8)."""
+    panel's tau values and TNB parameters are not stated in the paper (our choice)."""
     rows = []
     for eb in _check_budgets(epsilon_bases):
         pt = fig6_point(eb, float(tau), float(eta), float(nu), int(steps), float(delta))

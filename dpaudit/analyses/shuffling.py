@@ -2,7 +2,7 @@
 
 Fig. 3 (§6.2.1) draws, next to the audited epsilon of the Batched Gaussian Mechanism, the
 "Theoretical epsilon (Poisson)" (what DP-SGD would satisfy with Poisson subsampling at q = 1/T,
-PRV accountant in the paper, PLD here, note 003 §6.1) and the "Theoretical epsilon (Shuffle,
+PRV accountant in the paper, PLD here, docs/accounting.md) and the "Theoretical epsilon (Shuffle,
 lower bound)" of Chua et al. (ICML 2024), which the paper's converged audits match but do not
 exceed. Both are flat in the number of observations; :func:`fig3_reference_lines` returns them
 on the same x grid as the simulation so the two tables can be overlaid.

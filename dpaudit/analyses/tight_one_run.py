@@ -1,5 +1,5 @@
 """Pipeline wrappers for "Tight Privacy Audit in One Run" (Xiang, Wang, Xiao, Tian, Wang 2025;
-note 004): their f-DP bound (:mod:`dpaudit.estimators.fdp_one_run`) against the one-run bound of
+Sec. 6): their f-DP bound (:mod:`dpaudit.estimators.fdp_one_run`) against the one-run bound of
 Steinke, Nasr, Jagielski (:mod:`dpaudit.estimators.one_run`) on the same released guesses, as n,
 r and delta vary (the paper's Figs. 3-5 and 7-12, as far as the library supports them).
 

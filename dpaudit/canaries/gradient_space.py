@@ -13,7 +13,7 @@ import numpy as np
 def dirac(m: int, n_params: int, norm: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Dirac canaries (Nasr et al. 2023; Steinke et al. 2023 §4.1): canary ``i`` is
     ``norm * e_{j_i}`` with *distinct* random coordinates ``j_i`` ("no repetitions").
-    ``norm`` is the clipping norm C (so clipping leaves it unchanged; note 001 §3 [UNCLEAR in
+    ``norm`` is the clipping norm C (so clipping leaves it unchanged; our choice [UNCLEAR in
     the paper]). Returns the vectors (m, n_params) and the coordinates (m,)."""
     if m > n_params:
         raise ValueError(

@@ -52,7 +52,7 @@ def tail_components(x_train: np.ndarray, first: int, last: int) -> tuple[np.ndar
     """Principal directions ``first .. last-1`` (0-based, in *descending* variance order) of the
     centred training inputs, and the mean: rows of ``V^T`` of ``X - mean = U S V^T``.
 
-    LiDP (Pillutla et al. 2023, App. D.1; note 000 §3.2) uses the tail range [500, 784) on FMNIST
+    LiDP (Pillutla et al. 2023, App. D.1) uses the tail range [500, 784) on FMNIST
     and [300, 600) on Purchase-100, as the authors' code does (sklearn PCA, centred).
     """
     x = x_train.reshape(len(x_train), -1).astype(np.float64)

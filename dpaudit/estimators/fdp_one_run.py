@@ -9,18 +9,18 @@ family (mu-GDP, Laplace, f_{eps,delta}, subsampled Gaussian). The paper's reduct
   MAP decoder and score |privacy loss| (Def. 9-10, Lemma 2).
 * Theorem 3, Eq. (25): the k-th best released guess of those channels errs with probability
   v_k, an integral against the order-statistic density (Theorem 2, Eq. 22). With the
-  substitution of note 004 section 2.6, v_j = E[h(U_(j))], U_(j) ~ Beta(j, n - j + 1), where
+  substitution u = 1 - F_Y in Eq. (25), v_j = E[h(U_(j))], U_(j) ~ Beta(j, n - j + 1), where
   h is the quantile function of the error probability 1/(1 + e^{|L|}) under (P + Q)/2 and
   j = 1 is the most confident released guess.
 * Proposition 1, Eq. (26): P[at most u errors] <= min_{lambda<0} exp(-lambda u
   + sum_k ln(1 - v_k + v_k e^lambda)), the Chernoff bound for independent Bernoulli(v_k);
   this is the paper's p-value. As an option, the exact Poisson-binomial lower tail of the same
-  independent Bernoulli(v_k) model (note 004 section 2.6, "stronger variant").
+  independent Bernoulli(v_k) model (our extension, not in the paper).
 * Section 5.4: the lower bound is the least private null that is still rejected, found here by
   root finding on the family parameter (the rejected, conservative end is returned), then
   reported as (epsilon, delta) by Algorithm 2.
 
-Soundness caveats (note 004 section 7, docs/estimators/fdp_one_run.md): Theorem 1 fails for
+Soundness caveats (our findings, docs/estimators/fdp_one_run.md): Theorem 1 fails for
 the f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
 :func:`pathological_rejection_rate`), and the independence of the V_k in Theorem 3 is not
 proved (the Chernoff slack absorbs it in our simulations). The method is implemented as
@@ -51,7 +51,7 @@ PANELS = (0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0)
 NODES_PER_PANEL = 8
 #: v is rounded down by this relative amount, which covers the measured discretization error
 #: (quadrature <= 1e-5 and rank interpolation <= 1.1e-5 relative; tests/test_fdp_one_run.py).
-#: Smaller v means a larger, still valid p-value (note 004 section 2.6, "conservative
+#: Smaller v means a larger, still valid p-value (our "conservative
 #: discretization").
 V_ROUND_DOWN = 3e-5
 #: Every j up to this is evaluated exactly; above it a geometric grid plus linear interpolation.
@@ -111,7 +111,7 @@ def error_prob(score: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Law of the score |L| under the mixture (P + Q) / 2, per family (note 004 section 2.6).
+# Law of the score |L| under the mixture (P + Q) / 2, per family (Eq. 25; closed forms ours).
 # --------------------------------------------------------------------------------------------
 
 
@@ -261,7 +261,7 @@ def _sgm_quantile(t: np.ndarray, mu: float, q: float) -> np.ndarray:
 
 
 def error_quantile(family: str, theta: float, t: np.ndarray, q: float | None = None) -> np.ndarray:
-    """h(t): the t-quantile of the error probability g(|L|) under (P + Q)/2 (note 004 2.6).
+    """h(t): the t-quantile of the error probability g(|L|) under (P + Q)/2 (Eq. 25).
 
     Not defined here for ``approx_dp``, whose v_j have a closed form (:func:`v_vector`).
     """
@@ -278,7 +278,7 @@ def error_quantile(family: str, theta: float, t: np.ndarray, q: float | None = N
 
 def p_min(family: str, theta: float, delta: float | None = None, q: float | None = None) -> float:
     """Minimum bit-error probability (alpha_opt + f(alpha_opt))/2 of Lemma 2, Eq. (14),
-    = (1 - TV(P, Q))/2. With r = n, sum_j v_j = n p_min (note 004 section 6)."""
+    = (1 - TV(P, Q))/2. With r = n, sum_j v_j = n p_min (our check of Eq. 25)."""
     family = canonical_family(family)
     if family == "gdp":
         return float(special.ndtr(-theta / 2))
@@ -356,7 +356,7 @@ def v_vector(
 
     ``v_j = E[h(U_(j))]``, U_(j) ~ Beta(j, n-j+1), by Gauss-Legendre quadrature on the
     probability scale of U_(j); v_j is nondecreasing in j. ``approx_dp`` (f_{eps,delta}) is
-    exact: v_j = P[Binom(n, delta) <= j-1] / (1 + e^eps) (note 004 section 2.6). For Laplace
+    exact: v_j = P[Binom(n, delta) <= j-1] / (1 + e^eps) (our closed form). For Laplace
     the flat part of h (the atom |L| = mu) is integrated exactly and the rest by quadrature.
     """
     family = canonical_family(family)
@@ -490,7 +490,7 @@ def chernoff_signed_root(v: np.ndarray, wrong: int) -> float:
 
 def poisson_binomial_log_cdf(v: np.ndarray, wrong: int) -> float:
     """log P[sum_k V_k <= u] for independent V_k ~ Bernoulli(v_k): the exact lower tail of
-    the right-hand side of Eq. (24) (an extension; note 004 section 2.6). Recursion over k,
+    the right-hand side of Eq. (24) (an extension, not in the paper). Recursion over k,
     truncated to the u + 1 states that matter."""
     v = np.asarray(v, dtype=float)
     u = int(wrong)
@@ -782,14 +782,14 @@ def released_guesses(
 
 
 # --------------------------------------------------------------------------------------------
-# Note 004 section 7.1: the counterexample to Theorem 1 for f_{eps,delta}, delta > 0
+# Our counterexample to Theorem 1 (Xiang et al. 2025) for f_{eps,delta}, delta > 0
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Pathological:
-    """Steinke et al.'s pathological (eps, delta)-DP algorithm, constant corrected (note 004
-    7.1): r guesses on a random set U; with probability beta (X = 1) each is right with
+    """Steinke et al.'s pathological (eps, delta)-DP algorithm (their Alg. 2), constant
+    corrected (ours): r guesses on a random set U; with probability beta (X = 1) each is right with
     probability e^eps/(1+e^eps) + gamma, else e^eps/(1+e^eps); gamma = n delta /
     (r beta (1 + e^eps))."""
 

@@ -17,7 +17,7 @@ Threshold (App. E.1): "we repeat the estimation of eps_hat(tau) for a grid of th
 holdout set of n trials, fix tau* = argmax, then report numbers over a fresh set of n trials".
 The grid (not given in the paper) is the released code's: 500 equally spaced points between
 min(q10(in scores), q10(null scores)) and max(q90(in), q90(null)), pooled over all trials and
-canaries of the *holdout* trials. Note 000 section 2.11 shows this grid reproduces the paper's
+canaries of the *holdout* trials. Our calibration (docs/estimators/lidp.md) reproduces the paper's
 numbers.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 from dpaudit.estimators import xbern
 from dpaudit.estimators.xbern import XBernInputError, XBernSummary
 
-#: Grid size and quantiles of the released code (note 000 section 2.11).
+#: Grid size and quantiles of the released code (App. E.1 leaves the grid open).
 GRID_SIZE = 500
 GRID_QUANTILES = (0.1, 0.9)
 #: Scores per block when counting over the threshold grid (memory bound, cache).
@@ -216,7 +216,7 @@ def threshold_grid(
     score_in: np.ndarray, score_out: np.ndarray, size: int = GRID_SIZE
 ) -> np.ndarray:
     """``size`` equally spaced thresholds from min of the two 10% quantiles to max of the two
-    90% quantiles (released code; note 000 section 2.11)."""
+    90% quantiles (released code; LiDP App. E.1)."""
     lo_q, hi_q = GRID_QUANTILES
     qi = quantiles(score_in, (lo_q, hi_q))
     qo = quantiles(score_out, (lo_q, hi_q))

@@ -13,7 +13,7 @@ region of Kairouz et al. (their Section 3.2), so
 once, so each rate is bounded at level ``1 - (1 - confidence) / 2`` (a union bound over the two
 rates): the bound then holds with probability at least ``confidence``. That per-rate level is
 also the upper end of a two-sided ``confidence`` interval; the paper's "95% Clopper-Pearson"
-reading with one-sided 95% per rate corresponds to ``confidence=0.90`` here (note 003 §2.2).
+reading with one-sided 95% per rate corresponds to ``confidence=0.90`` here (Annamalai et al. §3.2).
 
 Threshold choice (the paper's Appendix B, Algorithm 5, sweeps every threshold with one sort and
 reports the maximum on the same runs; it calls this standard but notes that a held-out set "is
@@ -27,7 +27,7 @@ the easiest method to ensure a technically valid lower bound", §3.3):
 :func:`gdp_fit` is the Gaussian-DP fit of Nasr et al. 2023 ("Tight auditing of DP-SGD"): the
 point (alpha_up, beta_up) is mapped to mu = Phi^-1(1 - alpha_up) - Phi^-1(beta_up) and reported
 as the epsilon(delta) of mu-GDP. It assumes the mechanism's trade-off curve is Gaussian; when it
-is not, it can exceed the true epsilon (note 002 §5.5, and randomized response in
+is not, it can exceed the true epsilon (private selection's max-of-K, and randomized response in
 tests/test_multi_run.py), so it is an estimate, never a valid bound.
 """
 
@@ -477,5 +477,5 @@ def max_attainable(
     n_members: int, n_nonmembers: int, delta: float, confidence: float = 0.95
 ) -> float:
     """The ceiling of :func:`cp_audit`: no errors at all. About ln(n / 3.7) at 95%
-    (note 003 §7: "CP caps epsilon_emp at roughly ln(R/3) for R runs per side")."""
+    (CP caps epsilon_emp at roughly ln(R/3) for R runs per side)."""
     return epsilon_from_counts(0, n_nonmembers, 0, n_members, delta, confidence)[0]

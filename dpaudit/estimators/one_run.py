@@ -10,10 +10,10 @@ algorithm is (epsilon, delta)-DP, the number W of correct guesses out of r = k+ 
 
 (Eqs. 2-3). Inverting this test gives a lower bound on epsilon at the chosen confidence. The
 computation follows the full version's Appendix D (bisection on epsilon, returning the lower,
-conservative end of the bracket); see ../shared/notes/001_one_run.md section 2.4.
+conservative end of the bracket); full version: arXiv:2305.08846.
 
 Choosing (k+, k-) after looking at the guesses is multiple testing. :func:`audit_scores`
-offers the choices of note 001 section 2.3 and labels each: ``fixed`` (from config),
+offers these choices and labels each: ``fixed`` (from config),
 ``grid_max_uncorrected`` (the paper's practice, not a valid 1-confidence bound), ``bonferroni``
 (every grid point tested at level (1 - confidence) / |grid|) and ``sample_split`` (choose on one
 half of the canaries, bound on the other half).
@@ -123,7 +123,7 @@ def _guess_table(
 def default_grid(m: int, ks: Iterable[int] | None = None) -> list[tuple[int, int]]:
     """(k+, k-) pairs: one-sided (k, 0) and (0, k) and balanced (k, k) for k in ``ks``.
 
-    Without ``ks``: 1, 2, 5 times powers of ten up to m (note 001 section 7.F).
+    Without ``ks``: 1, 2, 5 times powers of ten up to m (our default; the paper gives no grid).
     """
     if ks is None:
         ks = [c * 10**e for e in range(7) for c in (1, 2, 5) if c * 10**e <= m]
@@ -224,7 +224,7 @@ def _ks(grid: Sequence[tuple[int, int]], m_half: int, m: int) -> list[int]:
 
 
 def max_attainable(m: int, delta: float, confidence: float = 0.95) -> float:
-    """The ceiling of the audit: all r = m guesses correct (note 001 section 5.2)."""
+    """The ceiling of the audit: all r = m guesses correct (Theorem 3.1 at v = r = m)."""
     return epsilon_lower_bound(m, m, m, delta, confidence)
 
 

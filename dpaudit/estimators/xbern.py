@@ -1,8 +1,8 @@
 """Confidence intervals for the mean of an exchangeable Bernoulli (XBern) vector.
 
 Pillutla, Andrew, Kairouz, McMahan, Oprea, Oh (NeurIPS 2023), "Unleashing the Power of
-Randomization in Auditing Differentially Private ML", Appendix C. Notes:
-``/work/shared/notes/000_lidp.md`` sections 2.6-2.9.
+Randomization in Auditing Differentially Private ML", arXiv:2305.18447, Appendix C:
+XBern law Def. 5, Eq. 13-14; Bernstein intervals App. C.1; Wilson App. C.2, Algs. 5-7.
 
 Input: ``n`` i.i.d. trials of a ``K``-dimensional XBern vector, as an ``(n, K)`` 0/1 matrix (one
 row per trained model, one column per canary, after thresholding the scores). Everything here
@@ -29,7 +29,7 @@ the same call holds with probability 1 - 2 beta, 1 - 3 beta / 2, 1 - 5 beta / 4 
   code computes it as a K = 1 reference; it ignores the other K - 1 canaries).
 
 Variants (``variant``), where the paper, its derivations and its released code differ
-(note 000 section 2.8-2.9; see docs/estimators/lidp.md):
+(App. C.1-C.2; see docs/estimators/lidp.md):
 
 * ``printed`` (default): the algorithms exactly as printed. Alg. 3/4 use the variance
   ``x/K - x^2 + mu2_bar`` (conservative: Eq. (17) has ``(K-1)/K mu2_bar``) and Alg. 4 uses

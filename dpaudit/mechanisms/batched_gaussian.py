@@ -9,7 +9,7 @@ the Neyman-Pearson likelihood ratio of the mixture over "which batch holds the s
 (§4.2, §5.3). Each epoch reshuffles, so the ratio is a product over epochs.
 
 Idealised outputs per threat model (§5.1-5.3; B * <g~_t, g^> with no natural-gradient bias, as
-in note 003 §6.3). The special batch holds the target (D) or the zero-out record (D'):
+in our idealised simulation). The special batch holds the target (D) or the zero-out record (D'):
 
 ==================== =================== ============== ===============
 threat model         special batch, D    special, D'    other batches

@@ -1,4 +1,4 @@
-"""Idealised one-run audits of note 004 (Xiang et al. 2025, Section 6): per-bit mechanisms with
+"""Idealised one-run audits of Xiang et al. 2025 (arXiv:2509.08704, §6): per-bit mechanisms with
 known privacy, independent across bits, and the comparison of their bound with the one-run bound
 of Steinke et al. (:mod:`dpaudit.estimators.one_run`) on the same guesses.
 
@@ -65,7 +65,7 @@ def randomized_response(
 
 
 # --------------------------------------------------------------------------------------------
-# Idealised comparisons (note 004 sections 5.B and 8)
+# Idealised comparisons (analogues of the paper's Section 6 figures)
 # --------------------------------------------------------------------------------------------
 
 
@@ -116,7 +116,7 @@ def r_sweep(
 
 
 def best_r(comparisons: list[Comparison]) -> tuple[Comparison, Comparison]:
-    """Each method at its own best r over a sweep (note 004 section 7.4; uncorrected)."""
+    """Each method at its own best r over a sweep (a fairness check of ours; uncorrected)."""
     best_fdp = max(comparisons, key=lambda c: c.fdp_epsilon)
     best_one = max(comparisons, key=lambda c: c.one_run_epsilon)
     return best_fdp, best_one
@@ -147,7 +147,7 @@ def simulate(
     guess: str = "balanced",
 ) -> list[dict]:
     """Both methods at r = r_fraction n for each n and seed: rows for a table or figure
-    (Figs. 3, 4, 5, 7, 9). The null family is the mechanism's own (note 004 section 2.5)."""
+    (Figs. 3, 4, 5, 7, 9). The null family is the mechanism's own (our reading)."""
     family, draw = MECHANISMS[mechanism]
     rows = []
     for n in ns:

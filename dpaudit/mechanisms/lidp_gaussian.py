@@ -11,7 +11,7 @@ Query ``q(D) = sum_{z in D} z`` on the base set D = {0_d}, output ``q(D) + sigma
 (The released code shares one noise draw between the two models; the two sides are bounded
 separately by Alg. 1, so the joint law across sides does not affect the bound.)
 
-**Exact sampling through the Gram matrix (note 000 section 7, step 7).** The inserted scores
+**Exact sampling through the Gram matrix (ours).** The inserted scores
 ``s_k = 1 + sum_{j != k} <u_k, u_j> + sigma <u_k, z_1>`` are inner products of the p = K + 1
 Gaussian vectors ``(g_1..g_K, z_1)`` (canaries are ``u = g / |g|``). The p x d Gaussian
 matrix is ``V = L Q`` with Q independent of L and L (p x r, r = min(p, d)) lower triangular:
@@ -108,7 +108,7 @@ def sigma_for_epsilon(epsilon: float, delta: float, accountant: Accountant = "rd
     """The noise scale whose ``accountant`` epsilon at ``delta`` is ``epsilon``.
 
     With ``rdp`` and delta = 1e-5 this gives sigma^2 = 16.36, 4.62, 1.34, 0.407 for eps = 1, 2,
-    4, 8 (the released code's table; note 000 section 3.1).
+    4, 8 (the released code's table; App. E.1).
     """
     if epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon}")
@@ -318,7 +318,7 @@ def sample_scores(
 # ---------------------------------------------------------------------------------------------
 
 
-#: The size guard of the released code (note 000 section 3.1): configurations with
+#: The size guard of the released code (Gaussian study, App. E): configurations with
 #: n * K > MAX_NK are skipped there; here they are refused with an error.
 MAX_NK = 10**8
 

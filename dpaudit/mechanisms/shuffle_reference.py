@@ -5,11 +5,11 @@ of the Batched Gaussian Mechanism with two curves:
 
 * the epsilon DP-SGD would have *if* batches were Poisson-subsampled with rate q = 1/T, over
   T * E steps at noise multiplier sigma (the paper uses the PRV accountant; we use the PLD
-  accountant of ``dp_accounting``, which matches the paper's Fig. 3 values to 0.01, note 003
-  §6.1), and
+  accountant of ``dp_accounting``, which matches the paper's Fig. 3 values to 0.01, see
+  docs/accounting.md), and
 * the lower bound on the epsilon of *shuffled* batches by Chua et al. (ICML 2024), which the
   audits approach but do not exceed. We re-implement its single-epoch "cube" bound from the
-  formula (note 003 §2.8): with P = MoG(2) and Q = MoG(1), MoG(m) = (1/T) sum_t N(m e_t,
+  formula (Chua et al. 2024): with P = MoG(2) and Q = MoG(1), MoG(m) = (1/T) sum_t N(m e_t,
   sigma^2 I_T) (the worst-case pair of the BGM shifted by +B), and the sets
   E_C = {x : max_t x_t > C},
 

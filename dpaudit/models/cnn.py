@@ -4,7 +4,7 @@
 conv32-3x3 (s1, p1) -> conv32 -> maxpool 2x2 -> conv64 -> conv64 -> maxpool -> conv128 -> conv128
 -> maxpool -> FC128 -> FC k, tanh after every conv and the hidden FC layer.
 
-For a 3x32x32 input and 2 classes it has 549,538 parameters (note 003 §3: "about 550K").
+For a 3x32x32 input and 2 classes it has 549,538 parameters (Annamalai et al. App. C, Table 2).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """LeNet-5 with tanh activations, as in "To Shuffle or not to Shuffle" (Annamalai et al.), App. C,
 Table 3: conv6-5x5 (s1, p2) -> avgpool 2x2 -> conv16-5x5 -> avgpool 2x2 -> FC120 -> FC84 -> FC k.
 
-For a 1x28x28 input and 2 classes it has 61,026 parameters (note 003 §3 says "about 61K").
+For a 1x28x28 input and 2 classes it has 61,026 parameters (Annamalai et al. App. C, Table 3).
 Only layers Opacus can compute per-sample gradients for (Conv2d, Linear; pooling has none).
 """
 

@@ -1,6 +1,6 @@
 """Wide ResNet WRN-d-k (Zagoruyko & Komodakis 2016) with GroupNorm, as used for DP-SGD on CIFAR-10
 by De et al. 2022 ("Unlocking high-accuracy differentially private image classification through
-scale") and, per note 001 §4, by Steinke et al. 2023 (WRN-16; width 4 assumed). WRN-16-4 on
+scale") and by Steinke et al. 2023, §4 (WRN-16; width 4 assumed). WRN-16-4 on
 CIFAR-10 has 2,748,890 parameters here.
 
 BatchNorm mixes examples of a batch and breaks per-example clipping, so every norm layer is

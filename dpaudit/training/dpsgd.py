@@ -2,7 +2,7 @@
 
 This is the engine of the one-run design (Steinke et al. 2023, Algorithm 1): the training set is
 the non-canary data plus the canaries whose coin came up IN; after training, each canary gets
-the black-box score ``-loss(final model, canary)`` (higher means IN, note 001 section 2.1).
+the black-box score ``-loss(final model, canary)`` (higher means IN; Steinke et al. 2023, §4.2).
 The claimed epsilon is the one Opacus's accountant reports for the noise it calibrated.
 """
 

@@ -3,7 +3,7 @@
 Opacus's accountants (``rdp``: Mironov et al. 2019; ``prv``: Gopi et al. 2021; ``gdp``: Dong et
 al.) compose ``steps`` Poisson-subsampled Gaussian mechanisms with rate ``q`` and noise
 multiplier ``sigma``. This is the guarantee claimed whatever sampler actually ran (the shuffling
-paper's point, note 003 §2.8): the score file records both.
+paper's point, Annamalai et al. §1): the score file records both.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ model can be recomputed alone.
                         sampling DP-SGD's accountants assume; Abadi et al. 2016, Opacus
                         ``UniformWithReplacementSampler`` / ``DPDataLoader``).
 ``shuffle``             a fresh random permutation every epoch, cut into T batches of (almost)
-                        equal size B (``dataset.shuffle().batch(B)``; note 003 §2.9).
+                        equal size B (``dataset.shuffle().batch(B)``; Annamalai et al. §7).
 ``partial_shuffle``     the dataset is cut into consecutive buffers of ``buffer_size`` items,
                         each buffer is shuffled, the buffers are concatenated and batched
                         (Annamalai et al. §7 / Algorithm 2; Ponomareva et al.).

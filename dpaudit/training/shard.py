@@ -18,13 +18,13 @@ Designs (rows of the score file are trials, columns canaries; higher score means
 
 ``canaries.neighbouring``: ``add_remove`` (an OUT canary is absent) or ``zero_out`` (gradient
 canaries only: an OUT canary is replaced by a record whose gradient is zero, the adjacency of
-Annamalai et al. §2.1 / note 003 §2.1; dataset sizes then do not depend on membership).
+Annamalai et al. §2.1; dataset sizes then do not depend on membership).
 ``canaries.adversary``: ``natural`` (only the target's gradient is crafted) or
 ``partially_informed`` (multi_run, zero_out, gradient canaries: every batch without the target
 or the zero-out record has its last example's gradient replaced by minus the target's;
 Annamalai et al. §5.1, Algorithm 1).
 
-Threat models (``score`` names the statistic; note 001 §3, note 000 §3, note 003 §2.5-2.7):
+Threat models (``score`` names the statistic; Steinke §4, Pillutla App. D, Annamalai §5.1-5.3):
 
 ``black_box_loss``    input canaries, final model: ``-loss(theta_T; c)``.
 ``black_box_logit``   input canaries, final model: logit-scaled confidence
@@ -32,7 +32,7 @@ Threat models (``score`` names the statistic; note 001 §3, note 000 §3, note 0
 ``white_box_dot``     all iterates. Input canaries: ``sum_t <theta_{t-1} - theta_t,
                       clip(grad loss(theta_{t-1}; c))>`` (Steinke et al. §4.1). Gradient
                       canaries: the same sum with the fixed canary gradient, which telescopes to
-                      ``<theta_0 - theta_T, v>`` (plain SGD; note 001 §3): for Dirac canaries
+                      ``<theta_0 - theta_T, v>`` (plain SGD; our observation): for Dirac canaries
                       ``C (theta_0 - theta_T)[j]``.
 ``final_model_cosine``  gradient canaries, final model only (LiDP App. D.2, authors' code):
                       ``-<v, theta_T> / (|v| |theta_T|)`` (IN lowers ``<v, theta>``).

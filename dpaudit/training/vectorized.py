@@ -29,14 +29,14 @@ plain sequential models, else from ``torch.func`` (:func:`choose_engine`). Model
 in chunks of ``model_chunk`` per step to bound memory; chunking does not change the results
 beyond floating-point round-off.
 
-Everything the white-box threat models need is recorded here (note 001 §3, note 003 §2.6):
+Everything the white-box threat models need is recorded here (Steinke §4.1; Annamalai Alg. 1):
 ``white_box``   sum over steps of ``<theta_{t-1} - theta_t, clip(grad loss(theta_{t-1}, c))>``
                 for chosen input canaries ``c`` (Steinke et al. 2023, §4.1);
 ``step_dots``   per step, ``<g~_t, v_k>`` for every gradient canary ``v_k`` (Annamalai et al.,
-                Algorithm 1, ``o_t``; the Natural/PI likelihood ratios of note 003 §2.7).
+                Algorithm 1, ``o_t``; the Natural/PI likelihood ratios of their §5.3).
 For a gradient canary (fixed gradient ``v_k``) the white-box sum telescopes to
 ``<theta_0 - theta_T, v_k>`` under plain SGD and is computed from the first and last iterates
-(note 001 §3).
+(our observation).
 """
 
 from __future__ import annotations
@@ -146,10 +146,10 @@ class ShardData:
     ``i < N`` are rows of ``x``; ids ``N + k`` are gradient canary ``k``, a row of
     ``grad_canaries`` (K_g, P): a fixed vector in the flat parameter space (parameters in
     ``named_parameters`` order) that replaces the per-sample gradient whenever the item is in a
-    batch (note 000 §3.3, note 001 §3).
+    batch (Pillutla et al. App. D.2; Steinke et al. §4.1).
 
     ``partially_informed = (target, zero)``: the Partially-Informed adversary of Annamalai et al.
-    (Algorithm 1, blue line; note 003 §2.5): in every batch that holds neither the target nor
+    (Algorithm 1, blue line; their §5.1): in every batch that holds neither the target nor
     the zero-out record, the gradient of the batch's *last* example is replaced by minus the
     target's gradient vector.
     """
