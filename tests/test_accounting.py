@@ -15,7 +15,7 @@ from dpaudit.cli import main
 def test_one_run_fig10_gaussian_upper_bound():
     """Steinke, Nasr, Jagielski (2023) Fig. 10: sensitivity 2, sigma 2 (mu = 1). The paper's
     upper bound is epsilon = 4.38 at delta = 1e-5, and a 2.675 bound would need delta =
-    0.0039334 (note 001 section 5.2: 4.3772 and 0.0039334)."""
+    0.0039334 (our recomputation: 4.3772 and 0.0039334)."""
     assert gaussian.gaussian_epsilon(1e-5, 1.0) == pytest.approx(4.3772, abs=5e-5)
     assert gaussian.gaussian_delta(2.67585, 1.0) == pytest.approx(0.0039334, abs=5e-8)
 
@@ -33,7 +33,7 @@ def test_one_run_fig10_gaussian_upper_bound():
     ],
 )
 def test_one_run_fig11_gaussian_ub_column(delta, ub):
-    """Note 001 section 5.2, Fig. 11 table, column 'Gaussian UB' (mu = 1), two decimals."""
+    """Steinke et al. 2023, Fig. 11: the Gaussian upper bound (mu = 1), two decimals."""
     assert round(gaussian.gaussian_epsilon(delta, 1.0), 2) == ub
 
 
@@ -92,7 +92,7 @@ def test_gaussian_bad_input(call, match):
     [(0.5, 100, 6.476), (1.0, 100, 0.718), (1.5, 100, 0.292), (1.0, 1000, 0.149)],
 )
 def test_pld_values_of_note_003(sigma, T, expected):
-    """Note 003 section 6.1 (dp_accounting PLD, q = 1/T, T steps, delta = 1e-5); the shuffle
+    """Our PLD values (dp_accounting PLD, q = 1/T, T steps, delta = 1e-5); the shuffle
     paper's Fig. 3 prints the PRV values 6.49, 0.73, 0.30 for T = 100."""
     assert dpsgd.epsilon_pld(sigma, 1 / T, T, 1e-5) == pytest.approx(expected, abs=1e-3)
 
@@ -152,7 +152,7 @@ def test_table_columns():
 @pytest.mark.parametrize("acc", ["rdp", "prv", "pld"])
 def test_noise_multiplier_calibration(acc):
     """Calibrated sigma reaches the target within tolerance, on the conservative side.
-    Note 003 section 6.1: PLD, T = 10 (B = 1000 of n = 10^4), epsilon = 1 -> sigma = 1.741."""
+    Our PLD calibration: T = 10 (B = 1000 of n = 10^4), epsilon = 1 -> sigma = 1.741."""
     sigma = dpsgd.noise_multiplier(1.0, 1e-5, 0.1, 10, accountant=acc, epsilon_tolerance=0.005)
     eps = dpsgd.epsilon(acc, sigma, 0.1, 10, 1e-5)
     assert 1.0 - 0.005 - 0.01 <= eps <= 1.0 + 1e-9

@@ -1,4 +1,4 @@
-"""Pipeline wrappers of the private-selection paper (Xiang, Wang, Wang 2024; note 002):
+"""Pipeline wrappers of the private-selection paper (Xiang, Wang, Wang 2024; arXiv:2402.13087):
 dpaudit/analyses/selection.py and its registration as analyses and as a mechanism."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pipeline wrappers of "Tight Privacy Audit in One Run" (Xiang et al. 2025; note 004):
+"""Pipeline wrappers of "Tight Privacy Audit in One Run" (Xiang et al. 2025; arXiv:2509.08704):
 dpaudit/analyses/tight_one_run.py."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_registered_names_resolve():
 
 @pytest.mark.parametrize("guessing", ["independent", "one_run"])
 def test_gaussian_at_least_twice_the_one_run_bound(guessing):
-    """Figs. 3 and 5: Gaussian mu = 1, r = n/5, n = 10^4: ours >= 2x one-run (note 004 5.B:
+    """Figs. 3 and 5: Gaussian mu = 1, r = n/5, n = 10^4: ours >= 2x one-run (reimplemented:
     4.02 / 1.79 with the one-run paper's guessing)."""
     df = T.versus_n("gaussian", 1.0, ns=[10_000], guessing=guessing, best_r=False)
     ours, theirs = _y(df, series=OURS_N5), _y(df, series=ONE_N5)

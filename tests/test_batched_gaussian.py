@@ -1,7 +1,7 @@
 """Tests of the Batched Gaussian Mechanism and its reference lines.
 
-Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (papers/003),
-Algorithm 4, §4.2, §5.3, §6.2.1 / Fig. 3, Fig. 7; note 003 §2.3-2.8 and §6.
+Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (arXiv:2411.10614),
+Algorithm 4, §4.2, §5.3, §6.2.1 / Fig. 3, Fig. 7.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ DELTA = 1e-5
     "sigma,note,paper", [(0.5, 6.476, 6.49), (1.0, 0.718, 0.73), (1.5, 0.292, 0.30)]
 )
 def test_poisson_epsilon_fig3(sigma, note, paper):
-    # Fig. 3 / §6.2.1: T = 100, one epoch; paper (PRV) 6.49 / 0.73 / 0.30, note 003 §6.1 (PLD).
+    # Fig. 3 / §6.2.1: T = 100, one epoch; paper (PRV) 6.49 / 0.73 / 0.30; ours with PLD.
     eps = ref.poisson_epsilon(sigma, 100, 1, DELTA)
     assert eps == pytest.approx(note, abs=0.002)
     assert eps == pytest.approx(paper, abs=0.015)
@@ -48,7 +48,7 @@ def test_poisson_epsilon_fig3(sigma, note, paper):
     ],
 )
 def test_shuffle_lower_bound_note(steps, sigma, lb):
-    # Note 003 §6.2 (Chua et al.'s single-epoch cube bound). The last four use the note's
+    # Chua et al.'s single-epoch cube bound (our computation). The last four use our
     # sigma rounded to 3 decimals (calibrated to Poisson eps = 1, 2, 4, 0.1), hence 0.01.
     assert ref.shuffle_lower_bound(sigma, steps, DELTA) == pytest.approx(lb, abs=0.01)
 
@@ -134,7 +134,7 @@ def test_outputs_noise_free_pattern(tm):
 
 
 def test_worst_case_equals_partially_informed():
-    # §2.7 of note 003: Lambda^WC is Lambda^PI at o + B - 1; same seed, same noise.
+    # Annamalai et al. §5.3: Lambda^WC is Lambda^PI at o + B - 1; same seed, same noise.
     a = bg.simulate_scores(3000, 20, 2, 0.8, "worst_case", True, 100, seed=4)
     c = bg.simulate_scores(3000, 20, 2, 0.8, "partially_informed", True, 100, seed=4)
     assert a == pytest.approx(c, abs=1e-8)
@@ -153,7 +153,7 @@ def test_seeding_prefix_and_reproducibility():
 
 
 def test_worst_case_small_runs_beats_poisson_claim():
-    # Fig. 7 setting (WC, T = 100, one epoch, sigma calibrated to Poisson eps = 1; note 003 §6.1
+    # Fig. 7 setting (WC, T = 100, one epoch, sigma calibrated to Poisson eps = 1; our PLD
     # gives sigma = 0.902). At 2 x 10^4 runs per hypothesis already the *valid* (held-out)
     # bound exceeds the Poisson claim, and the uncorrected one stays below Chua's 4.78.
     res_same = bg.audit_bgm(20000, 100, 0.902, "worst_case", batch_size=100, seed=0)
@@ -166,7 +166,7 @@ def test_worst_case_small_runs_beats_poisson_claim():
 
 def test_natural_small_runs_below_claim():
     # §6.3: "in all settings, eps_emp under Natural is actually smaller than the theoretical eps"
-    # (note 003 §6.3: 0.78 at eps = 1 with 10^6 runs per hypothesis).
+    # (independent reimplementation: 0.78 at eps = 1 with 10^6 runs per hypothesis).
     res = bg.audit_bgm(20000, 100, 0.902, "natural", seed=0)
     assert res["epsilon"] < 1.0
 

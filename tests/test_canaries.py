@@ -1,4 +1,4 @@
-"""Canary generators and inclusion designs (note 000 §3, note 001 §3)."""
+"""Canary generators and inclusion designs (Pillutla et al. 2023 App. D; Steinke et al. 2023 §4)."""
 
 from __future__ import annotations
 

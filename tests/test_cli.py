@@ -28,7 +28,7 @@ def test_one_run_bound_json(capsys):
     )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["epsilon"] == pytest.approx(2.6759, abs=1e-3)  # note 001 section 5
+    assert out["epsilon"] == pytest.approx(2.6759, abs=1e-3)  # Steinke et al. Fig. 10
 
 
 def test_one_run_bound_text_and_errors(capsys):

@@ -3,8 +3,8 @@ of the order-statistic error probabilities, validity, null, the Theorem-1 counte
 input, registration and CLI.
 
 Reference numbers: the paper prints its results only as figures; the numbers below are the ones
-the text states (Section 6.4 / Fig. 10 claims) and the closed-form reference values of note 004
-section 5.B / section 6, which the note derived from the paper's formulas.
+the text states (Section 6.4 / Fig. 10 claims) and the closed-form reference values of an
+independent reimplementation, derived from the paper's formulas (not printed in the paper).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from dpaudit.estimators.registry import get
 from dpaudit.mechanisms import fdp_one_run_sim as S
 from dpaudit.scores import ScoreFile
 
-# ------------------------------------------------------------------ reference numbers (note 004)
+# ------------------------------------------------------------------ reference numbers (Xiang 2025)
 
 
 @pytest.mark.parametrize(
     ("mu", "delta", "eps"),
-    # note 004 section 5.B "useful conversions" (Algorithm 2 for mu-GDP)
+    # conversions with the paper's Algorithm 2 for mu-GDP
     [
         (0.5, 1e-5, 1.993),
         (0.8, 1e-5, 3.387),
@@ -54,7 +54,7 @@ def test_p_min_gdp(mu, pmin):
 
 
 def test_rr_error_probability_and_laplace_conversion():
-    # note 004 5.B: RR p0 = 1/(1+e^eps); section 2.5: Laplace eps = mu + 2 ln(1 - delta).
+    # RR p0 = 1/(1+e^eps); Algorithm 2 for Laplace: eps = mu + 2 ln(1 - delta).
     assert F.v_vector("approx_dp", 3.2, 10, 10, delta=0.0)[0] == pytest.approx(0.0392, abs=5e-5)
     assert F.v_vector("approx_dp", 1.0, 10, 10, delta=0.0)[0] == pytest.approx(0.269, abs=5e-4)
     assert F.to_epsilon("laplace", 2.0, 0.0) == 2.0
@@ -74,7 +74,7 @@ def test_rr_error_probability_and_laplace_conversion():
     ],
 )
 def test_sum_v_all_released_equals_n_p_min(family, theta, kw):
-    # note 004 section 6: with r = n, sum_j v_j = n p_min (Lemma 2, Eq. 14); Laplace
+    # With r = n, sum_j v_j = n p_min (Lemma 2, Eq. 14); Laplace
     # p_min = e^{-mu/2}/2; subsampled Gaussian p_min = (1 - q TV(N(0,1), N(mu,1)))/2.
     n = 2000
     v = F.v_vector(family, theta, n, n, **kw)
@@ -86,7 +86,7 @@ def test_sum_v_all_released_equals_n_p_min(family, theta, kw):
 
 @pytest.mark.parametrize(
     ("delta", "wrong", "p_ref"),
-    # note 004 5.B Fig. 10 analogue (RR eps = 1, n = r = 100), Chernoff p-values
+    # independent reimplementation: Fig. 10 analogue (RR eps = 1, n = r = 100), Chernoff p-values
     [
         (0.01, 0, 3.5e-14),
         (0.01, 10, 1.8e-4),
@@ -102,7 +102,7 @@ def test_fig10_p_values(delta, wrong, p_ref):
 
 
 def test_fig10_expected_errors_and_exact_tail():
-    # note 004 5.B: expected errors under the null 26.6 (delta 0.01), 24.2 (delta 0.1);
+    # reimplemented: expected errors under the null 26.6 (delta 0.01), 24.2 (delta 0.1);
     # exact Poisson-binomial at 10 wrong: 3.4e-5.
     assert F.v_vector("approx_dp", 1.0, 100, 100, delta=0.01).sum() == pytest.approx(26.6, abs=0.05)
     assert F.v_vector("approx_dp", 1.0, 100, 100, delta=0.1).sum() == pytest.approx(24.2, abs=0.05)
@@ -130,7 +130,7 @@ def test_fig7_claim_steinke_trivial_at_large_delta():
 
 @pytest.mark.parametrize(
     ("wrong", "mu_ref", "eps_ref"),
-    # note 004 5.B single audit: mu = 1, n = 1e4, r = 2000
+    # independent reimplementation, single audit: mu = 1, n = 1e4, r = 2000
     [(262, 0.926, 4.00), (230, 0.992, 4.33)],
 )
 def test_single_audit_reference(wrong, mu_ref, eps_ref):
@@ -143,7 +143,7 @@ def test_single_audit_reference(wrong, mu_ref, eps_ref):
 
 
 def test_expected_errors_single_audit():
-    # note 004 5.B: u = 262 is the expected count at mu = 1, n = 1e4, r = 2000.
+    # independent reimplementation: u = 262 is the expected count at mu = 1, n = 1e4, r = 2000.
     v = F.v_vector("gdp", 1.0, 10_000, 2000)
     assert v.sum() == pytest.approx(262, abs=0.5)
 
@@ -252,7 +252,7 @@ def test_validity_gaussian_mechanism():
         lambda g: S.gaussian(1000, 1.0, g), 1000, 200, "gdp", 1.0, reps, seed=11
     )
     assert rate <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / reps)
-    # ... and is informative: note 004 5.B general case, n = 1e3, mu = 1: eps ~ 3.41
+    # ... and is informative (reimplemented, general case): n = 1e3, mu = 1: eps ~ 3.41
     eps = np.array([F.to_epsilon("gdp", b, 1e-5) for b in bounds])
     assert 3.0 < eps.mean() < 3.8
 
@@ -284,7 +284,7 @@ def test_validity_randomized_response_pure_and_with_delta():
         delta=0.01,
     )
     assert rate <= slack
-    assert bounds.mean() > 1.5  # note 004 5.B (n = 1e3): 2.50
+    assert bounds.mean() > 1.5  # independent reimplementation (n = 1e3): 2.50
 
 
 def test_null_bound_is_zero():
@@ -322,7 +322,7 @@ def test_pathological_mechanism_is_eps_delta_dp_per_bit():
 
 
 def test_theorem1_counterexample_false_rejection_rate():
-    # note 004 section 7.1: (1, 0.1)-DP, m = r = 100, beta = 0.1: the paper's test rejects the
+    # Our counterexample: (1, 0.1)-DP, m = r = 100, beta = 0.1: the paper's test rejects the
     # TRUE null with probability ~0.102 > 0.05; Steinke et al.'s never does.
     mech = F.Pathological(100, 100, 1.0, 0.1, 0.1)
     exact = F.pathological_rejection_rate(mech)
@@ -339,7 +339,7 @@ def test_theorem1_counterexample_false_rejection_rate():
 
 
 def test_theorem1_counterexample_fig7_setting():
-    # note 004 7.1: eps = 3.2, delta = 0.01, n = 1e4, r = 2000, beta = 0.1: rejection
+    # Our counterexample: eps = 3.2, delta = 0.01, n = 1e4, r = 2000, beta = 0.1: rejection
     # probability 0.117 (4000 simulated trials) and eps_l ~ 3.49 when X = 1; beta = 0.05 gives
     # eps_l ~ 6.45 when X = 1 (every released guess right). Our exact rate is 0.101 with the
     # paper's Chernoff p-value and 0.115 with the exact Poisson-binomial tail.
@@ -358,7 +358,7 @@ def test_theorem1_counterexample_fig7_setting():
 
 
 def test_theorem1_counterexample_negligible_at_small_delta():
-    # note 004 7.1: at delta = 1e-5 (m = 1e5, r = 2e4, eps = 2) the rate is ~0.007 < 0.05.
+    # Our counterexample: at delta = 1e-5 (m = 1e5, r = 2e4, eps = 2) the rate is ~0.007 < 0.05.
     rate = F.pathological_rejection_rate(F.Pathological(100_000, 20_000, 2.0, 1e-5, 0.1))
     assert rate == pytest.approx(0.007, abs=0.001)
 

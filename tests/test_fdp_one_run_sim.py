@@ -1,4 +1,4 @@
-"""Idealised comparisons of note 004 (Xiang et al. 2025, Figs. 3 and 12): their bound against
+"""Idealised comparisons of Xiang et al. 2025 (arXiv:2509.08704, Figs. 3, 12): their bound against
 the one-run bound of Steinke et al. on the same guesses of the mu = 1 Gaussian mechanism."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def curve():
 
 
 def test_fig3_at_least_twice_the_one_run_bound(curve):
-    # Fig. 3 (special case, r = n/5, delta = 1e-5); note 004 5.B n = 1e4, mu = 1: 4.01 / 1.78.
+    # Fig. 3 (special case, r = n/5, delta = 1e-5); reimplemented: n = 1e4, mu = 1: 4.01 / 1.78.
     at = {c.r: c for c in curve}[2000]
     assert at.wrong == 262
     assert at.fdp_epsilon == pytest.approx(4.01, abs=0.01)
@@ -40,7 +40,7 @@ def test_fig12_theirs_rises_with_r_one_run_does_not(curve):
 
 def test_finding_slight_dip_at_r_equals_n(curve):
     # The paper claims strict monotonicity in r; at r = n the bound is slightly below r = n/2
-    # (note 004 5.B flags the same dip). Recorded as a finding, docs/estimators/fdp_one_run.md.
+    # (a reimplementation has the same dip). Recorded as a finding, docs/estimators/fdp_one_run.md.
     by_r = {c.r: c.fdp_epsilon for c in curve}
     assert by_r[10_000] < by_r[5000]
     assert by_r[5000] - by_r[10_000] < 0.1

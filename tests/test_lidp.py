@@ -1,7 +1,7 @@
 """Tests of the LiDP estimators (Pillutla et al., NeurIPS 2023): XBern intervals (App. C),
 the epsilon lower bound (Alg. 1) and held-out threshold tuning (App. E.1).
 
-Paper: /work/shared/papers/000_59490b40533ab10b.txt; note /work/shared/notes/000_lidp.md.
+Paper: arXiv:2305.18447 (see docs/references.md).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def test_variance_identities_eq17_eq18_exactly():
 
 
 def test_z_quantiles_of_the_beta_split():
-    """Note 000 section 2.9: with beta = 0.05 and beta/2 per side, the first/second/fourth
+    """App. C.2: with beta = 0.05 and beta/2 per side, the first/second/fourth
     order Wilson intervals use Z = 1.960, 2.241, 2.498."""
     assert xbern.z_quantile(0.05 / 2) == pytest.approx(1.960, abs=1e-3)
     assert xbern.z_quantile(0.05 / 4) == pytest.approx(2.241, abs=1e-3)
@@ -195,7 +195,7 @@ def test_population_dp_wilson_baseline_reproduces_paper_section4():
     """Section 4 / Fig. 3 left: "DP + Wilson" (K = 1, first-order Wilson) needs n = 4096 for
     eps_hat = 0.67 and n = 65536 for eps_hat = 0.85, for the Gaussian mechanism at eps = 2,
     delta = 1e-5, beta = 0.05. sigma from the RDP conversion of App. E.1; population-level
-    TPR/FPR, the 500-point 10%-90% quantile grid (note 000 section 5.1)."""
+    TPR/FPR, the 500-point 10%-90% quantile grid (our calibration, docs/estimators/lidp.md)."""
     sigma = optimize.brentq(lambda s: rdp_gaussian_epsilon(s, 1e-5) - 2.0, 0.5, 20.0)
     assert sigma**2 == pytest.approx(4.62, abs=0.01)  # the released code's sigma^2 for eps=2
     grid = np.linspace(sigma * stats.norm.ppf(0.1), 1 + sigma * stats.norm.ppf(0.9), 500)
@@ -208,7 +208,7 @@ def test_population_dp_wilson_baseline_reproduces_paper_section4():
         got[n] = float(lidp.epsilon_from_bounds(p1, p0, 1e-5).max())
     assert round(got[4096], 2) == 0.67
     assert round(got[65536], 2) == 0.85
-    # the rest of note 000's table
+    # the rest of our calibration table (docs/estimators/lidp.md)
     assert [round(got[n], 2) for n in (256, 1024, 16384)] == [0.16, 0.44, 0.79]
 
 

@@ -146,7 +146,7 @@ def test_standard_normal_f32_is_standard_normal():
 
 
 def test_sigma_calibration_matches_the_released_table():
-    """App. E.1 conversion at delta = 1e-5 (note 000 section 3.1: sigma^2 = 16.36, 4.62, 1.34,
+    """App. E.1 conversion at delta = 1e-5 (released code's table: sigma^2 = 16.36, 4.62, 1.34,
     0.4066 for eps = 1, 2, 4, 8). The exact Gaussian curve (Balle-Wang) is tighter."""
     for eps, s2 in ((1, 16.36), (2, 4.62), (4, 1.34), (8, 0.4066)):
         sigma = lg.sigma_for_epsilon(eps, 1e-5)
@@ -184,7 +184,7 @@ def test_bad_input():
 
 def test_lidp_second_order_wilson_reproduces_fig3_left_at_n1024():
     """Section 4: "eps_hat = 0.67 with n = 1024" for LiDP + 2nd-order Wilson (eps = 2,
-    delta = 1e-5, beta = 0.05; K = sqrt(n) = 32, d = 10^4 inferred in note 000 section 5.1):
+    delta = 1e-5, beta = 0.05; K = sqrt(n) = 32, d = 10^4 inferred by our calibration):
     threshold tuned on n held-out trials, bound on n fresh trials, mean of 8 repetitions."""
     from dpaudit.estimators import lidp
 

@@ -16,7 +16,7 @@ def _n(m):
 @pytest.mark.parametrize(
     ("spec", "shape", "k", "params"),
     [
-        ({"name": "logreg"}, (1, 28, 28), 10, 7_850),  # LiDP FMNIST linear (note 000 §4.2)
+        ({"name": "logreg"}, (1, 28, 28), 10, 7_850),  # LiDP FMNIST linear (Pillutla et al. App. F)
         ({"name": "mlp", "hidden": [256, 256]}, (784,), 10, 269_322),  # LiDP FMNIST MLP
         ({"name": "mlp", "hidden": [256, 256]}, (600,), 100, 245_348),  # LiDP Purchase MLP
         ({"name": "mlp", "hidden": [32]}, (600,), 100, 22_532),  # shuffling P100 MLP (~22.5K)

@@ -1,7 +1,7 @@
 """Tests of the multi-run estimators (dpaudit/estimators/multi_run.py, multi_run_audit.py).
 
-Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (papers/003),
-§3.2 Eq. 1 and Appendix B Algorithm 5; notes 003 §2.2, §6 and 002 §3.5, §5.5.
+Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (arXiv:2411.10614),
+§3.2 Eq. 1 and Appendix B Algorithm 5; Xiang, Wang, Wang 2024 (arXiv:2402.13087) §2.2, App. A.3.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_eq1_closed_form_at_counts():
 
 @pytest.mark.parametrize("runs", [10**3, 10**4, 10**6])
 def test_ceiling_is_about_ln_runs_over_3(runs):
-    # Note 003 §7: "CP caps eps_emp at roughly ln(R/3) for R runs per side" (one-sided 95%
+    # "CP caps eps_emp at roughly ln(R/3) for R runs per side" (one-sided 95%
     # per rate, i.e. joint confidence 0.90 here): -ln(0.05) = 2.996.
     cap = mr.max_attainable(runs, runs, DELTA, confidence=0.90)
     assert cap == pytest.approx(math.log(runs / 3.0), abs=0.01)
@@ -96,7 +96,7 @@ def test_ceiling_is_about_ln_runs_over_3(runs):
 
 @pytest.mark.parametrize("sigma,eps", [(3.302, 1.14), (1.926, 2.08), (1.264, 3.35)])
 def test_gaussian_mechanism_epsilon(sigma, eps):
-    # Note 003 §6.3: exact Gaussian-mechanism epsilon at these sigma, delta = 1e-5.
+    # Exact Gaussian-mechanism epsilon (Balle, Wang 2018) at these sigma, delta = 1e-5.
     assert mr.gdp_epsilon(1 / sigma, DELTA) == pytest.approx(eps, abs=0.011)
     assert mr.gdp_delta(1 / sigma, mr.gdp_epsilon(1 / sigma, DELTA)) == pytest.approx(DELTA)
 
@@ -230,7 +230,7 @@ def test_null_gives_zero():
 
 
 def test_gdp_fit_can_exceed_true_epsilon():
-    # Note 002 §5.5: the GDP fit assumes a Gaussian trade-off curve. Randomized response with
+    # The GDP fit (Nasr et al. 2023) assumes a Gaussian trade-off curve. Randomized response with
     # eps = 1 is (1, 0)-DP, yet the fitted mu-GDP reports an epsilon(1e-5) near 5.
     rng = np.random.default_rng(2)
     s, m = _rr(rng, 1.0, 20000)

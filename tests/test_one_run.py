@@ -23,7 +23,7 @@ def test_paper_numbers(m, r, v, delta, expected, tol):
 
 
 @pytest.mark.parametrize(
-    ("v", "expected"),  # Fig. 1 (m = r = 100, delta = 0), note 001 section 5.2
+    ("v", "expected"),  # Fig. 1 (m = r = 100, delta = 0), our recomputation
     [(60, 0.05), (70, 0.47), (80, 0.96), (90, 1.63), (95, 2.17), (100, 3.49)],
 )
 def test_fig1_pure_dp(v, expected):
@@ -31,7 +31,7 @@ def test_fig1_pure_dp(v, expected):
 
 
 def test_delta_term_scales_with_m_and_reduces_bound():
-    # Fig. 1: at delta = 1e-2 the bound for 100/100 correct drops to 0.81 (note 001 5.2).
+    # Fig. 1: at delta = 1e-2 the bound for 100/100 correct drops to 0.81 (our recomputation).
     assert orb.epsilon_lower_bound(100, 100, 100, 1e-2) == pytest.approx(0.81, abs=0.006)
     # m = 1e5, delta = 1e-5: small r cannot reject anything (2 m delta alpha too large).
     assert orb.epsilon_lower_bound(100_000, 50, 50, 1e-5) == 0.0
@@ -44,7 +44,7 @@ def test_pure_dp_closed_form_all_correct():
 
 
 def test_max_attainable_ceiling():
-    # note 001 5.2: ceiling at delta = 1e-5 saturates near 8.2 for m >= 5e4.
+    # Theorem 3.1: ceiling at delta = 1e-5 saturates near 8.2 for m >= 5e4.
     assert orb.max_attainable(1000, 1e-5) == pytest.approx(5.78, abs=0.01)
     assert orb.max_attainable(50_000, 1e-5) == pytest.approx(8.20, abs=0.01)
 

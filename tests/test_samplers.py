@@ -1,4 +1,4 @@
-"""Batch samplers (note 003 §2.9): what each one guarantees about the batches it draws."""
+"""Batch samplers (Annamalai et al. §7): what each one guarantees about the batches it draws."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def test_pmf_mean_pgf_consistent(xi):
 
 
 def test_tnb_mean_of_the_audits():
-    """TNB(0, 1e-2), the audits' xi (Section 6), has E[K] = 21.50 (note 002 section 2.3)."""
+    """TNB(0, 1e-2), the audits' xi (Section 6), has E[K] = 21.50 (App. A.1)."""
     assert sel.TruncatedNegativeBinomial(0.0, 1e-2).mean() == pytest.approx(21.4976, abs=1e-4)
     # eta = 1 is the geometric law with mean 1/nu (Liu and Talwar)
     geo = sel.TruncatedNegativeBinomial(1.0, 1e-3)
@@ -197,7 +197,7 @@ def test_one_run_reduces_to_the_gaussian_mechanism():
 
 
 def test_algorithm3_ordering_and_reference_values():
-    """TNB(0, 1e-2), epsilon_B = 1, tau = 1 (note 002 section 5.5): exact 1.089 <= epsilon_U-O
+    """TNB(0, 1e-2), epsilon_B = 1, tau = 1 (our check of Table 3): exact 1.089 <= epsilon_U-O
     1.164 <= epsilon_U-P 1.889; and the base's own exact epsilon 0.915 below all."""
     xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
     mu = sel.gaussian_mu_rdp(1.0, DELTA)
@@ -321,7 +321,7 @@ def test_cli_selection_bound_json(capsys):
     )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["epsilon"] == pytest.approx(2.304, abs=0.005)  # note 002 section 5.5
+    assert out["epsilon"] == pytest.approx(2.304, abs=0.005)  # our check of Table 3
     assert out["epsilon_exact"] < out["epsilon"] < out["epsilon_papernot_steinke"]
 
 

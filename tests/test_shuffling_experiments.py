@@ -1,8 +1,8 @@
 """The shuffling paper's BGM experiments as pipeline pieces: the claimed-epsilon mechanism
 wrapper, the reference-line analyses, and the paper-scale config.
 
-Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (papers/003),
-§6.2.1 / Fig. 3 and §6.3.2-6.3.3 / Figs. 6-7; note 003 §6.1-6.3.
+Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (arXiv:2411.10614),
+§6.2.1 / Fig. 3 and §6.3.2-6.3.3 / Figs. 6-7.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def fig3_lines():
     "sigma,paper_poisson,chua", [(0.5, 6.49, 9.997), (1.0, 0.73, 4.063), (1.5, 0.30, 1.464)]
 )
 def test_fig3_reference_lines_match_the_paper(fig3_lines, sigma, paper_poisson, chua):
-    # §6.2.1: Poisson (PRV) eps 6.49 / 0.73 / 0.30 at T = 100; Chua's bound, note 003 §6.2.
+    # §6.2.1: Poisson (PRV) eps 6.49 / 0.73 / 0.30 at T = 100; Chua's bound, our computation.
     t = fig3_lines[fig3_lines["sigma"] == sigma]
     poisson = t[t["reference"] == "poisson_epsilon"]
     lower = t[t["reference"] == "shuffle_lower_bound"]
@@ -70,7 +70,7 @@ def test_fig3_paper_audits_sit_below_chua(fig3_lines):
 
 
 def test_calibrated_reference_lines_with_given_sigmas():
-    # note 003 §6.1-6.2: sigma 0.902 / 0.737 / 0.590 give Poisson eps 1 / 2 / 4 (T = 100) and
+    # Our PLD calibration: sigma 0.902 / 0.737 / 0.590 give Poisson eps 1 / 2 / 4 (T = 100) and
     # Chua lower bounds 4.78 / 6.24 / 8.16.
     t = analyses.run(
         "shuffle_calibrated_references",
@@ -118,7 +118,7 @@ def test_calibrated_score_file_is_the_bgm_with_the_claim_attached():
     np.testing.assert_array_equal(sf.membership, plain.membership)
     assert sf.claimed_epsilon == 1.0 and sf.meta["accountant"] == "poisson_pld"
     assert sf.meta["poisson_epsilon"] == pytest.approx(1.0, abs=0.005)
-    assert sf.meta["shuffle_lower_bound"] == pytest.approx(1.94, abs=0.01)  # note 003 §6.2
+    assert sf.meta["shuffle_lower_bound"] == pytest.approx(1.94, abs=0.01)  # Chua et al. (ours)
     assert registry.DESIGNS["bgm_calibrated"] == "multi_run"
     assert registry.get("bgm_calibrated") is bgm_calibrated_score_file
 
