@@ -448,6 +448,43 @@ def _check_target_epsilons(exp: str, block: dict[str, Any]) -> None:
             )
 
 
+def _lidp_sizes(block: dict[str, Any]) -> dict[str, int]:
+    """Setting (or key) -> the smaller of K and m (inserted and null canaries) of an experiment
+    writing lidp score files, where the config fixes them."""
+    from dpaudit.pipeline import simulate_settings
+
+    if block.get("kind") == "train":
+        return {"canaries.k": int(block["canaries"]["k"])}
+    out = {}
+    for setting, params in simulate_settings(block).items():
+        k = params.get("K")
+        m = params.get("m") if params.get("m") is not None else k
+        if isinstance(k, int) and isinstance(m, int):
+            out[f"setting {setting}"] = min(k, m)
+    return out
+
+
+def _check_lidp_order(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
+    """A LiDP estimator of order o with ``below_order: error`` fails on a file with fewer than
+    o inserted or null canaries: reject the pair here."""
+    from dpaudit.pipeline import applicable_estimators, experiment_designs
+
+    if block.get("kind") not in ("train", "simulate") or "lidp" not in experiment_designs(block):
+        return
+    sizes = _lidp_sizes(block)
+    for name in applicable_estimators(config, exp):
+        est = config["estimators"][name]
+        if est["method"] != "lidp" or est.get("below_order", "error") != "error":
+            continue
+        for where, size in sizes.items():
+            if size < int(est["order"]):
+                raise ConfigError(
+                    f"config key experiments.{exp}.estimators: estimator {name!r} has order "
+                    f"{est['order']} but {where} has only {size} inserted/null canaries; "
+                    f"allowed: order <= {size}, or estimators.{name}.below_order: skip"
+                )
+
+
 def _check_paper_targets(config: dict[str, Any]) -> None:
     """Two experiments must not publish the same paper target (one would overwrite the other)."""
     seen: dict[str, str] = {}
@@ -462,9 +499,33 @@ def _check_paper_targets(config: dict[str, Any]) -> None:
             seen[target] = exp
 
 
+def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
+    """Estimator keys that need another key (each fails only inside an audit job otherwise)."""
+    method, selections = block["method"], block.get("selections") or []
+    if method == "one_run" and "fixed" in selections and not block.get("fixed"):
+        raise ConfigError(
+            f"config key estimators.{name}.fixed: required by selection 'fixed' in "
+            f"estimators.{name}.selections; allowed: [k_plus, k_minus]"
+        )
+    if method != "fdp_one_run":
+        return
+    if "fixed" in selections and block.get("r") is None and block.get("r_fraction") is None:
+        raise ConfigError(
+            f"config key estimators.{name}.r: selection 'fixed' in estimators.{name}.selections "
+            "needs r or r_fraction; allowed: an integer r >= 1, or r_fraction in (0, 1]"
+        )
+    if block.get("family") == "subsampled_gaussian" and block.get("q") is None:
+        raise ConfigError(
+            f"config key estimators.{name}.q: required by family 'subsampled_gaussian'; "
+            "allowed: a sampling rate in (0, 1]"
+        )
+
+
 def _check_references(config: dict[str, Any]) -> None:
     """Cross-key checks the schema cannot express."""
     names = sorted(config.get("estimators", {}))
+    for name in names:
+        _check_estimator_block(name, config["estimators"][name])
     for exp, block in config.get("experiments", {}).items():
         _check_registered(exp, block)
         _check_trainer(exp, block)
@@ -480,4 +541,5 @@ def _check_references(config: dict[str, Any]) -> None:
         _check_settings(exp, block)
         _check_canary_pool(exp, block)
         _check_target_epsilons(exp, block)
+        _check_lidp_order(config, exp, block)
     _check_paper_targets(config)

@@ -352,3 +352,31 @@ def test_paper_config_leaves_the_default_experiments_alone(path):
     ref = validate_config(default, SCHEMA)
     for name in default["experiments"]:
         assert applicable_estimators(merged, name) == applicable_estimators(ref, name), name
+
+
+@pytest.mark.parametrize(
+    "block,key",
+    [
+        ({"method": "one_run", "selections": ["fixed"]}, "estimators.e.fixed"),
+        ({"method": "fdp_one_run", "selections": ["fixed"]}, "estimators.e.r"),
+        ({"method": "fdp_one_run", "family": "subsampled_gaussian"}, "estimators.e.q"),
+    ],
+)
+def test_estimator_keys_that_need_another_key(block, key):
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+           "estimators": {"e": block}}
+    with pytest.raises(ConfigError, match=rf"config key {key}: "):
+        validate_config(cfg, SCHEMA)
+
+
+def test_lidp_order_above_the_canary_count_is_rejected():
+    est = {"l2": {"method": "lidp", "order": 2}}
+    exp = {"kind": "train", "trainer": "vectorized", "design": "lidp", "canaries": {"k": 1}}
+    with pytest.raises(ConfigError, match=r"estimator 'l2' has order 2 but canaries\.k has only 1"):
+        validate_config(_exp_cfg(exp, est), SCHEMA)
+    sim = {"kind": "simulate", "mechanism": "lidp_gaussian",
+           "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5}, "grid": {"K": [1, 4]}}
+    with pytest.raises(ConfigError, match=r"setting K1 has only 1"):
+        validate_config(_exp_cfg(sim, est), SCHEMA)
+    est["l2"]["below_order"] = "skip"
+    validate_config(_exp_cfg(sim, est), SCHEMA)
