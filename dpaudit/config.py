@@ -1,28 +1,65 @@
-"""Validation of the pipeline configuration against ``config/schema.yaml``.
+"""Validation of the pipeline configuration against the schema shipped in the package.
 
-Runs in ``rules/common.smk`` before any job: a misspelled key, a wrong type or an out-of-range
-value stops the (dry) run with a message naming the key and what is allowed. Defaults from the
-schema are filled in, so every rule sees a complete config.
+The schema is ``dpaudit/schema.yaml`` (package data; ``config/schema.yaml`` is a link to it), so
+the Snakefile and ``dpaudit audit --config`` check against the same file, editable install or
+not. Validation runs in ``rules/common.smk`` before any job: a misspelled key, a wrong type, an
+out-of-range value or a cross-key limit that a job would hit (an estimator that does not apply
+to the experiment's design, more canaries than the pool holds, a target epsilon the accountant
+cannot reach) stops the (dry) run with a message naming the key and what is allowed. Defaults
+from the schema are filled in, so every rule sees a complete config.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import math
 from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+#: The schema's file name inside the ``dpaudit`` package.
+SCHEMA_RESOURCE = "schema.yaml"
+
 
 class ConfigError(ValueError):
     """The configuration does not satisfy the schema."""
 
 
-def load_schema(path: str | Path) -> dict[str, Any]:
+def load_schema(path: str | Path | None = None) -> dict[str, Any]:
+    """The configuration schema: the package's own (``path`` None) or the file at ``path``."""
+    if path is None:
+        return yaml.safe_load(resources.files("dpaudit").joinpath(SCHEMA_RESOURCE).read_text())
     with open(path) as fh:
         return yaml.safe_load(fh)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A YAML config file as a dict; a syntax error or a non-mapping top level raises
+    :class:`ConfigError` naming the file (and the line and column of a syntax error)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise ConfigError(f"config file {path}: cannot be read ({err.strerror or err})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"config file {path}{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"config file {path}: the top level must be a mapping of keys, "
+            f"got {type(data).__name__}"
+        )
+    return data
 
 
 def _extend_with_defaults(validator_class):
@@ -75,19 +112,51 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if kind == "type":
         return f"config key {key}: {error.instance!r} has the wrong type; expected {schema['type']}"
     if kind == "required":
-        return f"config key {key}: {error.message}"
+        missing = [p for p in schema.get("required", []) if p not in error.instance]
+        name = missing[0] if missing else error.message
+        allowed = schema.get("properties", {}).get(name, {}).get("enum")
+        hint = f"; allowed values: {allowed}" if allowed else ""
+        return f"config key {key}: missing required key {name!r}{hint}"
     desc = schema.get("description")
     return f"config key {key}: {error.message}" + (f" ({desc})" if desc else "")
 
 
-def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+def _check_experiments_block(config: dict[str, Any], require: bool) -> None:
+    """An ``experiments`` block that is empty (null or {}) runs nothing: an error, not a no-op."""
+    if "experiments" not in config:
+        if require:
+            raise ConfigError(
+                "config key experiments: missing; define at least one named experiment block"
+            )
+        return
+    block = config["experiments"]
+    if block is None or (isinstance(block, dict) and not block):
+        raise ConfigError(
+            f"config key experiments: is empty ({block!r}); define at least one named "
+            "experiment block (kind: train, simulate or analysis)"
+        )
+
+
+def validate_config(
+    config: dict[str, Any],
+    schema: dict[str, Any] | None = None,
+    require_experiments: bool = True,
+) -> dict[str, Any]:
     """Fill defaults into ``config`` in place and check it; raise :class:`ConfigError`
-    listing every problem, each naming its key and what is allowed."""
-    validator = DefaultFillingValidator(schema)
+    listing every problem once, each naming its key and what is allowed.
+
+    ``schema`` None uses the package's schema. ``require_experiments`` False accepts a config
+    without an ``experiments`` key (``dpaudit audit --config`` needs only estimator blocks).
+    """
+    if not isinstance(config, dict):
+        raise ConfigError(f"config: the top level must be a mapping, got {type(config).__name__}")
+    _check_experiments_block(config, require_experiments)
+    validator = DefaultFillingValidator(load_schema() if schema is None else schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = "\n".join(f"  - {_describe(e)}" for e in errors)
-        raise ConfigError(f"invalid configuration ({len(errors)} problem(s)):\n{lines}")
+        messages = list(dict.fromkeys(_describe(e) for e in errors))  # once each, in order
+        lines = "\n".join(f"  - {m}" for m in messages)
+        raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
     _check_references(config)
     return config
 
@@ -189,9 +258,274 @@ def _check_trainer(exp: str, block: dict[str, Any]) -> None:
             )
 
 
+def _check_estimators_apply(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
+    """Every estimator an experiment lists must apply to its score-file design (else the audit
+    would drop it and leave an empty table); an experiment that lists none needs at least one
+    estimator block that applies."""
+    from dpaudit import estimators
+    from dpaudit.pipeline import experiment_designs
+
+    if block.get("kind") not in ("train", "simulate"):
+        return
+    designs = experiment_designs(block)
+    blocks = config.get("estimators", {})
+    fits = sorted(
+        n for n, b in blocks.items() if designs & set(estimators.get(b["method"]).designs)
+    )
+    for name in block.get("estimators") or []:
+        method = blocks[name]["method"]
+        if not designs & set(estimators.get(method).designs):
+            raise ConfigError(
+                f"config key experiments.{exp}.estimators: estimator {name!r} (method "
+                f"{method!r}, see estimators.{name}) does not apply to the design "
+                f"{'/'.join(sorted(designs))!r} of experiment {exp!r}; estimators that apply: "
+                f"{fits}"
+            )
+    if not fits:
+        raise ConfigError(
+            f"config key experiments.{exp}: no estimator block applies to its design "
+            f"{'/'.join(sorted(designs))!r}; define one under 'estimators' with a method among "
+            f"{sorted(m for m, f in estimators.METHODS.items() if designs & set(f.designs))}"
+        )
+
+
+def _check_settings(exp: str, block: dict[str, Any]) -> None:
+    """A score-producing experiment needs at least one setting."""
+    if block.get("kind") == "train":
+        train = block["train"]
+        if not train["target_epsilons"] and not train["nonprivate"]:
+            raise ConfigError(
+                f"config key experiments.{exp}.train.target_epsilons: empty and "
+                "train.nonprivate is false, so the experiment has no setting; allowed: at least "
+                "one target epsilon, or nonprivate: true"
+            )
+
+
+#: Default canary pool of the vectorized trainer's LiDP design (dpaudit.training.shard).
+LIDP_DEFAULT_POOL = 1000
+_RECORD_CANARIES = ("mislabeled", "in_distribution")
+
+
+def canary_pool_need(block: dict[str, Any]) -> tuple[int, int]:
+    """(canaries per trial, pool size) of a train experiment, as the training job derives them
+    (``dpaudit.training.shard``; the Opacus trainer draws exactly ``m``)."""
+    c = block["canaries"]
+    design = block.get("design", "one_run")
+    per_trial = {"one_run": int(c["m"]), "lidp": 2 * int(c["k"])}.get(design, 1)
+    if c["pool_size"] is not None:
+        return per_trial, int(c["pool_size"])
+    if c["type"] == "clipbkd" and None not in (c["first_component"], c["last_component"]):
+        return per_trial, int(c["last_component"]) - int(c["first_component"])
+    if design == "lidp":
+        # gradient canaries cap the default at 256 MiB of parameters: a smaller pool still
+        # holds at least the 2k canaries of a trial, so the lower bound below is safe
+        gradient = c["type"] in ("dirac", "random_gradient")
+        return per_trial, per_trial if gradient else max(per_trial, LIDP_DEFAULT_POOL)
+    return per_trial, per_trial
+
+
+def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
+    """The canaries a trial needs must fit in the pool, and record canaries (mislabeled,
+    in_distribution) must fit in the records the dataset holds out (``dataset.canary_pool``)."""
+    if block.get("kind") != "train":
+        return
+    c = block["canaries"]
+    design = block.get("design", "one_run")
+    key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
+    if c["type"] == "clipbkd" and c["pool_size"] is None:
+        for part in ("first_component", "last_component"):
+            if c[part] is None:
+                raise ConfigError(
+                    f"config key experiments.{exp}.canaries.{part}: required for clipbkd "
+                    "canaries (the pool is components first_component..last_component)"
+                )
+    per_trial, pool = canary_pool_need(block)
+    if pool < per_trial:
+        raise ConfigError(
+            f"config key experiments.{exp}.{key}: design {design!r} needs {per_trial} canaries "
+            f"per trial but the canary pool holds {pool} (canaries.pool_size or the clipbkd "
+            f"components); allowed: a pool of at least {per_trial}"
+        )
+    if c["type"] in _RECORD_CANARIES:
+        held_out = (block.get("dataset") or {}).get("canary_pool") or 0
+        if held_out < pool:
+            raise ConfigError(
+                f"config key experiments.{exp}.dataset.canary_pool: {held_out} held-out "
+                f"records, but {c['type']} canaries need a pool of {pool} (design {design!r}, "
+                f"{key}); allowed: dataset.canary_pool >= {pool}, or a smaller canaries.pool_size"
+            )
+
+
+#: Largest noise multiplier Opacus' get_noise_multiplier tries before it gives up with "The
+#: privacy budget is too low." (it doubles sigma from 20 and stops above MAX_SIGMA = 1e6).
+OPACUS_LARGEST_SIGMA = 20.0 * 2**15
+#: Training records of the synthetic dataset when dataset.n_train is null.
+SYNTHETIC_N_TRAIN = 2000
+
+
+def nominal_sampling(block: dict[str, Any]) -> tuple[float, int]:
+    """(sample rate, steps) a train experiment's job calibrates with, as the trainers compute
+    them (``dpaudit.training.shard``; Opacus: 1 / batches per epoch). With the dataset size
+    unknown before download (real data, n_train null) it is q = 1 and steps = epochs, the
+    largest claimed epsilon at a given noise, so the reachability check stays conservative."""
+    t, dataset = block["train"], block.get("dataset") or {}
+    n_train = dataset.get("n_train")
+    if n_train is None and dataset.get("name", "synthetic") == "synthetic":
+        n_train = SYNTHETIC_N_TRAIN
+    b = int(t["batch_size"])
+    if n_train is None:
+        return 1.0, int(t["steps"] or t["epochs"])
+    per_trial, _ = canary_pool_need(block)
+    expected_in = {"one_run": per_trial / 2, "lidp": per_trial / 2}.get(
+        block.get("design", "one_run"), 0.5
+    )
+    n = max(1, round(n_train + expected_in))
+    if block.get("trainer", "opacus") == "opacus":
+        batches = math.ceil(n / b)
+        return 1.0 / batches, int(t["epochs"]) * batches
+    steps = t["steps"] or int(t["epochs"]) * max(1, round(n / b))
+    return min(1.0, b / n), int(steps)
+
+
+#: Largest Renyi order of Opacus' RDP accountant (DEFAULT_ALPHAS end at 63).
+OPACUS_MAX_ORDER = 63
+
+
+def rdp_floor_bound(delta: float, steps: int) -> float:
+    """An upper bound on the epsilon the RDP accountant claims at Opacus' largest noise: the
+    conversion at order a = 63 is eps(a) - (log delta + log a) / (a - 1) + log((a - 1) / a)
+    <= eps(a) + log(1 / delta) / (a - 1), and eps(a) <= steps * a / (2 sigma^2) (Gaussian RDP at
+    q = 1). PRV, tighter, claims no more (tested). A target above it is always reachable."""
+    a = OPACUS_MAX_ORDER
+    return steps * a / (2 * OPACUS_LARGEST_SIGMA**2) + math.log(1 / delta) / (a - 1)
+
+
+@functools.lru_cache(maxsize=512)
+def reachable_epsilon_problem(
+    target: float, delta: float, q: float, steps: int, accountant: str
+) -> str | None:
+    """Why the accountant cannot calibrate noise to ``target`` (None: it can). rdp and prv
+    evaluate epsilon at the largest noise Opacus tries (one accountant call, the exact
+    condition of its "privacy budget is too low"); gdp calibrates with the training job's own
+    function (fast for gdp). Cached."""
+    from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
+
+    if accountant in ("rdp", "prv") and target > rdp_floor_bound(delta, steps):
+        return None  # reachable for sure: no need to import Opacus (and torch) here
+    try:
+        if accountant == "gdp":
+            calibrate_noise(target, delta, q, steps, accountant)
+            return None
+        floor = poisson_epsilon(OPACUS_LARGEST_SIGMA, q, steps, delta, accountant)
+    except (ValueError, RuntimeError) as err:
+        return f"the accountant fails: {err}"
+    if floor is not None and floor > target:
+        return (
+            f"the smallest epsilon it can claim is {floor:.4g} (Opacus: 'The privacy budget "
+            "is too low.')"
+        )
+    return None
+
+
+def _check_target_epsilons(exp: str, block: dict[str, Any]) -> None:
+    """Every target epsilon must be one the accountant can calibrate noise to."""
+    if block.get("kind") != "train" or block["train"].get("noise_multiplier") is not None:
+        return
+    t = block["train"]
+    q, steps = nominal_sampling(block)
+    for i, eps in enumerate(t["target_epsilons"]):
+        from dpaudit.pipeline import setting_name
+
+        problem = reachable_epsilon_problem(
+            float(eps), float(t["delta"]), q, steps, t["accountant"]
+        )
+        if problem:
+            raise ConfigError(
+                f"config key experiments.{exp}.train.target_epsilons[{i}]: target epsilon "
+                f"{eps!r} (setting {setting_name(float(eps))}) cannot be reached by accountant "
+                f"{t['accountant']!r} at delta {t['delta']} (sample rate {q:.4g}, {steps} "
+                f"steps): {problem}; allowed: a larger target epsilon or delta"
+            )
+
+
+def _lidp_sizes(block: dict[str, Any]) -> dict[str, int]:
+    """Setting (or key) -> the smaller of K and m (inserted and null canaries) of an experiment
+    writing lidp score files, where the config fixes them."""
+    from dpaudit.pipeline import simulate_settings
+
+    if block.get("kind") == "train":
+        return {"canaries.k": int(block["canaries"]["k"])}
+    out = {}
+    for setting, params in simulate_settings(block).items():
+        k = params.get("K")
+        m = params.get("m") if params.get("m") is not None else k
+        if isinstance(k, int) and isinstance(m, int):
+            out[f"setting {setting}"] = min(k, m)
+    return out
+
+
+def _check_lidp_order(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
+    """A LiDP estimator of order o with ``below_order: error`` fails on a file with fewer than
+    o inserted or null canaries: reject the pair here."""
+    from dpaudit.pipeline import applicable_estimators, experiment_designs
+
+    if block.get("kind") not in ("train", "simulate") or "lidp" not in experiment_designs(block):
+        return
+    sizes = _lidp_sizes(block)
+    for name in applicable_estimators(config, exp):
+        est = config["estimators"][name]
+        if est["method"] != "lidp" or est.get("below_order", "error") != "error":
+            continue
+        for where, size in sizes.items():
+            if size < int(est["order"]):
+                raise ConfigError(
+                    f"config key experiments.{exp}.estimators: estimator {name!r} has order "
+                    f"{est['order']} but {where} has only {size} inserted/null canaries; "
+                    f"allowed: order <= {size}, or estimators.{name}.below_order: skip"
+                )
+
+
+def _check_paper_targets(config: dict[str, Any]) -> None:
+    """Two experiments must not publish the same paper target (one would overwrite the other)."""
+    seen: dict[str, str] = {}
+    for exp, block in config.get("experiments", {}).items():
+        target = block.get("paper_target")
+        if target and target in seen:
+            raise ConfigError(
+                f"config key experiments.{exp}.paper_target: {target!r} is already published by "
+                f"experiments.{seen[target]}; allowed: a target no other experiment uses"
+            )
+        if target:
+            seen[target] = exp
+
+
+def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
+    """Estimator keys that need another key (each fails only inside an audit job otherwise)."""
+    method, selections = block["method"], block.get("selections") or []
+    if method == "one_run" and "fixed" in selections and not block.get("fixed"):
+        raise ConfigError(
+            f"config key estimators.{name}.fixed: required by selection 'fixed' in "
+            f"estimators.{name}.selections; allowed: [k_plus, k_minus]"
+        )
+    if method != "fdp_one_run":
+        return
+    if "fixed" in selections and block.get("r") is None and block.get("r_fraction") is None:
+        raise ConfigError(
+            f"config key estimators.{name}.r: selection 'fixed' in estimators.{name}.selections "
+            "needs r or r_fraction; allowed: an integer r >= 1, or r_fraction in (0, 1]"
+        )
+    if block.get("family") == "subsampled_gaussian" and block.get("q") is None:
+        raise ConfigError(
+            f"config key estimators.{name}.q: required by family 'subsampled_gaussian'; "
+            "allowed: a sampling rate in (0, 1]"
+        )
+
+
 def _check_references(config: dict[str, Any]) -> None:
     """Cross-key checks the schema cannot express."""
     names = sorted(config.get("estimators", {}))
+    for name in names:
+        _check_estimator_block(name, config["estimators"][name])
     for exp, block in config.get("experiments", {}).items():
         _check_registered(exp, block)
         _check_trainer(exp, block)
@@ -203,3 +537,9 @@ def _check_references(config: dict[str, Any]) -> None:
                     f"config key experiments.{exp}.estimators: unknown estimator {name!r}; "
                     f"allowed: names defined under 'estimators': {names}"
                 )
+        _check_estimators_apply(config, exp, block)
+        _check_settings(exp, block)
+        _check_canary_pool(exp, block)
+        _check_target_epsilons(exp, block)
+        _check_lidp_order(config, exp, block)
+    _check_paper_targets(config)

@@ -18,9 +18,8 @@ from dpaudit.pipeline import (
 )
 
 try:
-    validate_config(
-        config, load_schema(Path(workflow.basedir) / "config" / "schema.yaml")
-    )
+    # the package's schema (dpaudit/schema.yaml), the one `dpaudit audit --config` uses
+    validate_config(config, load_schema())
 except ConfigError as err:
     raise ValueError(str(err)) from None
 

@@ -150,9 +150,9 @@ def test_paper_config_names_exist():
             assert exp["mechanism"] in registry.MECHANISMS, name
             assert set(exp["estimators"]) <= set(cfg["estimators"]), name
     targets = [e.get("paper_target") for e in cfg["experiments"].values()]
-    assert {"selection/example1", "selection/table4", "selection/table3_epsilon_u",
+    assert {"selection/example1_paper", "selection/table4", "selection/table3_epsilon_u",
             "selection/fig6_audit"} <= set(targets)
-    checks = cfg["experiments"]["selection_table4"]["reproduce"]
+    checks = cfg["experiments"]["selection_table4_paper"]["reproduce"]
     assert len(checks) == 90  # every printed Table 4 number
 
 

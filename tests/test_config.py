@@ -11,7 +11,7 @@ import yaml
 from dpaudit.config import ConfigError, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = load_schema(REPO / "config" / "schema.yaml")
+SCHEMA = load_schema()
 
 
 def load(name: str) -> dict:
@@ -149,3 +149,234 @@ def test_mechanism_parameters_are_checked_before_any_job(where):
     assert f"experiments.lidp_fig3_eps_vs_d.{where}" in msg and "heldout_trails" in msg
     assert "not a parameter of mechanism 'lidp_gaussian'" in msg
     assert "heldout_trials" in msg and "score_dtype" in msg  # the allowed names
+
+
+# ------------------------------------------------------------------ issue 9 items
+
+
+def _exp_cfg(exp: dict, estimators: dict | None = None) -> dict:
+    return {
+        "experiments": {"x": exp},
+        "estimators": estimators or {"o": {"method": "one_run"}, "l": {"method": "lidp"}},
+    }
+
+
+def test_estimator_that_does_not_apply_to_the_design_is_rejected():
+    cfg = _exp_cfg({"kind": "train", "design": "one_run", "estimators": ["o", "l"]})
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, SCHEMA)
+    msg = str(err.value)
+    assert "experiments.x.estimators" in msg and "estimator 'l'" in msg
+    assert "estimators.l" in msg and "'one_run'" in msg and "apply: ['o']" in msg
+
+
+def test_experiment_with_no_applicable_estimator_is_rejected():
+    cfg = _exp_cfg({"kind": "train"}, {"l": {"method": "lidp"}})
+    with pytest.raises(ConfigError, match=r"experiments\.x: no estimator block applies"):
+        validate_config(cfg, SCHEMA)
+
+
+def test_missing_kind_gives_one_clear_message():
+    with pytest.raises(ConfigError) as err:
+        validate_config({"experiments": {"x": {"design": "one_run"}}}, SCHEMA)
+    msg = str(err.value)
+    assert "(1 problem(s))" in msg
+    assert "experiments.x: missing required key 'kind'" in msg
+    assert "['train', 'simulate', 'analysis']" in msg and "trainer" not in msg
+
+
+def test_missing_method_gives_one_clear_message():
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+           "estimators": {"e": {"confidence": 2}}}
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, SCHEMA)
+    msg = str(err.value)
+    assert "(1 problem(s))" in msg and "estimators.e: missing required key 'method'" in msg
+
+
+def test_messages_are_not_repeated():
+    cfg = load("test.yaml")
+    cfg["estimators"]["one_run"]["confidence"] = 1.5
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, SCHEMA)
+    lines = [ln for ln in str(err.value).splitlines() if ln.startswith("  - ")]
+    assert len(lines) == len(set(lines)) == 1
+
+
+@pytest.mark.parametrize("empty", [None, {}])
+def test_empty_experiments_block_is_an_error(empty):
+    with pytest.raises(ConfigError, match=r"config key experiments: is empty"):
+        validate_config({"experiments": empty}, SCHEMA)
+
+
+def test_estimators_only_config_is_allowed_when_experiments_are_not_required():
+    cfg = {"estimators": {"o": {"method": "one_run"}}}
+    validate_config(cfg, SCHEMA, require_experiments=False)
+    with pytest.raises(ConfigError, match="config key experiments: missing"):
+        validate_config({"estimators": {}}, SCHEMA)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    from dpaudit.config import load_config_file
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("experiments:\n  x:\n    kind: [train\n")
+    where = rf"config file {bad}, line \d+, column \d+"
+    with pytest.raises(ConfigError, match=rf"{where}: invalid YAML"):
+        load_config_file(bad)
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match=rf"config file {bad}: the top level must be a mapping"):
+        load_config_file(bad)
+
+
+def test_audit_config_errors_name_the_file(tmp_path):
+    """``dpaudit audit --config``: a YAML error names file and line; a schema error the file."""
+    from dpaudit.commands.audit import estimator_specs
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("estimators:\n  o: {method: one_run\n")
+    with pytest.raises(ConfigError, match=rf"config file {bad}, line 3"):
+        estimator_specs([], str(bad))
+    bad.write_text("estimators:\n  o: {method: one_rnu}\n")
+    with pytest.raises(ConfigError, match=rf"(?s)config file {bad}: .*estimators\.o\.method"):
+        estimator_specs([], str(bad))
+    bad.write_text("estimators:\n  o: {method: one_run}\n")
+    assert estimator_specs([], str(bad))["o"]["confidence"] == 0.95
+
+
+def test_canaries_beyond_the_dataset_pool_are_rejected():
+    exp = {"kind": "train", "trainer": "vectorized",
+           "canaries": {"type": "mislabeled", "m": 100}, "dataset": {"canary_pool": 50}}
+    with pytest.raises(ConfigError) as err:
+        validate_config(_exp_cfg(exp), SCHEMA)
+    msg = str(err.value)
+    assert "experiments.x.dataset.canary_pool: 50" in msg and "pool of 100" in msg
+    assert "canaries.m" in msg
+    exp["dataset"]["canary_pool"] = 100
+    validate_config(_exp_cfg(exp), SCHEMA)
+
+
+def test_canaries_beyond_the_pool_size_are_rejected():
+    exp = {"kind": "train", "trainer": "vectorized", "design": "lidp",
+           "canaries": {"k": 8, "pool_size": 10}}
+    with pytest.raises(ConfigError, match=r"experiments\.x\.canaries\.k: design 'lidp' needs 16"):
+        validate_config(_exp_cfg(exp), SCHEMA)
+
+
+def test_unreachable_target_epsilon_is_rejected():
+    exp = {"kind": "train", "train": {"target_epsilons": [1, 0.05]}}
+    with pytest.raises(ConfigError) as err:
+        validate_config(_exp_cfg(exp), SCHEMA)
+    msg = str(err.value)
+    assert "experiments.x.train.target_epsilons[1]: target epsilon 0.05 (setting eps0.05)" in msg
+    assert "privacy budget is too low" in msg
+
+
+def test_unreachable_target_agrees_with_the_training_calibration():
+    """The validation-time check says 'unreachable' exactly where the job's calibration fails."""
+    from dpaudit.config import reachable_epsilon_problem
+    from dpaudit.training.privacy import calibrate_noise
+
+    for target in (0.05, 0.15):
+        problem = reachable_epsilon_problem(target, 1e-5, 0.1, 300, "rdp")
+        try:
+            calibrate_noise(target, 1e-5, 0.1, 300, "rdp")
+            failed = False
+        except ValueError as err:
+            failed = "too low" in str(err)
+        assert (problem is not None) == failed, target
+
+
+def test_rdp_floor_bound_covers_the_accountants():
+    from dpaudit.config import OPACUS_LARGEST_SIGMA, rdp_floor_bound
+    from dpaudit.training.privacy import poisson_epsilon
+
+    for delta in (1e-2, 1e-5, 1e-8):
+        for acc in ("rdp", "prv"):
+            floor = poisson_epsilon(OPACUS_LARGEST_SIGMA, 1.0, 1000, delta, acc)
+            assert floor <= rdp_floor_bound(delta, 1000), (delta, acc)
+
+
+def test_train_experiment_without_settings_is_rejected():
+    exp = {"kind": "train", "train": {"target_epsilons": [], "nonprivate": False}}
+    with pytest.raises(ConfigError, match=r"experiments\.x\.train\.target_epsilons: empty"):
+        validate_config(_exp_cfg(exp), SCHEMA)
+
+
+def test_duplicate_paper_target_is_rejected():
+    a = {"kind": "analysis", "analysis": "one_run_max_attainable", "paper_target": "p/f"}
+    cfg = {"experiments": {"a": a, "b": dict(a)}}
+    with pytest.raises(ConfigError, match=r"experiments\.b\.paper_target: 'p/f' is already"):
+        validate_config(cfg, SCHEMA)
+
+
+def test_schema_ships_in_the_package():
+    from importlib import resources
+
+    text = resources.files("dpaudit").joinpath("schema.yaml").read_text()
+    assert yaml.safe_load(text) == load_schema() == load_schema(REPO / "config" / "schema.yaml")
+    assert (REPO / "config" / "schema.yaml").resolve() == (REPO / "dpaudit" / "schema.yaml")
+    import tomllib
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "schema.yaml" in pyproject["tool"]["setuptools"]["package-data"]["dpaudit"]
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Snakemake's merge of --configfile into the config (snakemake.utils.update_config)."""
+    from snakemake.utils import update_config
+
+    out = copy.deepcopy(base)
+    update_config(out, copy.deepcopy(over))
+    return out
+
+
+PAPER_CONFIGS = sorted((REPO / "config" / "paper").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PAPER_CONFIGS, ids=lambda p: p.name)
+def test_paper_config_leaves_the_default_experiments_alone(path):
+    from dpaudit.pipeline import applicable_estimators
+
+    default = load("config.yaml")
+    paper = yaml.safe_load(path.read_text())
+    merged = _merge(default, paper)
+    assert not set(paper["experiments"]) & set(default["experiments"])
+    for key in ("data", "compute"):
+        assert merged.get(key) == default.get(key), key
+    for name, block in default["experiments"].items():
+        assert merged["experiments"][name] == block, name
+    for name, block in default["estimators"].items():
+        assert merged["estimators"][name] == block, name
+    validate_config(merged, SCHEMA)
+    ref = validate_config(default, SCHEMA)
+    for name in default["experiments"]:
+        assert applicable_estimators(merged, name) == applicable_estimators(ref, name), name
+
+
+@pytest.mark.parametrize(
+    "block,key",
+    [
+        ({"method": "one_run", "selections": ["fixed"]}, "estimators.e.fixed"),
+        ({"method": "fdp_one_run", "selections": ["fixed"]}, "estimators.e.r"),
+        ({"method": "fdp_one_run", "family": "subsampled_gaussian"}, "estimators.e.q"),
+    ],
+)
+def test_estimator_keys_that_need_another_key(block, key):
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+           "estimators": {"e": block}}
+    with pytest.raises(ConfigError, match=rf"config key {key}: "):
+        validate_config(cfg, SCHEMA)
+
+
+def test_lidp_order_above_the_canary_count_is_rejected():
+    est = {"l2": {"method": "lidp", "order": 2}}
+    exp = {"kind": "train", "trainer": "vectorized", "design": "lidp", "canaries": {"k": 1}}
+    with pytest.raises(ConfigError, match=r"estimator 'l2' has order 2 but canaries\.k has only 1"):
+        validate_config(_exp_cfg(exp, est), SCHEMA)
+    sim = {"kind": "simulate", "mechanism": "lidp_gaussian",
+           "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5}, "grid": {"K": [1, 4]}}
+    with pytest.raises(ConfigError, match=r"setting K1 has only 1"):
+        validate_config(_exp_cfg(sim, est), SCHEMA)
+    est["l2"]["below_order"] = "skip"
+    validate_config(_exp_cfg(sim, est), SCHEMA)

@@ -6,8 +6,6 @@ import argparse
 import json
 import math
 
-import yaml
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -40,13 +38,13 @@ def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict
     from dpaudit import estimators
 
     if config_path:
-        from pathlib import Path
+        from dpaudit.config import ConfigError, load_config_file, load_schema, validate_config
 
-        from dpaudit.config import load_schema, validate_config
-
-        config = yaml.safe_load(Path(config_path).read_text()) or {}
-        schema = load_schema(Path(__file__).resolve().parents[2] / "config" / "schema.yaml")
-        validate_config(config, schema)
+        config = load_config_file(config_path)
+        try:
+            validate_config(config, load_schema(), require_experiments=False)
+        except ConfigError as err:
+            raise ConfigError(f"config file {config_path}: {err}") from None
         specs = config.get("estimators", {})
         for name in names:
             if name not in specs:
