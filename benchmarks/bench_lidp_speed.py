@@ -61,7 +61,9 @@ old_lidp = load_reference("dpaudit/estimators/lidp.py", "old_lidp")
 old_audit = load_reference(
     "dpaudit/estimators/lidp_audit.py",
     "old_lidp_audit",
-    lambda src: src.replace('@register("lidp", designs=("lidp",))', ""),
+    lambda src: src.replace('@register("lidp", designs=("lidp",))', "").replace(
+        "from dpaudit.estimators.registry import register\n", ""
+    ),
 )
 old_audit.lidp = old_lidp
 

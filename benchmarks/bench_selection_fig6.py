@@ -1,6 +1,6 @@
-"""Cost of one Fig. 6 point at tau < 1 (dpaudit/analyses/selection.py): Papernot-Steinke on the
+"""Cost of one Fig. 6 point at tau < 1 (dpaudit/accounting/selection.py): Papernot-Steinke on the
 base DP-SGD's RDP curve evaluated by Opacus at every order the optimiser asks for (continuous,
-fractional orders) against the tabulated step function of ``_opacus_rdp`` (integer orders, value
+fractional orders) against the tabulated step function of ``opacus_rdp`` (integer orders, value
 at the next tabulated order: an upper bound), side by side in one run, with the resulting
 epsilon_U-P of each.
 
@@ -16,7 +16,7 @@ from opacus.accountants.analysis.rdp import compute_rdp
 
 from dpaudit.accounting import selection as sel
 from dpaudit.accounting.dpsgd import noise_multiplier
-from dpaudit.analyses.selection import _opacus_rdp
+from dpaudit.accounting.selection import opacus_rdp
 
 
 def continuous(tau: float, sigma: float, steps: int):
@@ -38,7 +38,7 @@ def main() -> None:
         t_cal = time.perf_counter() - t0
         times = {}
         for name, make in (("continuous (Opacus per order)", continuous),
-                           ("tabulated step (ours)", _opacus_rdp)):
+                           ("tabulated step (ours)", opacus_rdp)):
             t0 = time.perf_counter()
             rdp = sel.papernot_steinke_rdp(xi, make(tau, sigma, 500), max_order_prime=256.0)
             eps = sel.rdp_to_dp(sel.DEFAULT_ORDERS, rdp(sel.DEFAULT_ORDERS), 1e-5)[0]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from dpaudit import __version__, commands
+from dpaudit.commands import emit
+
+__all__ = ["build_parser", "emit", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,11 +29,6 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(sub)
     return parser
-
-
-def emit(result: dict[str, Any], as_json: bool, text: str) -> None:
-    """Print ``result`` as one JSON object (``--json``) or ``text`` for people."""
-    print(json.dumps(result, sort_keys=True) if as_json else text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,6 @@
-"""Pipeline wrappers of the private-selection paper (Xiang, Wang, Wang 2024; arXiv:2402.13087):
-dpaudit/analyses/selection.py and its registration as analyses and as a mechanism."""
+"""Pipeline analyses of the private-selection paper (Xiang, Wang, Wang 2024, arXiv:2402.13087):
+dpaudit/analyses/selection.py, its registration as analyses, and the Fig. 6 audit mechanism
+(dpaudit/mechanisms/selection_game.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 import yaml
 
 from dpaudit import analyses
+from dpaudit.accounting import selection as sel
 from dpaudit.analyses import selection as S
 from dpaudit.audit import run_estimator
 from dpaudit.mechanisms import registry
+from dpaudit.mechanisms import selection_game as game
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,7 +32,7 @@ def test_registered_names_resolve():
     for name in ("selection_example1", "selection_example1_law", "selection_table3_epsilon_u",
                  "selection_table4", "selection_fig6_bounds"):
         assert callable(analyses.get(name))
-    assert registry.get("selection_reduced_game") is S.reduced_game_score_file
+    assert registry.get("selection_reduced_game") is game.reduced_game_score_file
     assert registry.DESIGNS["selection_reduced_game"] == "multi_run"
 
 
@@ -118,7 +121,7 @@ def test_audit_of_the_game_stays_below_the_exact_epsilon():
     exact = S.fig6_point(4.0, 1.0, 0.0, 1e-2)["epsilon_exact"]
     over = 0
     for seed in range(200):
-        sf = S.reduced_game_score_file(4.0, 4000, seed=seed)
+        sf = game.reduced_game_score_file(4.0, 4000, seed=seed)
         row = run_estimator(sf, "cp", {"method": "multi_run_cp", "selections": ["heldout"]})
         over += float(row["epsilon"].iloc[0]) > exact
     assert over / 200 <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 200)
@@ -133,7 +136,7 @@ def test_audit_of_the_game_stays_below_the_exact_epsilon():
         (lambda: S.table4([1.0], [1.5]), "tau"),
         (lambda: S.table4([1.0], [1.0], [[10]]), r"\[L, s\]"),
         (lambda: S.fig6_bounds([1.0], tau=0.0), "tau"),
-        (lambda: S.reduced_game_score_file(1.0, 0, seed=0), "n_games"),
+        (lambda: game.reduced_game_score_file(1.0, 0, seed=0), "n_games"),
     ],
 )
 def test_bad_inputs_name_the_problem(call, match):
@@ -164,7 +167,44 @@ def test_tabulated_base_rdp_is_an_upper_bound():
     tau, sigma, steps = 0.1, 2.75, 500
     orders = np.sort(np.random.default_rng(0).uniform(1.01, 250.0, 40))
     exact = np.asarray(compute_rdp(q=tau, noise_multiplier=sigma, steps=steps, orders=list(orders)))
-    tab = S._opacus_rdp(tau, sigma, steps)(orders)
+    tab = sel.opacus_rdp(tau, sigma, steps)(orders)
     assert np.all(tab >= exact - 1e-12)
     assert np.all(tab <= exact * 1.2)  # and it is close
-    assert np.isinf(S._opacus_rdp(tau, sigma, steps)(np.array([300.0]))).all()
+    assert np.isinf(sel.opacus_rdp(tau, sigma, steps)(np.array([300.0]))).all()
+
+
+def _paper_checks(cfg: dict, analysis: str) -> list[dict]:
+    """The ``reproduce`` checks of every experiment of ``cfg`` that runs ``analysis``."""
+    return [
+        check
+        for exp in cfg["experiments"].values()
+        if exp.get("analysis") == analysis
+        for check in exp.get("reproduce", [])
+    ]
+
+
+def test_paper_config_numbers_agree_with_the_library():
+    """The paper's numbers in config/paper/selection.yaml's ``reproduce`` checks are the ones
+    kept in dpaudit/analyses/selection.py (the library is the source; this keeps the two from
+    drifting apart). Experiments are found by their ``analysis``, not by name."""
+    cfg = yaml.safe_load((REPO / "config" / "paper" / "selection.yaml").read_text())
+    t3 = _paper_checks(cfg, "selection_table3_epsilon_u")
+    assert {c["where"]["x"] for c in t3} == set(S.PAPER_TABLE3_EPSILON_U)
+    for c in t3:
+        assert c["paper"] == S.PAPER_TABLE3_EPSILON_U[c["where"]["x"]], c["quantity"]
+    t4 = _paper_checks(cfg, "selection_table4")
+    assert len(t4) == 2 * len(S.PAPER_TABLE4) * len(S.TABLE4_COLUMNS)
+    for c in t4:
+        w = c["where"]
+        col = S.TABLE4_COLUMNS.index((w["L"], w["s"]))
+        expected = S.PAPER_TABLE4[(w["epsilon_B"], w["tau"])][col]["GO".index(w["variant"])]
+        assert c["paper"] == expected, c["quantity"]
+    keys = {
+        "exact tuned mechanism (pure)": "epsilon_pure",
+        "exact tuned mechanism (delta)": "epsilon_delta",
+        "Papernot-Steinke (delta)": "papernot_steinke",
+    }
+    ex1 = [c for c in _paper_checks(cfg, "selection_example1") if c["where"]["series"] in keys]
+    assert len(ex1) == len(S.PAPER_EXAMPLE1)
+    for c in ex1:
+        assert c["paper"] == S.PAPER_EXAMPLE1[keys[c["where"]["series"]]], c["quantity"]

@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 from dpaudit.accounting import selection as sel
-from dpaudit.accounting import selection_tables as tables
 from dpaudit.accounting.dpsgd import dpsgd_gdp_mu
 from dpaudit.accounting.gaussian import gaussian_epsilon
+from dpaudit.analyses import selection as tables
 from dpaudit.cli import main
 from dpaudit.mechanisms import selection_game as game
 

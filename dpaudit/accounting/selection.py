@@ -20,7 +20,8 @@ This module holds
 * the exact (hockey-stick) epsilon of the reduced game, :func:`reduced_game_epsilon_exact`, which
   the paper does not compute (it is the tight value that Algorithm 3 upper-bounds);
 * the discrete output law of the tuned mechanism (Theorem 2) used by Example 1:
-  :func:`selection_output_law`, :func:`discrete_epsilon`.
+  :func:`selection_output_law`, :func:`discrete_epsilon`;
+* the four upper bounds of one point of Fig. 6 (Section 5.4), :func:`fig6_point`.
 
 Numerics of Algorithm 3 (our implementation): the density of the max of K draws is
 f(x) G'(F(x)) (a closed form of the paper's E_k[k F^{k-1} f]); all densities are kept in log space
@@ -37,9 +38,14 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import optimize, special, stats
+
+#: The paper's delta and number of DP-SGD steps N (Table 3, Table 4, Fig. 6).
+DELTA = 1e-5
+STEPS = 500
 
 #: Orders alpha for the RDP -> DP conversion: 1.01 ... 257, geometric, then refined.
 DEFAULT_ORDERS = 1 + np.geomspace(0.01, 256.0, 120)
@@ -676,3 +682,94 @@ def example1(delta: float = 1e-5, max_order: float = 100.0) -> dict[str, float]:
         "papernot_steinke_limit": ps(1e6),
         "liu_talwar_pure": 3 * base_eps,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Fig. 6: the bounds of one (epsilon_B, tau, xi) point
+# ---------------------------------------------------------------------------------------------
+def check_budgets(epsilon_bases: Sequence[float]) -> list[float]:
+    """The base budgets epsilon_B as floats; each must be finite and > 0."""
+    out = [float(e) for e in epsilon_bases]
+    if not out or any(not (math.isfinite(e) and e > 0) for e in out):
+        raise ValueError(f"epsilon_bases must be finite numbers > 0, got {epsilon_bases!r}")
+    return out
+
+
+def check_tau(tau: float) -> float:
+    """The sample rate tau as a float; it must lie in (0, 1]."""
+    if not (isinstance(tau, int | float) and 0 < tau <= 1):
+        raise ValueError(f"tau (the sample rate) must lie in (0, 1], got {tau!r}")
+    return float(tau)
+
+
+#: Orders at which the base DP-SGD's RDP is tabulated for Papernot-Steinke at tau < 1: steps of
+#: 0.05 up to 11 (where the optimal orders lie for epsilon_B <= 4), then integers (Opacus computes
+#: integer orders fast and fractional ones slowly, ~0.02 s each at tau = 0.5).
+RDP_TABLE_ORDERS = np.concatenate([np.round(np.arange(1.05, 11.0, 0.05), 2),
+                                   np.arange(11.0, 257.0)])
+
+
+def opacus_rdp(tau: float, sigma: float, steps: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The base DP-SGD's RDP curve (Opacus' sampled-Gaussian RDP, N = ``steps``) as a step
+    function that can only over-state it: tabulated at :data:`RDP_TABLE_ORDERS` and, between two
+    orders, the value at the larger one (RDP is nondecreasing in alpha); +inf above 256.
+
+    Opacus' series loses precision at large fractional orders (negative values above alpha ~ 280
+    at sigma ~ 9); a tabulated value that is not finite and >= 0 is replaced by +inf. Both only
+    raise the bound built on the curve, so it stays an upper bound."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    grid = RDP_TABLE_ORDERS
+    g = np.asarray(compute_rdp(q=tau, noise_multiplier=sigma, steps=steps, orders=list(grid)))
+    g = np.where(np.isfinite(g) & (g >= 0), g, np.inf)
+    g = np.maximum.accumulate(g)
+    table = np.append(g, np.inf)
+
+    def rdp(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a, dtype=float)
+        return table[np.searchsorted(grid, a, side="left")]
+
+    return rdp
+
+
+@lru_cache(maxsize=256)
+def fig6_point(
+    epsilon_base: float, tau: float, eta: float, nu: float, steps: int = STEPS,
+    delta: float = DELTA,
+) -> dict[str, float]:
+    """The four Fig. 6 bounds of one (epsilon_B, tau, TNB(eta, nu)) point.
+
+    epsilon_U-P: Papernot-Steinke (A.1 Theorem 1) on the base DP-SGD's RDP curve (tau = 1:
+    alpha mu^2/2; tau < 1: Opacus' sampled-Gaussian RDP tabulated, :func:`opacus_rdp`,
+    alpha' <= 256); epsilon_U-O /
+    epsilon_U-G: Algorithm 3 with mu_O (Eq. 19) / mu_G (Corollary 7); exact: the hockey-stick
+    epsilon of the reduced game at mu_O (not in the paper).
+    """
+    _check_delta(delta)
+    check_budgets([epsilon_base])
+    tau = check_tau(tau)
+    xi = TruncatedNegativeBinomial(float(eta), float(nu))
+    # base_mu for both variants, with one (slow) noise calibration instead of two
+    from dpaudit.accounting.dpsgd import dpsgd_gdp_mu, noise_multiplier
+
+    sigma = noise_multiplier(epsilon_base, delta, tau, steps, "rdp", 1e-4)
+    mu_o = tau * math.sqrt(steps) / sigma
+    mu_g = dpsgd_gdp_mu(sigma, tau, steps, poisson=False)
+    if tau == 1.0:
+        ps = papernot_steinke_epsilon(xi, mu_o, delta)
+    else:
+        rdp = papernot_steinke_rdp(xi, opacus_rdp(tau, sigma, steps), max_order_prime=256.0)
+        orders = DEFAULT_ORDERS
+        ps = rdp_to_dp(orders, rdp(orders), delta)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "mu_O": mu_o,
+            "mu_G": mu_g,
+            "sigma": sigma,
+            "mean_runs": xi.mean(),
+            "epsilon_U_P": ps,
+            "epsilon_U_G": reduced_game_epsilon_rdp(xi, mu_g, delta),
+            "epsilon_U_O": reduced_game_epsilon_rdp(xi, mu_o, delta),
+            "epsilon_exact": reduced_game_epsilon_exact(xi, mu_o, delta),
+        }

@@ -1,20 +1,18 @@
-"""Pipeline wrappers for the private-selection paper (Xiang, Wang, Wang 2024; arXiv:2402.13087).
+"""Pipeline analyses for the private-selection paper (Xiang, Wang, Wang 2024, arXiv:2402.13087).
 
-Thin wrappers around :mod:`dpaudit.accounting.selection`, :mod:`dpaudit.accounting.selection_tables`
-and :mod:`dpaudit.mechanisms.selection_game` (see docs/mechanisms/selection.md), so that the
-pipeline can run them:
+The closed-form tables of the paper, computed with :mod:`dpaudit.accounting.selection` (see
+docs/mechanisms/selection.md), next to the paper's printed numbers:
 
 * analyses (``f(**params) -> tidy DataFrame`` with columns x, y, series): Example 1 and its
   output law (Section 4, Eq. 6-8, Appendix A.1), Table 3's epsilon_U (Papernot-Steinke),
   Table 4 (Algorithm 3 for the binary xi of Eq. 21) and the bounds of Fig. 6;
-* the mechanism of the Fig. 6 audit, :func:`reduced_game_score_file`: the reduced tuning game of
-  Fig. 5 for a DP-SGD budget epsilon_B, written as a ``multi_run`` score file whose claimed
-  epsilon is the paper's improved bound epsilon_U-O and which also carries Papernot-Steinke,
-  epsilon_U-G and the exact epsilon of the game (columns ``claimed_epsilon_<name>`` of the audit
-  table).
+* the same tables one row per cell (:func:`table3_cells`, :func:`table4_cells`,
+  :func:`example1_table`), printed by ``dpaudit selection-bound --reproduce``.
 
-The paper values copied into :mod:`dpaudit.accounting.selection_tables` are only put next to
-ours (column ``paper``); they never enter a computation.
+The paper's values (:data:`PAPER_TABLE3_EPSILON_U`, :data:`PAPER_TABLE4`,
+:data:`PAPER_EXAMPLE1`) are kept here and only put next to ours (column ``paper``); they never
+enter a computation. The mechanism of the Fig. 6 audit is
+:func:`dpaudit.mechanisms.selection_game.reduced_game_score_file`.
 """
 
 from __future__ import annotations
@@ -22,35 +20,42 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from dpaudit.accounting import selection as sel
-from dpaudit.accounting import selection_tables as tables
-from dpaudit.scores import ScoreFile
+from dpaudit.accounting.selection import DELTA, STEPS, fig6_point
 
-DELTA = tables.DELTA
-STEPS = tables.STEPS
+_check_budgets = sel.check_budgets
+_check_tau = sel.check_tau
+
+#: Table 3 / Section 6: epsilon_U (Papernot-Steinke, TNB(0, 1e-2), tau = 1) per epsilon_B.
+PAPER_TABLE3_EPSILON_U = {1.0: 1.86, 2.0: 3.59, 4.0: 6.79}
+
+#: Table 4 columns (L, s) of the binary xi (Eq. 21).
+TABLE4_COLUMNS = ((10, 1e-1), (10, 1e-2), (100, 1e-2), (100, 1e-3), (1000, 1e-3))
+
+#: Table 4 cells: (epsilon_B, tau) -> ((G, O) per column), delta = 1e-5, N = 500.
+PAPER_TABLE4 = {
+    (1.0, 1.0): ((1.13, 1.12), (1.29, 1.28), (2.58, 2.57), (3.34, 3.33), (5.42, 5.40)),
+    (1.0, 0.5): ((1.13, 1.12), (1.30, 1.28), (2.59, 2.57), (3.36, 3.33), (5.43, 5.40)),
+    (1.0, 0.1): ((1.13, 1.08), (1.30, 1.24), (2.59, 2.49), (3.36, 3.23), (5.44, 5.25)),
+    (2.0, 1.0): ((2.23, 2.21), (2.39, 2.38), (4.28, 4.25), (5.56, 5.53), (8.27, 8.23)),
+    (2.0, 0.5): ((2.25, 2.21), (2.41, 2.38), (4.30, 4.25), (5.59, 5.53), (8.31, 8.23)),
+    (2.0, 0.1): ((2.40, 2.19), (2.56, 2.36), (4.48, 4.23), (5.83, 5.50), (8.57, 8.20)),
+    (4.0, 1.0): ((4.51, 4.43), (4.52, 4.44), (5.93, 5.90), (7.85, 7.80), (10.22, 10.20)),
+    (4.0, 0.5): ((4.51, 4.35), (4.52, 4.37), (5.93, 5.88), (7.85, 7.76), (10.22, 10.18)),
+    (4.0, 0.1): ((4.96, 4.15), (4.98, 4.16), (6.15, 5.79), (8.05, 7.63), (10.27, 10.12)),
+}
+
+#: Example 1 and A.1: tuned (2.96, 0) and (2.92, 1e-5); Papernot-Steinke (3.11, 1e-5).
+PAPER_EXAMPLE1 = {"epsilon_pure": 2.96, "epsilon_delta": 2.92, "papernot_steinke": 3.11}
 
 
 def _check_delta(delta: float) -> None:
     if not (isinstance(delta, int | float) and 0 < delta < 1):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-
-
-def _check_budgets(epsilon_bases: Sequence[float]) -> list[float]:
-    out = [float(e) for e in epsilon_bases]
-    if not out or any(not (math.isfinite(e) and e > 0) for e in out):
-        raise ValueError(f"epsilon_bases must be finite numbers > 0, got {epsilon_bases!r}")
-    return out
-
-
-def _check_tau(tau: float) -> float:
-    if not (isinstance(tau, int | float) and 0 < tau <= 1):
-        raise ValueError(f"tau (the sample rate) must lie in (0, 1], got {tau!r}")
-    return float(tau)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,13 +83,13 @@ def example1_curve(
         rows += [
             {**common, "y": ex["papernot_steinke"], "series": "Papernot-Steinke (delta)",
              "quantity": "papernot_steinke",
-             "paper": tables.PAPER_EXAMPLE1["papernot_steinke"],
+             "paper": PAPER_EXAMPLE1["papernot_steinke"],
              "note": "depends on the largest Renyi order; 3.11 needs a grid ending near 100"},
             {**common, "y": ex["epsilon_delta"], "series": "exact tuned mechanism (delta)",
-             "quantity": "epsilon_delta", "paper": tables.PAPER_EXAMPLE1["epsilon_delta"],
+             "quantity": "epsilon_delta", "paper": PAPER_EXAMPLE1["epsilon_delta"],
              "note": "the paper truncates 2.925 to 2.92"},
             {**common, "y": ex["epsilon_pure"], "series": "exact tuned mechanism (pure)",
-             "quantity": "epsilon_pure", "paper": tables.PAPER_EXAMPLE1["epsilon_pure"],
+             "quantity": "epsilon_pure", "paper": PAPER_EXAMPLE1["epsilon_pure"],
              "note": ""},
             {**common, "y": ex["liu_talwar_pure"], "series": "Liu-Talwar / PS pure bound (3 eps)",
              "quantity": "liu_talwar_pure", "paper": 3.0, "note": ""},
@@ -112,15 +117,57 @@ def example1_output_law(b: float = 1e-3, d: float = 1e2, epsilon: float = 1.0) -
     )
 
 
+def example1_table() -> pd.DataFrame:
+    """Example 1 / A.1, one row per quantity: ours next to the paper's."""
+    ours = sel.example1(DELTA)
+    return pd.DataFrame(
+        [
+            {"quantity": k, "paper": v, "ours": ours[k], "diff": ours[k] - v}
+            for k, v in PAPER_EXAMPLE1.items()
+        ]
+        + [
+            {
+                "quantity": "papernot_steinke_limit",
+                "paper": np.nan,
+                "ours": ours["papernot_steinke_limit"],
+                "diff": np.nan,
+            }
+        ]
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Table 3's epsilon_U and the other bounds of the audit setting (TNB(0, 1e-2), tau = 1)
 # ---------------------------------------------------------------------------------------------
+def table3_cells(epsilon_bases: Sequence[float] = (1.0, 2.0, 4.0)) -> pd.DataFrame:
+    """One row per epsilon_B: epsilon_U-P for the audit setting (TNB(0, 1e-2), tau = 1,
+    delta = 1e-5) next to the paper's Table 3, plus Algorithm 3's epsilon_U-O and the exact
+    epsilon (not in the paper)."""
+    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    rows = []
+    for eb in epsilon_bases:
+        mu = sel.gaussian_mu_rdp(eb, DELTA)
+        ps = sel.papernot_steinke_epsilon(xi, mu, DELTA)
+        rows.append(
+            {
+                "epsilon_B": eb,
+                "mu": mu,
+                "paper_epsilon_U": PAPER_TABLE3_EPSILON_U.get(eb, math.nan),
+                "epsilon_U_P": ps,
+                "rel_diff": ps / PAPER_TABLE3_EPSILON_U.get(eb, math.nan) - 1,
+                "epsilon_U_O": sel.reduced_game_epsilon_rdp(xi, mu, DELTA),
+                "epsilon_exact": sel.reduced_game_epsilon_exact(xi, mu, DELTA),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def table3_epsilon_u(epsilon_bases: Sequence[float] = (1.0, 2.0, 4.0)) -> pd.DataFrame:
     """epsilon_U-P (Papernot-Steinke, A.1 Theorem 1) for xi = TNB(0, 1e-2), tau = 1, delta =
     1e-5, base mu RDP-calibrated to epsilon_B; with Algorithm 3's epsilon_U-O and the exact
     epsilon of the reduced game (neither printed in Table 3) and the paper's column."""
     budgets = _check_budgets(epsilon_bases)
-    t = tables.table3_epsilon_u(tuple(budgets))
+    t = table3_cells(tuple(budgets))
     rows = []
     for r in t.itertuples():
         base = {"x": r.epsilon_B, "epsilon_B": r.epsilon_B, "mu": r.mu}
@@ -141,6 +188,50 @@ def table3_epsilon_u(epsilon_bases: Sequence[float] = (1.0, 2.0, 4.0)) -> pd.Dat
 # ---------------------------------------------------------------------------------------------
 # Table 4: Algorithm 3 for the binary xi (Eq. 21), N = 500
 # ---------------------------------------------------------------------------------------------
+def table4_cell(
+    epsilon_base: float,
+    tau: float,
+    big_l: int,
+    s: float,
+    mus: dict[str, float] | None = None,
+    truncated_range: tuple[float, float] = (-6.0, 6.0),
+) -> dict[str, float]:
+    """One Table 4 cell: epsilon_U-G and epsilon_U-O converged, and with the x-integral
+    truncated to ``truncated_range`` (our explanation of the paper's lower values)."""
+    if mus is None:
+        mus = {v: sel.base_mu(epsilon_base, DELTA, tau, STEPS, v)[0] for v in ("G", "O")}
+    xi = sel.BinaryRuns(big_l, s)
+    out: dict[str, float] = {"epsilon_B": epsilon_base, "tau": tau, "L": big_l, "s": s}
+    paper = dict(zip(TABLE4_COLUMNS, PAPER_TABLE4.get((epsilon_base, tau), ()), strict=False))
+    for j, v in enumerate(("G", "O")):
+        out[f"mu_{v}"] = mus[v]
+        out[f"paper_{v}"] = paper[(big_l, s)][j] if (big_l, s) in paper else math.nan
+        out[f"ours_{v}"] = sel.reduced_game_epsilon_rdp(xi, mus[v], DELTA)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[f"truncated_{v}"] = sel.reduced_game_epsilon_rdp(
+                xi, mus[v], DELTA, x_range=truncated_range
+            )
+        out[f"diff_{v}"] = out[f"ours_{v}"] - out[f"paper_{v}"]
+    out["exact_O"] = sel.reduced_game_epsilon_exact(xi, mus["O"], DELTA)
+    return out
+
+
+def table4_cells(
+    epsilon_bases: Sequence[float] = (1.0, 2.0, 4.0),
+    taus: Sequence[float] = (1.0, 0.5, 0.1),
+    columns: Sequence[tuple[int, float]] = TABLE4_COLUMNS,
+) -> pd.DataFrame:
+    """All Table 4 cells, one row each (about 45 x 5 Algorithm 3 evaluations: minutes of CPU)."""
+    rows = []
+    for eb in epsilon_bases:
+        for tau in taus:
+            mus = {v: sel.base_mu(eb, DELTA, tau, STEPS, v)[0] for v in ("G", "O")}
+            for big_l, s in columns:
+                rows.append(table4_cell(eb, tau, big_l, s, mus))
+    return pd.DataFrame(rows)
+
+
 def _table4_note(v: str, paper: float, ours: float, truncated: float, exact: float) -> str:
     if not math.isfinite(paper):
         return "not printed in the paper"
@@ -158,7 +249,7 @@ def _table4_note(v: str, paper: float, ours: float, truncated: float, exact: flo
 def table4(
     epsilon_bases: Sequence[float] = (1.0, 2.0, 4.0),
     taus: Sequence[float] = (1.0, 0.5, 0.1),
-    columns: Sequence[Sequence[float]] = tables.TABLE4_COLUMNS,
+    columns: Sequence[Sequence[float]] = TABLE4_COLUMNS,
 ) -> pd.DataFrame:
     """Table 4's cells epsilon_U-G / epsilon_U-O (Algorithm 3 with mu_G, mu_O; N = 500,
     delta = 1e-5), converged and with the x-integral truncated to [-6, 6], next to the paper.
@@ -175,7 +266,7 @@ def table4(
         if len(c) != 2:
             raise ValueError(f"each Table 4 column is [L, s], got {c!r}")
         cols.append((int(c[0]), float(c[1])))
-    t = tables.table4(tuple(budgets), tuple(taus), tuple(cols))
+    t = table4_cells(tuple(budgets), tuple(taus), tuple(cols))
     rows = []
     for r in t.to_dict("records"):
         cell = {k: r[k] for k in ("epsilon_B", "tau", "L", "s")}
@@ -203,79 +294,6 @@ def table4(
 # ---------------------------------------------------------------------------------------------
 # Fig. 6: the bounds as functions of epsilon_B, and the audited game
 # ---------------------------------------------------------------------------------------------
-#: Orders at which the base DP-SGD's RDP is tabulated for Papernot-Steinke at tau < 1: steps of
-#: 0.05 up to 11 (where the optimal orders lie for epsilon_B <= 4), then integers (Opacus computes
-#: integer orders fast and fractional ones slowly, ~0.02 s each at tau = 0.5).
-RDP_TABLE_ORDERS = np.concatenate([np.round(np.arange(1.05, 11.0, 0.05), 2),
-                                   np.arange(11.0, 257.0)])
-
-
-def _opacus_rdp(tau: float, sigma: float, steps: int):
-    """The base DP-SGD's RDP curve (Opacus' sampled-Gaussian RDP, N = ``steps``) as a step
-    function that can only over-state it: tabulated at :data:`RDP_TABLE_ORDERS` and, between two
-    orders, the value at the larger one (RDP is nondecreasing in alpha); +inf above 256.
-
-    Opacus' series loses precision at large fractional orders (negative values above alpha ~ 280
-    at sigma ~ 9); a tabulated value that is not finite and >= 0 is replaced by +inf. Both only
-    raise the bound built on the curve, so it stays an upper bound."""
-    from opacus.accountants.analysis.rdp import compute_rdp
-
-    grid = RDP_TABLE_ORDERS
-    g = np.asarray(compute_rdp(q=tau, noise_multiplier=sigma, steps=steps, orders=list(grid)))
-    g = np.where(np.isfinite(g) & (g >= 0), g, np.inf)
-    g = np.maximum.accumulate(g)
-    table = np.append(g, np.inf)
-
-    def rdp(a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a, dtype=float)
-        return table[np.searchsorted(grid, a, side="left")]
-
-    return rdp
-
-
-@lru_cache(maxsize=256)
-def fig6_point(
-    epsilon_base: float, tau: float, eta: float, nu: float, steps: int = STEPS,
-    delta: float = DELTA,
-) -> dict[str, float]:
-    """The four Fig. 6 bounds of one (epsilon_B, tau, TNB(eta, nu)) point.
-
-    epsilon_U-P: Papernot-Steinke (A.1 Theorem 1) on the base DP-SGD's RDP curve (tau = 1:
-    alpha mu^2/2; tau < 1: Opacus' sampled-Gaussian RDP tabulated, :func:`_opacus_rdp`,
-    alpha' <= 256); epsilon_U-O /
-    epsilon_U-G: Algorithm 3 with mu_O (Eq. 19) / mu_G (Corollary 7); exact: the hockey-stick
-    epsilon of the reduced game at mu_O (not in the paper).
-    """
-    _check_delta(delta)
-    _check_budgets([epsilon_base])
-    tau = _check_tau(tau)
-    xi = sel.TruncatedNegativeBinomial(float(eta), float(nu))
-    # sel.base_mu for both variants, with one (slow) noise calibration instead of two
-    from dpaudit.accounting.dpsgd import dpsgd_gdp_mu, noise_multiplier
-
-    sigma = noise_multiplier(epsilon_base, delta, tau, steps, "rdp", 1e-4)
-    mu_o = tau * math.sqrt(steps) / sigma
-    mu_g = dpsgd_gdp_mu(sigma, tau, steps, poisson=False)
-    if tau == 1.0:
-        ps = sel.papernot_steinke_epsilon(xi, mu_o, delta)
-    else:
-        rdp = sel.papernot_steinke_rdp(xi, _opacus_rdp(tau, sigma, steps), max_order_prime=256.0)
-        orders = sel.DEFAULT_ORDERS
-        ps = sel.rdp_to_dp(orders, rdp(orders), delta)[0]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {
-            "mu_O": mu_o,
-            "mu_G": mu_g,
-            "sigma": sigma,
-            "mean_runs": xi.mean(),
-            "epsilon_U_P": ps,
-            "epsilon_U_G": sel.reduced_game_epsilon_rdp(xi, mu_g, delta),
-            "epsilon_U_O": sel.reduced_game_epsilon_rdp(xi, mu_o, delta),
-            "epsilon_exact": sel.reduced_game_epsilon_exact(xi, mu_o, delta),
-        }
-
-
 FIG6_SERIES = {
     "epsilon_U_P": "epsilon_U-P (Papernot-Steinke)",
     "epsilon_U_G": "epsilon_U-G (Algorithm 3, mu_G)",
@@ -301,45 +319,3 @@ def fig6_bounds(
         rows += [{**common, "y": pt[k], "series": name} for k, name in FIG6_SERIES.items()]
         rows.append({**common, "y": eb, "series": "epsilon_B (base algorithm)"})
     return pd.DataFrame(rows)
-
-
-def reduced_game_score_file(
-    epsilon_B: float,
-    n_games: int,
-    tau: float = 1.0,
-    eta: float = 0.0,
-    nu: float = 1e-2,
-    steps: int = STEPS,
-    delta: float = DELTA,
-    *,
-    seed: int,
-    experiment: str = "selection_fig6",
-    setting: str = "",
-) -> ScoreFile:
-    """Fig. 6's audit (Section 5.4): ``n_games`` plays of the reduced game (Fig. 5) with
-    K ~ TNB(eta, nu) and mu = mu_O of DP-SGD with budget ``epsilon_B`` (sample rate ``tau``,
-    ``steps`` = N); fair-coin membership; a ``multi_run`` score file.
-
-    The simulated mu is mu_O (Eq. 19; for tau < 1 the paper does not say which mu its audit
-    used). claimed_epsilon = epsilon_U-O (the paper's improved bound, the claim under audit);
-    ``claimed_epsilons`` adds Papernot-Steinke, epsilon_U-G and the exact epsilon of the game,
-    which no valid audit can exceed.
-    """
-    from dpaudit.mechanisms import selection_game
-
-    pt = fig6_point(float(epsilon_B), float(tau), float(eta), float(nu), int(steps), float(delta))
-    xi = sel.TruncatedNegativeBinomial(float(eta), float(nu))
-    sf = selection_game.score_file(
-        xi, pt["mu_O"], n_games, seed, pt["epsilon_U_O"], delta,
-        accountant="xiang2024_algorithm3_mu_O", experiment=experiment,
-        setting=setting or f"epsilon_B{epsilon_B:g}",
-    )
-    sf.meta["claimed_epsilons"] = {
-        "papernot_steinke": pt["epsilon_U_P"],
-        "algorithm3_mu_G": pt["epsilon_U_G"],
-        "algorithm3_mu_O": pt["epsilon_U_O"],
-        "exact": pt["epsilon_exact"],
-    }
-    sf.meta.update({"epsilon_B": float(epsilon_B), "tau": float(tau), "steps": int(steps),
-                    "sigma": pt["sigma"]})
-    return sf

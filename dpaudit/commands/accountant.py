@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpaudit.cli import emit
+    from dpaudit.commands import emit
 
     df = accountant_table(args.noise_multiplier, args.sample_rate, args.steps, args.delta)
     eps = {

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpaudit.cli import emit
+    from dpaudit.commands import emit
 
     b = epsilon_lower_bound(
         args.n, args.r, args.wrong, args.family, args.delta, args.confidence, args.q, args.tail

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dpaudit import scores
-    from dpaudit.cli import emit
+    from dpaudit.commands import emit
     from dpaudit.estimators.lidp_audit import run_lidp
 
     files = [scores.read(path) for path in args.scores]

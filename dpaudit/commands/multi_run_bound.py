@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpaudit.cli import emit
+    from dpaudit.commands import emit
 
     eps, a, b = epsilon_from_counts(
         args.false_pos,

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpaudit.cli import emit
+    from dpaudit.commands import emit
 
     eps = epsilon_lower_bound(args.m, args.r, args.correct, args.delta, args.confidence)
     result = {

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpaudit.cli import emit
+    from dpaudit.commands import emit
     from dpaudit.data.download import DownloadError
     from dpaudit.data.prepare import load_prepared, prepare_dataset
 

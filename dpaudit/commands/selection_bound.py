@@ -48,15 +48,15 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from dpaudit.accounting import selection as sel
-    from dpaudit.accounting import selection_tables as tables
     from dpaudit.accounting.gaussian import gaussian_epsilon
-    from dpaudit.cli import emit
+    from dpaudit.analyses import selection as tables
+    from dpaudit.commands import emit
 
     if args.reproduce:
         df = {
             "example1": tables.example1_table,
-            "table3": tables.table3_epsilon_u,
-            "table4": tables.table4,
+            "table3": tables.table3_cells,
+            "table4": tables.table4_cells,
         }[args.reproduce]()
         if args.json:
             print(json.dumps({"rows": df.to_dict(orient="records")}, sort_keys=True))

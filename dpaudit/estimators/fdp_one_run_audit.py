@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from dpaudit.estimators import fdp_one_run as fdp
-from dpaudit.estimators.registry import register
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 SELECTIONS = ("fixed", "grid_max_uncorrected", "bonferroni", "sample_split")
@@ -159,7 +158,6 @@ def audit_scores(
     return rows
 
 
-@register("fdp_one_run", designs=("one_run",))
 def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Tight one-run f-DP audit (Xiang et al. 2025: Theorem 3, Proposition 1, Algorithm 2),
     per trial, per selection rule of r."""

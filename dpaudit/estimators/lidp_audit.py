@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from dpaudit.estimators import lidp
-from dpaudit.estimators.registry import register
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 #: Parameters the runner reads, with defaults.
@@ -101,7 +100,6 @@ def _confidence(params: dict[str, Any]) -> float:
     return float(DEFAULTS["confidence"] if conf is None else conf)
 
 
-@register("lidp", designs=("lidp",))
 def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Pillutla et al. LiDP bound (Alg. 1 with XBern intervals, Algs. 2-7), threshold tuned on
     held-out trials (App. E.1) or fixed."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.estimators import multi_run
-from dpaudit.estimators.registry import register
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -65,13 +64,11 @@ def _rows(func, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-@register("multi_run_cp", designs=("multi_run",))
 def run_multi_run_cp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Clopper-Pearson FPR/FNR bounds and Eq. 1 (Annamalai et al., Alg. 5), per selection."""
     return _rows(multi_run.cp_audit, sf, _common(params, ["same_data", "heldout"]))
 
 
-@register("gdp_fit", designs=("multi_run",))
 def run_gdp_fit(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """GDP-fit estimate of Nasr et al. 2023 (an estimate, never valid), per selection."""
     return _rows(multi_run.gdp_fit, sf, _common(params, ["same_data"]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.estimators import one_run
-from dpaudit.estimators.registry import register
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -15,7 +14,6 @@ def _grid(params: dict[str, Any], m: int) -> list[tuple[int, int]]:
     return one_run.default_grid(m, params.get("k_values"))
 
 
-@register("one_run", designs=("one_run",))
 def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Steinke-Nasr-Jagielski one-run bound (Theorem 3.1), per trial, per selection rule."""
     if sf.meta["design"] != "one_run":

@@ -1,16 +1,21 @@
 """Registry of audit estimators: which score files each applies to, and how to run it.
 
-Every estimator family registers one *method* here with :func:`register`. The audit rule runs
-every configured estimator on every score file whose design it applies to (the score-file
-contract is in :mod:`dpaudit.scores`), and each run returns rows of one tidy table.
+:data:`METHODS` maps each estimator *method* to its runner (defined in the family's
+``*_audit.py``) and the score-file designs it applies to; add one entry to add a method. The
+audit rule runs every configured estimator on every score file whose design it applies to (the
+score-file contract is in :mod:`dpaudit.scores`), and each run returns rows of one tidy table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dpaudit.estimators.fdp_one_run_audit import run_fdp_one_run
+from dpaudit.estimators.lidp_audit import run_lidp
+from dpaudit.estimators.multi_run_audit import run_gdp_fit, run_multi_run_cp
+from dpaudit.estimators.one_run_audit import run_one_run
 from dpaudit.scores import ScoreFile
 
 #: A runner takes a score file and the estimator's parameters and returns table rows. Every
@@ -31,22 +36,24 @@ class Method:
         return sf.meta["design"] in self.designs
 
 
-METHODS: dict[str, Method] = {}
+def _method(name: str, designs: tuple[str, ...], run: Runner) -> Method:
+    return Method(name, designs, run, (run.__doc__ or "").strip())
 
 
-def register(name: str, designs: Sequence[str]) -> Callable[[Runner], Runner]:
-    """Decorator: register ``func`` as the runner of estimator method ``name``."""
-
-    def deco(func: Runner) -> Runner:
-        if name in METHODS:
-            raise ValueError(f"estimator method {name!r} registered twice")
-        METHODS[name] = Method(name, tuple(designs), func, (func.__doc__ or "").strip())
-        return func
-
-    return deco
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        _method("fdp_one_run", ("one_run",), run_fdp_one_run),
+        _method("lidp", ("lidp",), run_lidp),
+        _method("multi_run_cp", ("multi_run",), run_multi_run_cp),
+        _method("gdp_fit", ("multi_run",), run_gdp_fit),
+        _method("one_run", ("one_run",), run_one_run),
+    )
+}
 
 
 def get(name: str) -> Method:
+    """The method ``name`` (a clear error naming the allowed ones otherwise)."""
     try:
         return METHODS[name]
     except KeyError:

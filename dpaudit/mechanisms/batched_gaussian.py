@@ -229,33 +229,3 @@ def bgm_score_file(
         canary_id=np.zeros((2 * n, 1), dtype=np.int64),
         meta=meta,
     )
-
-
-def audit_bgm(
-    runs_per_hypothesis: int,
-    steps_per_epoch: int,
-    sigma: float,
-    threat_model: str = "worst_case",
-    epochs: int = 1,
-    batch_size: int = 1,
-    seed: int = 0,
-    delta: float = 1e-5,
-    confidence: float = 0.95,
-    selection: str = "same_data",
-) -> dict[str, Any]:
-    """Simulate both hypotheses and return the Clopper-Pearson audit (Eq. 1) as a dict.
-
-    ``selection`` ``same_data`` is the paper's practice (Algorithm 5, threshold on the same
-    runs; ``valid`` False); ``heldout`` gives a valid bound on half the runs.
-    """
-    from dpaudit.estimators import multi_run
-
-    s1 = simulate_scores(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, True, batch_size, seed
-    )
-    s0 = simulate_scores(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, False, batch_size, seed
-    )
-    member = np.concatenate([np.ones(s1.size, np.int8), np.zeros(s0.size, np.int8)])
-    res = multi_run.cp_audit(np.concatenate([s1, s0]), member, delta, confidence, selection)
-    return res.as_row()

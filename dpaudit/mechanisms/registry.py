@@ -1,46 +1,61 @@
 """Idealised mechanisms by name: each returns a :class:`dpaudit.scores.ScoreFile`.
 
 A mechanism is a function ``f(**params, seed=..., experiment=..., setting=...) -> ScoreFile``.
-The table below maps names to ``module:function`` (imported lazily, so a mechanism's
-dependencies load only when it runs). Add one line to add a mechanism.
+:data:`MECHANISMS` maps each name to the function and the score-file design it writes (which
+decides the estimators that apply); add one entry to add a mechanism. The table holds the
+functions themselves, so the import-direction test sees every dependency.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from dpaudit.mechanisms.batched_gaussian import bgm_score_file
+from dpaudit.mechanisms.bgm_calibrated import bgm_calibrated_score_file
+from dpaudit.mechanisms.lidp_gaussian import score_file as lidp_gaussian_score_file
+from dpaudit.mechanisms.one_run_ideal import (
+    gaussian_score_file,
+    randomized_response_score_file,
+)
+from dpaudit.mechanisms.selection_game import reduced_game_score_file
+from dpaudit.scores import DESIGNS as SCORE_DESIGNS
 from dpaudit.scores import ScoreFile, validate
 
-MECHANISMS: dict[str, str] = {
-    "lidp_gaussian": "dpaudit.mechanisms.lidp_gaussian:score_file",
-    "one_run_gaussian": "dpaudit.mechanisms.one_run_ideal:gaussian_score_file",
-    "one_run_rr": "dpaudit.mechanisms.one_run_ideal:randomized_response_score_file",
-    "bgm": "dpaudit.mechanisms.batched_gaussian:bgm_score_file",
-    "bgm_calibrated": "dpaudit.mechanisms.bgm_calibrated:bgm_calibrated_score_file",
-    "selection_reduced_game": "dpaudit.analyses.selection:reduced_game_score_file",
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A registered mechanism: the function and the design of the score files it writes."""
+
+    run: Callable[..., ScoreFile]
+    design: str
+
+    def __post_init__(self) -> None:
+        if self.design not in SCORE_DESIGNS:
+            raise ValueError(f"design {self.design!r}; allowed: {list(SCORE_DESIGNS)}")
+
+
+MECHANISMS: dict[str, Mechanism] = {
+    "lidp_gaussian": Mechanism(lidp_gaussian_score_file, "lidp"),
+    "one_run_gaussian": Mechanism(gaussian_score_file, "one_run"),
+    "one_run_rr": Mechanism(randomized_response_score_file, "one_run"),
+    "bgm": Mechanism(bgm_score_file, "multi_run"),
+    "bgm_calibrated": Mechanism(bgm_calibrated_score_file, "multi_run"),
+    "selection_reduced_game": Mechanism(reduced_game_score_file, "multi_run"),
 }
 
-#: The score-file design each mechanism writes (decides which estimators apply).
-DESIGNS: dict[str, str] = {
-    "lidp_gaussian": "lidp",
-    "one_run_gaussian": "one_run",
-    "one_run_rr": "one_run",
-    "bgm": "multi_run",
-    "bgm_calibrated": "multi_run",
-    "selection_reduced_game": "multi_run",
-}
+#: The score-file design each mechanism writes (derived from :data:`MECHANISMS`).
+DESIGNS: dict[str, str] = {name: m.design for name, m in MECHANISMS.items()}
 
 
 def get(name: str) -> Callable[..., ScoreFile]:
+    """The function of mechanism ``name`` (a clear error naming the allowed ones otherwise)."""
     try:
-        target = MECHANISMS[name]
+        return MECHANISMS[name].run
     except KeyError:
         raise ValueError(f"unknown mechanism {name!r}; allowed: {sorted(MECHANISMS)}") from None
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
 
 
 #: Parameters every mechanism accepts (handled here, not by the mechanism).

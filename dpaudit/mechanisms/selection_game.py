@@ -13,6 +13,10 @@ epsilon_L of its Fig. 6 (Section 5.4).
 K = 0 (possible only for Poisson xi) releases Null; it is recorded as score -inf in
 :func:`play`, and as the smallest finite float64 in score files (the score-file contract forbids
 non-finite scores; the order is what matters, and both worlds share the atom).
+
+:func:`reduced_game_score_file` is the registered mechanism ``selection_reduced_game`` (the
+Fig. 6 audit): the game at the mu and claimed epsilons of :func:`dpaudit.accounting.selection.
+fig6_point`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import math
 import numpy as np
 from scipy import stats
 
+from dpaudit.accounting import selection as sel
 from dpaudit.accounting.selection import RunCountDistribution
 from dpaudit.scores import ScoreFile
 
@@ -100,3 +105,45 @@ def score_file(
         canary_id=np.zeros((n_games, 1), dtype=np.int64),
         meta=meta,
     )
+
+
+def reduced_game_score_file(
+    epsilon_B: float,
+    n_games: int,
+    tau: float = 1.0,
+    eta: float = 0.0,
+    nu: float = 1e-2,
+    steps: int = sel.STEPS,
+    delta: float = sel.DELTA,
+    *,
+    seed: int,
+    experiment: str = "selection_fig6",
+    setting: str = "",
+) -> ScoreFile:
+    """Fig. 6's audit (Section 5.4): ``n_games`` plays of the reduced game (Fig. 5) with
+    K ~ TNB(eta, nu) and mu = mu_O of DP-SGD with budget ``epsilon_B`` (sample rate ``tau``,
+    ``steps`` = N); fair-coin membership; a ``multi_run`` score file.
+
+    The simulated mu is mu_O (Eq. 19; for tau < 1 the paper does not say which mu its audit
+    used). claimed_epsilon = epsilon_U-O (the paper's improved bound, the claim under audit);
+    ``claimed_epsilons`` adds Papernot-Steinke, epsilon_U-G and the exact epsilon of the game,
+    which no valid audit can exceed.
+    """
+    pt = sel.fig6_point(
+        float(epsilon_B), float(tau), float(eta), float(nu), int(steps), float(delta)
+    )
+    xi = sel.TruncatedNegativeBinomial(float(eta), float(nu))
+    sf = score_file(
+        xi, pt["mu_O"], n_games, seed, pt["epsilon_U_O"], delta,
+        accountant="xiang2024_algorithm3_mu_O", experiment=experiment,
+        setting=setting or f"epsilon_B{epsilon_B:g}",
+    )
+    sf.meta["claimed_epsilons"] = {
+        "papernot_steinke": pt["epsilon_U_P"],
+        "algorithm3_mu_G": pt["epsilon_U_G"],
+        "algorithm3_mu_O": pt["epsilon_U_O"],
+        "exact": pt["epsilon_exact"],
+    }
+    sf.meta.update({"epsilon_B": float(epsilon_B), "tau": float(tau), "steps": int(steps),
+                    "sigma": pt["sigma"]})
+    return sf
