@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analyses",),
     ("audit",),
     ("tables", "reproduction", "plots"),
-    ("config", "pipeline"),
+    ("pipeline",),
+    ("config",),
     ("commands",),
     ("cli",),
 )
