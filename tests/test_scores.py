@@ -237,7 +237,7 @@ def test_bad_meta_names_the_file_and_key(tmp_path, meta, match):
     [
         ("score", np.full((2, 3), "1.0"), r"array 'score' must hold integers.*got dtype <U3"),
         ("score", np.full((2, 3), "abc"), r"array 'score' must hold .*\(strings\)"),
-        ("score", np.zeros((2, 3), dtype=complex), r"array 'score' .*complex128 \(complex numbers\)"),
+        ("score", np.zeros((2, 3), dtype=complex), r"array 'score' must hold .*complex128"),
         ("score", np.zeros((2, 3, 1)), r"array 'score' must be 2-D .*\(2, 3, 1\)"),
         ("membership", np.full((1, 3), "1"), r"array 'membership' must hold .*<U1"),
         ("canary_id", np.full((1, 3), "x"), r"array 'canary_id' must hold .*<U1"),
