@@ -43,14 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
-    import yaml
 
     from dpaudit import scores
-    from dpaudit.io import atomic_path
+    from dpaudit.io import atomic_path, read_yaml
     from dpaudit.training.shard import run_shard, score_summary
 
     torch.set_num_threads(args.threads)
-    spec = yaml.safe_load(Path(args.run).read_text())
+    spec = read_yaml(args.run)  # a syntax error names the file and the line
     if not isinstance(spec, dict):
         raise SystemExit(f"{args.run}: expected a mapping of run parameters")
     allowed = {"design", "threat_model", "model", "canaries", "train", "target_epsilon"}
