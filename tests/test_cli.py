@@ -149,7 +149,7 @@ def test_bad_zip_and_unreadable_files_give_one_line(tmp_path, rr_file, capsys):
     code = main(["train-shard", "--run", str(run), "--data", str(data_file), "--out",
                  str(tmp_path / "s.npz")])
     assert code == 2
-    _one_line_error(capsys, "train-shard")
+    assert "data.npz: " in _one_line_error(capsys, "train-shard")
 
 
 def test_os_errors_name_the_file(tmp_path, capsys):

@@ -62,3 +62,12 @@ def test_read_yaml_names_the_file_line_and_column(tmp_path):
         io.read_yaml(binary)
     with pytest.raises(FileNotFoundError, match="gone.yaml"):
         io.read_yaml(tmp_path / "gone.yaml")
+
+
+def test_atomic_path_onto_a_directory_names_it(tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a directory") as info, io.atomic_path(
+        tmp_path
+    ):
+        pass
+    assert info.value.filename == str(tmp_path)
+    assert list(tmp_path.parent.glob(f".{tmp_path.name}.*.tmp")) == []

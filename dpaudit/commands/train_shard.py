@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import zipfile
 from pathlib import Path
 
 
@@ -63,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         from dpaudit.data.prepare import load_prepared
 
-        data = load_prepared(args.data)[0]
+        try:
+            data = load_prepared(args.data)[0]
+        except zipfile.BadZipFile as exc:
+            raise ValueError(f"{args.data}: not a readable prepared data set ({exc})") from exc
     out = Path(args.out)
     ckpt = out.with_name(out.name + ".ckpt")
     result = run_shard(
