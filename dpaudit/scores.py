@@ -224,6 +224,33 @@ def validate(sf: ScoreFile) -> None:
     eps = sf.meta["claimed_epsilon"]
     if eps is not None and (not isinstance(eps, int | float) or eps < 0):
         _fail(src, f"metadata 'claimed_epsilon' must be a number >= 0 or null, got {eps!r}")
+    _check_meta_extras(sf.meta, src)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_meta_extras(meta: dict[str, Any], src: str) -> None:
+    """``format_version`` one this reader knows; ``claimed_epsilons``/``references`` numeric."""
+    version = meta["format_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        _fail(src, f"metadata 'format_version' must be an integer >= 1, got {version!r}")
+    if version > FORMAT_VERSION:
+        _fail(
+            src,
+            f"format_version {version} is newer than this dpaudit reads ({FORMAT_VERSION}); "
+            "update dpaudit",
+        )
+    for key in ("claimed_epsilons", "references"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            _fail(src, f"metadata '{key}' must be a JSON object of numbers, got {value!r}")
+        for name, number in value.items():
+            if number is not None and not _is_number(number):
+                _fail(src, f"metadata '{key}.{name}' must be a number or null, got {number!r}")
 
 
 def _one_row_if_constant(arr: np.ndarray) -> np.ndarray:

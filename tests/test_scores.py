@@ -271,3 +271,20 @@ def test_text_file_and_directory_are_not_score_files(tmp_path):
         scores.read(npy)
     with pytest.raises(ScoreFileError, match="is a directory"):
         scores.read(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("over", "match"),
+    [
+        ({"format_version": 99}, "format_version 99 is newer than this dpaudit reads"),
+        ({"format_version": "2"}, "'format_version' must be an integer >= 1, got '2'"),
+        ({"claimed_epsilons": [1.0]}, r"'claimed_epsilons' must be a JSON object of numbers"),
+        ({"claimed_epsilons": {"rdp": "1.5"}}, r"'claimed_epsilons.rdp' must be a number or null"),
+        ({"references": {"lower": "x"}}, r"'references.lower' must be a number or null, got 'x'"),
+    ],
+)
+def test_meta_extras_name_the_file_and_key(tmp_path, over, match):
+    meta = np.array(json.dumps({**META, "format_version": 2, **over}))
+    path = _raw_npz(tmp_path / "x.npz", meta=meta)
+    with pytest.raises(ScoreFileError, match=f"x.npz: .*{match}"):
+        scores.read(path)
