@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from dpaudit import estimators
-from dpaudit.scores import ScoreFile
+from dpaudit.scores import ScoreFile, ScoreFileError
 
 #: Columns every audit table starts with, in this order.
 ID_COLUMNS = [
@@ -73,4 +73,50 @@ def audit(files: list[ScoreFile], specs: Mapping[str, Mapping[str, Any]]) -> pd.
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=ID_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def applicable_methods(design: str) -> list[str]:
+    """Names of the estimator methods that apply to score files of ``design``."""
+    return sorted(name for name, m in estimators.METHODS.items() if design in m.designs)
+
+
+def check_applies(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> None:
+    """Raise :class:`ScoreFileError` if estimator ``name`` does not apply to ``sf``'s design.
+
+    The message names the estimator, its method, the file, the file's design and the methods
+    that do apply to that design.
+    """
+    method = estimators.get(spec["method"])
+    if not method.applies(sf):
+        design = sf.meta["design"]
+        raise ScoreFileError(
+            f"{sf.source}: estimator {name!r} (method {method.name!r}, for design(s) "
+            f"{list(method.designs)}) does not apply to this file's design {design!r}; "
+            f"methods for {design!r}: {applicable_methods(design)}"
+        )
+
+
+def audit_seed_groups(
+    seed_files: list[list[str]], name: str, spec: Mapping[str, Any]
+) -> pd.DataFrame:
+    """Rows of estimator ``name`` on every seed of one setting (one list of paths per seed).
+
+    A seed given as several files (training shards) is stacked with :func:`scores.concat`.
+    Every seed must give at least one row (an estimator that does not apply, or that returns
+    nothing, is an error naming the file), so that a complete audit table is never empty.
+    """
+    from dpaudit import scores
+
+    if not seed_files:
+        raise ValueError(f"estimator {name!r}: no seeds to audit")
+    frames = []
+    for paths in seed_files:
+        files = [scores.read(path) for path in paths]
+        sf = files[0] if len(files) == 1 else scores.concat(files)
+        check_applies(sf, name, spec)
+        table = run_estimator(sf, name, spec)
+        if table.empty:
+            raise ScoreFileError(f"{sf.source}: estimator {name!r} returned no rows")
+        frames.append(table)
     return pd.concat(frames, ignore_index=True)

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import traceback
 from collections.abc import Sequence
 
 from dpaudit import __version__, commands
@@ -31,15 +32,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean bad input or a bad file (reported in one line, exit 2).
+
+    Anything else is a bug in dpaudit and is reported with its traceback (exit 1).
+    """
+    import zipfile
+
+    import yaml
+
+    from dpaudit.data.download import DownloadError
+
+    return (ValueError, OSError, zipfile.BadZipFile, yaml.YAMLError, EOFError, DownloadError)
+
+
+def error_message(exc: BaseException) -> str:
+    """One line for an expected error; an ``OSError`` also names its file."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc) or type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand: 0 on success, 2 on bad input (one line on stderr), 1 on a bug."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, KeyError, FileNotFoundError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"dpaudit {args.command}: error: {msg}", file=sys.stderr)
+    except expected_errors() as exc:
+        print(f"dpaudit {args.command}: error: {error_message(exc)}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        traceback.print_exc()
+        print(
+            f"dpaudit {args.command}: internal error (a bug in dpaudit, please report it with "
+            f"the traceback above): {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

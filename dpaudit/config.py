@@ -22,6 +22,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dpaudit.io import read_yaml
+
 #: The schema's file name inside the ``dpaudit`` package.
 SCHEMA_RESOURCE = "schema.yaml"
 
@@ -40,24 +42,17 @@ def load_schema(path: str | Path | None = None) -> dict[str, Any]:
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """A YAML config file as a dict; a syntax error or a non-mapping top level raises
-    :class:`ConfigError` naming the file (and the line and column of a syntax error)."""
+    :class:`ConfigError` naming the file (and the line and column of a syntax error). A file
+    that cannot be read raises the ``OSError`` (which names it)."""
     try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise ConfigError(f"config file {path}: cannot be read ({err.strerror or err})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"config file {path}{where}: invalid YAML: {problem}") from None
+        data = read_yaml(path)
+    except ValueError as err:  # read_yaml's message starts with the path
+        raise ConfigError(f"config file {err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"config file {path}: the top level must be a mapping of keys, "
-            f"got {type(data).__name__}"
+            f"config file {path}: a config must be a mapping of keys, got {type(data).__name__}"
         )
     return data
 

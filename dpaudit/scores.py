@@ -80,9 +80,13 @@ class ScoreFile:
     source: str = "<memory>"
 
     def __post_init__(self) -> None:
-        self.score = np.atleast_2d(np.asarray(self.score, dtype=np.float64))
-        self.membership = np.atleast_2d(np.asarray(self.membership))
-        self.canary_id = np.atleast_2d(np.asarray(self.canary_id, dtype=np.int64))
+        src = self.source
+        self.score = np.atleast_2d(_numeric(self.score, "score", src, "iuf")).astype(
+            np.float64, copy=False
+        )
+        self.membership = np.atleast_2d(_numeric(self.membership, "membership", src, "biuf"))
+        ids = np.atleast_2d(_numeric(self.canary_id, "canary_id", src, "iuf"))
+        self.canary_id = _canary_ids(ids, src)
         self.meta = dict(self.meta)
         self.meta.setdefault("format_version", FORMAT_VERSION)
         validate(self)
@@ -123,6 +127,54 @@ class ScoreFile:
 
 def _fail(source: str, message: str) -> None:
     raise ScoreFileError(f"{source}: {message}")
+
+
+#: Human names of NumPy dtype kinds, for error messages.
+_KINDS = {
+    "b": "booleans",
+    "i": "integers",
+    "u": "unsigned integers",
+    "f": "floats",
+    "c": "complex numbers",
+    "U": "strings",
+    "S": "bytes",
+    "O": "Python objects",
+    "V": "raw records",
+    "M": "datetimes",
+    "m": "time deltas",
+}
+
+
+def _numeric(values: Any, name: str, source: str, kinds: str) -> np.ndarray:
+    """``values`` as an array whose dtype kind is one of ``kinds``; else an error naming key."""
+    try:
+        arr = np.asarray(values)
+    except ValueError as exc:  # ragged nested lists
+        raise ScoreFileError(f"{source}: array '{name}' is malformed ({exc})") from exc
+    if arr.dtype.kind not in kinds:
+        allowed = " or ".join(_KINDS[k] for k in kinds)
+        _fail(
+            source,
+            f"array '{name}' must hold {allowed}, got dtype {arr.dtype} "
+            f"({_KINDS.get(arr.dtype.kind, 'unknown')})",
+        )
+    if arr.ndim > 2:
+        _fail(source, f"array '{name}' must be 2-D (trials, canaries), got shape {arr.shape}")
+    return arr
+
+
+def _canary_ids(ids: np.ndarray, source: str) -> np.ndarray:
+    """Integer canary ids as int64; float ids must be finite whole numbers (else: trial, canary)."""
+    if ids.dtype.kind == "f":
+        bad = ~np.isfinite(ids) | (ids != np.round(ids))
+        if bad.any():
+            t, c = np.argwhere(bad)[0]
+            _fail(
+                source,
+                f"canary_id is {ids[t, c].item()!r} at trial {t}, canary {c}: canary ids must "
+                f"be whole numbers ({int(bad.sum())} bad id(s) in all)",
+            )
+    return ids.astype(np.int64, copy=False)
 
 
 def validate(sf: ScoreFile) -> None:
@@ -172,6 +224,33 @@ def validate(sf: ScoreFile) -> None:
     eps = sf.meta["claimed_epsilon"]
     if eps is not None and (not isinstance(eps, int | float) or eps < 0):
         _fail(src, f"metadata 'claimed_epsilon' must be a number >= 0 or null, got {eps!r}")
+    _check_meta_extras(sf.meta, src)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_meta_extras(meta: dict[str, Any], src: str) -> None:
+    """``format_version`` one this reader knows; ``claimed_epsilons``/``references`` numeric."""
+    version = meta["format_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        _fail(src, f"metadata 'format_version' must be an integer >= 1, got {version!r}")
+    if version > FORMAT_VERSION:
+        _fail(
+            src,
+            f"format_version {version} is newer than this dpaudit reads ({FORMAT_VERSION}); "
+            "update dpaudit",
+        )
+    for key in ("claimed_epsilons", "references"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            _fail(src, f"metadata '{key}' must be a JSON object of numbers, got {value!r}")
+        for name, number in value.items():
+            if number is not None and not _is_number(number):
+                _fail(src, f"metadata '{key}.{name}' must be a number or null, got {number!r}")
 
 
 def _one_row_if_constant(arr: np.ndarray) -> np.ndarray:
@@ -211,21 +290,39 @@ def write(path: str | Path, sf: ScoreFile) -> Path:
     return path
 
 
+def _meta_text(arr: np.ndarray, source: str) -> str:
+    """The JSON text of the ``meta`` array, which must hold one string (0-d, or one element)."""
+    if arr.dtype.kind != "U" or arr.size != 1 or arr.ndim > 1:
+        _fail(
+            source,
+            f"array 'meta' must be one string (JSON text), got dtype {arr.dtype} "
+            f"({_KINDS.get(arr.dtype.kind, 'unknown')}), shape {arr.shape}",
+        )
+    return str(arr.item())
+
+
 def read(path: str | Path) -> ScoreFile:
     """Read and validate a score file; errors name the file and the offending row."""
     path = Path(path)
     src = str(path)
     if not path.exists():
         raise ScoreFileError(f"{src}: no such score file")
+    if path.is_dir():
+        raise ScoreFileError(f"{src}: is a directory, not a score file")
     if path.stat().st_size == 0:
         raise ScoreFileError(f"{src}: the file is empty")
+    if not zipfile.is_zipfile(path):
+        raise ScoreFileError(
+            f"{src}: not a score file (not a zip archive; a score file is an .npz written by "
+            "dpaudit, see dpaudit.scores)"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
             missing = [k for k in ("score", "membership", "canary_id", "meta") if k not in z]
             if missing:
                 raise ScoreFileError(f"{src}: missing array(s) {missing}")
             arrays = {k: z[k] for k in ("score", "membership", "canary_id")}
-            meta_text = z["meta"].item()
+            meta_text = _meta_text(z["meta"], src)
         shape = arrays["score"].shape
         for k in ("membership", "canary_id"):
             a = arrays[k]
@@ -237,21 +334,53 @@ def read(path: str | Path) -> ScoreFile:
         raise ScoreFileError(f"{src}: not a readable score file ({exc})") from exc
     try:
         meta = json.loads(meta_text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise ScoreFileError(f"{src}: metadata is not valid JSON ({exc})") from exc
     if not isinstance(meta, dict):
         raise ScoreFileError(f"{src}: metadata must be a JSON object")
     return ScoreFile(**arrays, meta=meta, source=src)
 
 
+def _identity(sf: ScoreFile) -> tuple[str, ...]:
+    """(experiment, setting, seed, shard) of a file: two files with one identity are one run."""
+    keys = ("experiment", "setting", "seed", "shard")
+    return tuple(json.dumps(sf.meta.get(k), sort_keys=True) for k in keys)
+
+
+def _check_distinct(files: list[ScoreFile]) -> None:
+    """Raise if two files are the same file (resolved path) or the same run (identity)."""
+    seen_path: dict[Path, str] = {}
+    seen_id: dict[tuple[str, ...], str] = {}
+    for sf in files:
+        if sf.source != "<memory>":
+            resolved = Path(sf.source).resolve()
+            if resolved in seen_path:
+                raise ScoreFileError(
+                    f"{sf.source}: the same score file as {seen_path[resolved]}; stacking it "
+                    "twice would count its trials twice"
+                )
+            seen_path[resolved] = sf.source
+        key = _identity(sf)
+        if key in seen_id:
+            shard = f", shard {sf.meta['shard']}" if "shard" in sf.meta else ""
+            raise ScoreFileError(
+                f"{sf.source}: the same run as {seen_id[key]} (experiment "
+                f"{sf.meta.get('experiment')!r}, setting {sf.meta.get('setting')!r}, seed "
+                f"{sf.meta.get('seed')!r}{shard}); stacking it twice would count its trials twice"
+            )
+        seen_id[key] = sf.source
+
+
 def concat(files: list[ScoreFile]) -> ScoreFile:
     """Stack the trials of several score files of one setting (e.g. training shards).
 
     The files must agree on the number of canaries and on the metadata that defines the
-    setting; ``seed`` becomes the list of the shards' seeds.
+    setting; ``seed`` becomes the list of the shards' seeds. The same file (resolved path) or
+    the same run (experiment, setting, seed and shard) given twice is an error naming both.
     """
     if not files:
         raise ScoreFileError("concat: no score files given")
+    _check_distinct(files)
     first = files[0]
     keys = [k for k in REQUIRED_META if k not in ("seed",)]
     for sf in files[1:]:

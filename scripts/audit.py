@@ -1,18 +1,15 @@
 """Snakemake adapter: run one estimator on the score files of every seed of one setting."""
 
-from dpaudit import scores
-from dpaudit.audit import run_estimator
+from dpaudit.audit import audit_seed_groups
 from dpaudit.io import write_csv
 from dpaudit.pipeline import script_logging
-from dpaudit.tables import concat_frames
+from dpaudit.tables import with_row_count
 
 log = script_logging(snakemake.log[0])
-tables = []
-for paths in snakemake.params.seed_files:  # one list per seed: the file, or its shards
-    files = [scores.read(path) for path in paths]
-    sf = files[0] if len(files) == 1 else scores.concat(files)
-    table = run_estimator(sf, snakemake.wildcards.estimator, snakemake.params.estimator)
-    log.info("%s: %d row(s); max epsilon %s", paths[0], len(table),
-             table["epsilon"].max() if len(table) else None)
-    tables.append(table)
-write_csv(snakemake.output.table, concat_frames(tables))
+# one list per seed: the file, or its shards; every seed gives at least one row
+table = audit_seed_groups(
+    snakemake.params.seed_files, snakemake.wildcards.estimator, snakemake.params.estimator
+)
+for seed, rows in table.groupby("seed", sort=False):
+    log.info("seed %s: %d row(s); max epsilon %s", seed, len(rows), rows["epsilon"].max())
+write_csv(snakemake.output.table, with_row_count(table))

@@ -95,7 +95,7 @@ def test_inf_and_membership_errors():
         ScoreFileError, match="membership must be 0 or 1, got 2 at trial 0, canary 1"
     ):
         make(n_trials=1, n=3, membership=np.array([[0, 2, 1]]))
-    with pytest.raises(ScoreFileError, match="numeric 0/1"):
+    with pytest.raises(ScoreFileError, match="'membership' must hold booleans.*got dtype <U1"):
         make(n_trials=1, n=2, membership=np.array([["a", "b"]]))
 
 
@@ -106,7 +106,7 @@ def test_empty_and_corrupt_files(tmp_path):
         scores.read(empty)
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip")
-    with pytest.raises(ScoreFileError, match="junk.npz: not a readable score file"):
+    with pytest.raises(ScoreFileError, match=r"junk.npz: not a score file \(not a zip archive"):
         scores.read(junk)
     with pytest.raises(ScoreFileError, match="no scores"):
         make(
@@ -136,9 +136,9 @@ def test_concat():
     both = scores.concat([a, b])
     assert both.n_trials == 5 and both.meta["seed"] == [3, 4]
     with pytest.raises(ScoreFileError, match="canaries per trial"):
-        scores.concat([a, make(n=6)])
+        scores.concat([a, make(n=6, meta={**META, "seed": 5})])
     with pytest.raises(ScoreFileError, match="'setting'"):
-        scores.concat([a, make(meta={**META, "setting": "eps2"})])
+        scores.concat([a, make(meta={**META, "setting": "eps2", "seed": 5})])
 
 
 def test_constant_rows_are_stored_once_and_broadcast_on_reading(tmp_path):
@@ -174,3 +174,117 @@ def test_float32_scores(tmp_path):
     assert not (tmp_path / "big.npz").exists()
     with pytest.raises(ScoreFileError, match="score_dtype.*allowed.*float64.*float32"):
         make(meta={**META, "score_dtype": "float16"})
+
+
+def _raw_npz(path, **arrays):
+    """A score file written with NumPy alone (any dtype), bypassing dpaudit's checks."""
+    meta = arrays.pop("meta", np.array(json.dumps({**META, "format_version": 2})))
+    base = {
+        "score": np.zeros((2, 3)),
+        "membership": np.array([[0, 1, 0]], dtype=np.int8),
+        "canary_id": np.array([[0, 1, 2]]),
+    }
+    np.savez(path, **{**base, **arrays}, meta=meta)
+    return path
+
+
+def test_concat_rejects_the_same_file_or_run_twice(tmp_path):
+    a = scores.write(tmp_path / "a.npz", make())
+    sf = scores.read(a)
+    # the same path, and the same file under another spelling of its path
+    for other in (a, tmp_path / "." / "a.npz"):
+        with pytest.raises(ScoreFileError, match=r"a.npz: the same score file as .*a.npz"):
+            scores.concat([sf, scores.read(other)])
+    # a copy: another path, the same (experiment, setting, seed)
+    copy = tmp_path / "copy.npz"
+    copy.write_bytes(a.read_bytes())
+    with pytest.raises(ScoreFileError, match=r"copy.npz: the same run as .*a.npz .*seed 3\)"):
+        scores.concat([sf, scores.read(copy)])
+    # shards of one seed differ in 'shard' and stack; the same shard twice does not
+    s0 = make(meta={**META, "shard": 0})
+    s1 = make(meta={**META, "shard": 1})
+    assert scores.concat([s0, s1]).n_trials == 4
+    with pytest.raises(ScoreFileError, match="seed 3, shard 0"):
+        scores.concat([s0, make(meta={**META, "shard": 0})])
+
+
+def test_lidp_bound_rejects_the_same_file_twice(tmp_path, capsys):
+    from dpaudit.cli import main
+
+    a = scores.write(tmp_path / "a.npz", make(meta={**META, "design": "lidp"}))
+    assert main(["lidp-bound", str(a), str(a)]) == 2
+    err = capsys.readouterr().err
+    assert "dpaudit lidp-bound: error:" in err and "a.npz: the same score file as" in err
+
+
+@pytest.mark.parametrize(
+    ("meta", "match"),
+    [
+        (np.array(7), r"array 'meta' must be one string \(JSON text\), got dtype int64"),
+        (np.array(["{}", "{}"]), r"array 'meta' must be one string .*shape \(2,\)"),
+        (np.array("[1, 2]"), "metadata must be a JSON object"),
+        (np.array("{"), "metadata is not valid JSON"),
+    ],
+)
+def test_bad_meta_names_the_file_and_key(tmp_path, meta, match):
+    path = _raw_npz(tmp_path / "m.npz", meta=meta)
+    with pytest.raises(ScoreFileError, match=f"m.npz: {match}"):
+        scores.read(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("score", np.full((2, 3), "1.0"), r"array 'score' must hold integers.*got dtype <U3"),
+        ("score", np.full((2, 3), "abc"), r"array 'score' must hold .*\(strings\)"),
+        ("score", np.zeros((2, 3), dtype=complex), r"array 'score' must hold .*complex128"),
+        ("score", np.zeros((2, 3, 1)), r"array 'score' must be 2-D .*\(2, 3, 1\)"),
+        ("membership", np.full((1, 3), "1"), r"array 'membership' must hold .*<U1"),
+        ("canary_id", np.full((1, 3), "x"), r"array 'canary_id' must hold .*<U1"),
+        ("canary_id", np.array([[0.0, np.nan, 2.0]]), r"canary_id is nan at trial 0, canary 1"),
+        ("canary_id", np.array([[0.0, 1.5, 2.0]]), r"canary_id is 1.5 at trial 0, canary 1"),
+        ("canary_id", np.array([[0.0, 1.0, np.inf]]), r"canary_id is inf at trial 0, canary 2"),
+    ],
+)
+def test_malformed_arrays_name_the_file_and_key(tmp_path, key, value, match):
+    path = _raw_npz(tmp_path / "bad.npz", **{key: value})
+    with pytest.raises(ScoreFileError, match=f"bad.npz: {match}"):
+        scores.read(path)
+
+
+def test_whole_float_canary_ids_are_read_as_integers(tmp_path):
+    path = _raw_npz(tmp_path / "f.npz", canary_id=np.array([[0.0, 1.0, 2.0]]))
+    back = scores.read(path)
+    assert back.canary_id.dtype == np.int64 and back.canary_id[1].tolist() == [0, 1, 2]
+
+
+def test_text_file_and_directory_are_not_score_files(tmp_path):
+    text = tmp_path / "notes.npz"
+    text.write_text("epsilon,valid\n1.0,True\n")
+    with pytest.raises(ScoreFileError) as info:
+        scores.read(text)
+    assert "notes.npz: not a score file (not a zip archive" in str(info.value)
+    assert "allow_pickle" not in str(info.value)
+    npy = tmp_path / "array.npz"
+    np.save(open(npy, "wb"), np.zeros(3))
+    with pytest.raises(ScoreFileError, match=r"array.npz: not a score file \(not a zip archive"):
+        scores.read(npy)
+    with pytest.raises(ScoreFileError, match="is a directory"):
+        scores.read(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("over", "match"),
+    [
+        ({"format_version": 99}, "format_version 99 is newer than this dpaudit reads"),
+        ({"format_version": "2"}, "'format_version' must be an integer >= 1, got '2'"),
+        ({"claimed_epsilons": [1.0]}, r"'claimed_epsilons' must be a JSON object of numbers"),
+        ({"claimed_epsilons": {"rdp": "1.5"}}, r"'claimed_epsilons.rdp' must be a number or null"),
+        ({"references": {"lower": "x"}}, r"'references.lower' must be a number or null, got 'x'"),
+    ],
+)
+def test_meta_extras_name_the_file_and_key(tmp_path, over, match):
+    meta = np.array(json.dumps({**META, "format_version": 2, **over}))
+    path = _raw_npz(tmp_path / "x.npz", meta=meta)
+    with pytest.raises(ScoreFileError, match=f"x.npz: .*{match}"):
+        scores.read(path)

@@ -45,14 +45,42 @@ def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict
             validate_config(config, load_schema(), require_experiments=False)
         except ConfigError as err:
             raise ConfigError(f"config file {config_path}: {err}") from None
-        specs = config.get("estimators", {})
+        specs = config.get("estimators") or {}
         for name in names:
             if name not in specs:
-                raise ValueError(f"unknown estimator {name!r}; allowed: {sorted(specs)}")
+                raise ValueError(
+                    f"{config_path}: unknown estimator {name!r}; allowed: {sorted(specs)}"
+                )
+        if not specs:
+            raise ValueError(f"{config_path}: the config has no 'estimators' block")
         return {n: specs[n] for n in (names or sorted(specs))}
     for name in names:
-        estimators.get(name)  # raises with the allowed names
+        if name not in estimators.METHODS:
+            raise ValueError(
+                f"unknown estimator method {name!r}; allowed: {sorted(estimators.METHODS)}"
+            )
     return {n: {"method": n} for n in (names or sorted(estimators.METHODS))}
+
+
+def check_applicable(files: list, specs: dict[str, dict], chosen: bool) -> None:
+    """Raise if a chosen estimator does not apply to a file, or if none applies to a file.
+
+    ``chosen``: the estimators were named with ``--estimator`` (each must apply to every file);
+    otherwise every file needs at least one estimator that applies.
+    """
+    from dpaudit.audit import applicable_methods, check_applies
+    from dpaudit.estimators import get
+
+    for sf in files:
+        if chosen:
+            for name, spec in specs.items():
+                check_applies(sf, name, spec)
+        elif not any(get(spec["method"]).applies(sf) for spec in specs.values()):
+            design = sf.meta["design"]
+            raise ValueError(
+                f"{sf.source}: none of the estimators {sorted(specs)} applies to this file's "
+                f"design {design!r}; methods for {design!r}: {applicable_methods(design)}"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     from dpaudit.audit import audit
 
     files = [scores.read(path) for path in args.scorefiles]
-    table = audit(files, estimator_specs(args.estimator, args.config))
+    specs = estimator_specs(args.estimator, args.config)
+    check_applicable(files, specs, chosen=bool(args.estimator))
+    table = audit(files, specs)
     if args.json:
         valid = table[table["valid"].astype(bool)] if len(table) else table
         best = float(valid["epsilon"].max()) if len(valid) else 0.0

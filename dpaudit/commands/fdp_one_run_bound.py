@@ -49,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpaudit.commands import emit
 
+    if args.q is not None and args.family != "subsampled-gaussian":
+        raise ValueError(
+            f"--q applies to --family subsampled-gaussian only, not to --family {args.family}"
+        )
     b = epsilon_lower_bound(
         args.n, args.r, args.wrong, args.family, args.delta, args.confidence, args.q, args.tail
     )

@@ -51,7 +51,12 @@ def run(args: argparse.Namespace) -> int:
     sf = scores.concat(files)
     threshold = args.threshold
     if threshold not in ("heldout", "in_sample"):
-        threshold = float(threshold)
+        try:
+            threshold = float(threshold)
+        except ValueError:
+            raise ValueError(
+                f"--threshold must be 'heldout', 'in_sample' or a number, got {threshold!r}"
+            ) from None
     params = {
         "interval": args.interval,
         "confidence": args.confidence,

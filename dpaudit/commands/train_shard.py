@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import zipfile
 from pathlib import Path
 
 
@@ -43,14 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
-    import yaml
 
     from dpaudit import scores
-    from dpaudit.io import atomic_path
+    from dpaudit.io import atomic_path, read_yaml
     from dpaudit.training.shard import run_shard, score_summary
 
     torch.set_num_threads(args.threads)
-    spec = yaml.safe_load(Path(args.run).read_text())
+    spec = read_yaml(args.run)  # a syntax error names the file and the line
     if not isinstance(spec, dict):
         raise SystemExit(f"{args.run}: expected a mapping of run parameters")
     allowed = {"design", "threat_model", "model", "canaries", "train", "target_epsilon"}
@@ -64,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         from dpaudit.data.prepare import load_prepared
 
-        data = load_prepared(args.data)[0]
+        try:
+            data = load_prepared(args.data)[0]
+        except zipfile.BadZipFile as exc:
+            raise ValueError(f"{args.data}: not a readable prepared data set ({exc})") from exc
     out = Path(args.out)
     ckpt = out.with_name(out.name + ".ckpt")
     result = run_shard(

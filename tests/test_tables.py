@@ -1,0 +1,101 @@
+"""Per-setting audit CSVs: written with a row count, checked whole before they are merged."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dpaudit import scores
+from dpaudit.audit import audit_seed_groups
+from dpaudit.io import write_csv
+from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
+from dpaudit.scores import ScoreFileError
+from dpaudit.tables import AuditTableError, concat_tables, read_audit_csv, with_row_count
+
+SPEC = {"method": "one_run"}
+
+
+@pytest.fixture
+def seed_files(tmp_path):
+    """Two seeds of one one-run setting, one score file each."""
+    paths = []
+    for seed in (0, 1):
+        sf = randomized_response_score_file(100, 2.0, 1e-6, seed=seed, setting="eps2")
+        sf.meta["seed"] = seed
+        paths.append([str(scores.write(tmp_path / f"seed{seed}.npz", sf))])
+    return paths
+
+
+@pytest.fixture
+def audit_csv(tmp_path, seed_files):
+    """A per-setting audit CSV as the audit rule writes it."""
+    path = tmp_path / "audit" / "one_run" / "eps2.csv"
+    write_csv(path, with_row_count(audit_seed_groups(seed_files, "one_run", SPEC)))
+    return path
+
+
+def test_complete_table_round_trips(audit_csv, seed_files):
+    table = read_audit_csv(audit_csv)
+    expected = audit_seed_groups(seed_files, "one_run", SPEC)
+    assert len(table) == len(expected) > 2
+    assert set(table["seed"]) == {0, 1}
+    pd.testing.assert_series_equal(table["epsilon"], expected["epsilon"])
+    assert "rows_in_file" not in table.columns
+    assert len(concat_tables([audit_csv, audit_csv])) == 2 * len(expected)
+
+
+def test_every_truncation_is_an_error_naming_the_file(audit_csv, tmp_path):
+    """Cut to its header, mid-row, at a row boundary, or to zero bytes: never merged."""
+    raw = audit_csv.read_bytes()
+    cut = tmp_path / "cut.csv"
+    line_ends = [i + 1 for i, b in enumerate(raw) if b == ord("\n")]
+    near_ends = {i + d for i in [0, *line_ends] for d in (-2, -1, 0, 1, 2)}
+    sizes = sorted({*range(0, len(raw), 7), *near_ends} & set(range(len(raw))))
+    for size in sizes:
+        cut.write_bytes(raw[:size])
+        with pytest.raises(AuditTableError, match="cut.csv: "):
+            concat_tables([audit_csv, cut])
+    # the messages say what is wrong
+    cut.write_bytes(b"")
+    with pytest.raises(AuditTableError, match="cut.csv: the audit table is empty"):
+        concat_tables([cut])
+    cut.write_bytes(raw[: line_ends[0]])
+    with pytest.raises(AuditTableError, match="cut.csv: the audit table holds only a header"):
+        concat_tables([cut])
+    cut.write_bytes(raw[: line_ends[2] - 5])
+    with pytest.raises(AuditTableError, match="cut.csv: the audit table does not end with a newl"):
+        concat_tables([cut])
+    cut.write_bytes(raw[: line_ends[2]])
+    with pytest.raises(AuditTableError, match=r"cut.csv: line 2 declares \d+ row\(s\) but the fi"):
+        concat_tables([cut])
+
+
+def test_missing_values_name_the_file_and_line(audit_csv, tmp_path):
+    table = pd.read_csv(audit_csv)
+    table.loc[2, "epsilon"] = float("nan")
+    bad = tmp_path / "nan.csv"
+    table.to_csv(bad, index=False)
+    with pytest.raises(AuditTableError, match=r"nan.csv: line 4 \(data row 3\) has no value in "
+                       r"\['epsilon'\]"):
+        concat_tables([bad])
+    # a row cut short and completed with a newline: its last fields are missing
+    lines = audit_csv.read_text().splitlines(keepends=True)
+    lines[1] = ",".join(lines[1].split(",")[:5]) + "\n"
+    short = tmp_path / "short.csv"
+    short.write_text("".join(lines))
+    with pytest.raises(AuditTableError, match=r"short.csv: line 2 \(data row 1\) has no value"):
+        concat_tables([short])
+    table.drop(columns="valid").to_csv(bad, index=False)
+    with pytest.raises(AuditTableError, match=r"nan.csv: not an audit table: missing column\(s\) "
+                       r"\['valid'\]"):
+        concat_tables([bad])
+    with pytest.raises(AuditTableError, match="gone.csv: cannot read the audit table"):
+        concat_tables([tmp_path / "gone.csv"])
+
+
+def test_every_seed_gives_rows_or_an_error(seed_files):
+    with pytest.raises(ScoreFileError, match=r"seed0.npz: estimator 'lidp' .*does not apply to "
+                       r"this file's design 'one_run'; methods for 'one_run': \["):
+        audit_seed_groups(seed_files, "lidp", {"method": "lidp"})
+    with pytest.raises(ValueError, match="no seeds"):
+        audit_seed_groups([], "one_run", SPEC)
