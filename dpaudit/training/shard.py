@@ -67,6 +67,7 @@ from dpaudit.training.vectorized import (
     Recording,
     ShardData,
     ShardResult,
+    TrainingDiverged,
     model_seeds,
     stacked_logits,
     train_shard,
@@ -353,26 +354,30 @@ def run_shard(
     wb_inputs = None
     if threat_model == "white_box_dot" and not gradient:
         wb_inputs = np.unique(cols)
-    result = train_shard(
-        template_model,
-        ShardData(
-            torch.from_numpy(np.ascontiguousarray(x_all)),
-            torch.from_numpy(np.ascontiguousarray(y_all)),
-            items,
-            grad_pool,
-            (n_inputs, n_inputs + pool_size) if informed else None,
-        ),
-        seeds,
-        cfg,
-        Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
-        model_chunk=t["model_chunk"],
-        engine=t["engine"],
-        checkpoint=checkpoint,
-        checkpoint_every_s=float(t["checkpoint_every_s"]),
-        step_hook=step_hook,
-        progress=progress,
-        device=resolve_device(device),
-    )
+    job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
+    try:
+        result = train_shard(
+            template_model,
+            ShardData(
+                torch.from_numpy(np.ascontiguousarray(x_all)),
+                torch.from_numpy(np.ascontiguousarray(y_all)),
+                items,
+                grad_pool,
+                (n_inputs, n_inputs + pool_size) if informed else None,
+            ),
+            seeds,
+            cfg,
+            Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
+            model_chunk=t["model_chunk"],
+            engine=t["engine"],
+            checkpoint=checkpoint,
+            checkpoint_every_s=float(t["checkpoint_every_s"]),
+            step_hook=step_hook,
+            progress=progress,
+            device=resolve_device(device),
+        )
+    except TrainingDiverged as exc:
+        raise TrainingDiverged(f"{job}: {exc}", exc.model, exc.step) from exc
 
     # ---- score ----------------------------------------------------------------------------------
     observations: dict[str, np.ndarray] = {}
@@ -404,6 +409,7 @@ def run_shard(
         observations["step_dots"] = obs
         score = obs.sum(-1)
 
+    check_finite_scores(score, job, steps)
     acc = _accuracy(template, result, data, t["eval_examples"])
     meta = {
         "format_version": FORMAT_VERSION,
@@ -450,8 +456,24 @@ def run_shard(
         meta["lidp_variant"] = "replace_one"
     if dirac_coords is not None:  # canary_id indexes the pool: its parameter coordinates
         meta["dirac_coordinates"] = [int(v) for v in dirac_coords]
-    sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta)
+    sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta, source=job)
     return ShardOutput(sf, observations, result)
+
+
+def check_finite_scores(score: np.ndarray, job: str, steps: int) -> None:
+    """Raise :class:`TrainingDiverged` naming ``job`` (experiment, setting, seed, ...), the
+    trial and the canary if a canary score of the trained models is NaN or infinite."""
+    bad = ~np.isfinite(score)
+    if not bad.any():
+        return
+    trial, canary = (int(v) for v in np.argwhere(bad)[0])
+    raise TrainingDiverged(
+        f"{job}: training diverged: the score of trial {trial}, canary {canary} is "
+        f"{score[trial, canary]} ({int(bad.sum())} non-finite score(s) in all): the trained "
+        "model overflows; a too-large learning rate (train.lr) is the usual cause",
+        trial,
+        steps,
+    )
 
 
 def _all_logits(template, result: ShardResult, x: torch.Tensor) -> torch.Tensor:
