@@ -40,23 +40,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def read_run_spec(path: str) -> dict:
+    """The run file's mapping; a YAML error, a non-mapping, an unknown key or a block
+    (``model``, ``canaries``, ``train``) that is not a mapping exits naming the file and key."""
+    import yaml
+
+    try:
+        spec = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise SystemExit(f"{path}{where}: not valid YAML ({problem})") from exc
+    if not isinstance(spec, dict):
+        raise SystemExit(f"{path}: expected a mapping of run parameters")
+    allowed = {"design", "threat_model", "model", "canaries", "train", "target_epsilon"}
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise SystemExit(f"{path}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    for block in ("model", "canaries", "train"):
+        if block in spec and not isinstance(spec[block], dict):
+            raise SystemExit(f"{path}: '{block}' must be a mapping, got {spec[block]!r}")
+    return spec
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
-    import yaml
 
     from dpaudit import scores
     from dpaudit.io import atomic_path
     from dpaudit.training.shard import run_shard, score_summary
 
     torch.set_num_threads(args.threads)
-    spec = yaml.safe_load(Path(args.run).read_text())
-    if not isinstance(spec, dict):
-        raise SystemExit(f"{args.run}: expected a mapping of run parameters")
-    allowed = {"design", "threat_model", "model", "canaries", "train", "target_epsilon"}
-    unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise SystemExit(f"{args.run}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    spec = read_run_spec(args.run)
     if args.data == "synthetic":
         from dpaudit.data.synthetic import make_synthetic
 

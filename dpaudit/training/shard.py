@@ -249,6 +249,9 @@ def run_shard(
     n_models = int(t["models_per_shard"])
     if n_models < 1:
         raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
+    chunk = t["model_chunk"]
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+        raise ValueError(f"train.model_chunk must be an integer >= 1 or null, got {chunk!r}")
 
     def template_model():
         return build_for_data(model, shape, n_classes)
@@ -332,13 +335,18 @@ def run_shard(
     q = min(1.0, b / n_nominal)
     t_epoch = max(1, round(n_nominal / b))
     steps = int(t["steps"]) if t["steps"] is not None else int(t["epochs"]) * t_epoch
+    sigma: float | None = None  # None: calibrated to target_epsilon below
     if t["noise_multiplier"] is not None:
         sigma = float(t["noise_multiplier"])
     elif target_epsilon is None:
         sigma = 0.0
-    else:
-        sigma = calibrate_noise(target_epsilon, t["delta"], q, steps, t["accountant"])
-    claimed = poisson_epsilon(sigma, q, steps, t["delta"], t["accountant"])
+    job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
+    try:
+        if sigma is None:
+            sigma = calibrate_noise(target_epsilon, t["delta"], q, steps, t["accountant"])
+        claimed = poisson_epsilon(sigma, q, steps, t["delta"], t["accountant"])
+    except ValueError as exc:  # an unreachable target epsilon, a delta outside (0, 1)
+        raise ValueError(f"{job}: train / target_epsilon: {exc}") from exc
     cfg = DPSGDConfig(
         steps=steps,
         batch_size=b,
@@ -354,7 +362,6 @@ def run_shard(
     wb_inputs = None
     if threat_model == "white_box_dot" and not gradient:
         wb_inputs = np.unique(cols)
-    job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
     try:
         result = train_shard(
             template_model,

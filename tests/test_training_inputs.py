@@ -1,0 +1,70 @@
+"""Bad training inputs give errors that name the file, the key or the job, before training."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpaudit.data.synthetic import make_synthetic
+from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
+from dpaudit.training.shard import run_shard
+
+
+def test_unreachable_target_epsilon_names_target_delta_and_steps():
+    """Opacus gives up beyond noise multiplier 1e6 with only "The privacy budget is too low."
+    (sample rate 1 keeps the accountant fast)."""
+    with pytest.raises(ValueError, match=r"target_epsilon 1e-06 at delta 1e-05 .* 3 steps"):
+        calibrate_noise(1e-6, 1e-5, 1.0, 3, "rdp")
+
+
+@pytest.mark.parametrize("delta", [0.0, 1.0, 1.5, -1e-5])
+def test_delta_outside_0_1_is_rejected(delta):
+    with pytest.raises(ValueError, match="delta must be in"):
+        calibrate_noise(1.0, delta, 0.1, 10, "rdp")
+    with pytest.raises(ValueError, match="delta must be in"):
+        poisson_epsilon(1.0, 0.1, 10, delta, "rdp")
+
+
+def _shard(**train):
+    data = make_synthetic(n_train=100, n_test=20, n_features=5, n_classes=2, seed=0)
+    return run_shard(
+        data,
+        experiment="e",
+        setting="s",
+        seed=2,
+        shard=1,
+        design="one_run",
+        threat_model="black_box_loss",
+        model={"name": "logreg"},
+        canaries={"m": 10},
+        train={"epochs": 1, "batch_size": 50, "models_per_shard": 1, **train},
+        target_epsilon=1.0,
+    )
+
+
+def test_run_shard_names_the_job_of_an_unreachable_target():
+    with pytest.raises(ValueError, match=r"experiment 'e', setting 's', seed 2, shard 1: .*delta"):
+        _shard(delta=2.0)
+
+
+@pytest.mark.parametrize("chunk", [0, -1, 1.5, True])
+def test_model_chunk_must_be_a_positive_integer(chunk):
+    with pytest.raises(ValueError, match="train.model_chunk"):
+        _shard(model_chunk=chunk)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("design: one_run\ncanaries: {m: 3\n", r"run\.yaml, line \d+, column \d+: not valid YAML"),
+        ("design: one_run\ntrain: 5\n", "'train' must be a mapping, got 5"),
+        ("- a\n- b\n", "expected a mapping"),
+    ],
+)
+def test_cli_train_shard_names_the_run_file(tmp_path, text, match):
+    from dpaudit.cli import main
+
+    run = tmp_path / "run.yaml"
+    run.write_text(text)
+    with pytest.raises(SystemExit, match=match) as err:
+        main(["train-shard", "--run", str(run), "--data", "synthetic", "--out", "x.npz"])
+    assert str(run) in str(err.value)
