@@ -408,6 +408,56 @@ def test_table_parser_rejects_malformed(tmp_path):
         tabular.parse_table(two, features=3, classes=2)
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not_a_tar", "empty"])
+def test_unreadable_table_archive_is_named(tmp_path, damage):
+    """An archive that passed a (wrongly given) checksum but is no tar: named, with the fix."""
+    p = fixtures.write_shokri_table(
+        tmp_path / "t.tgz", "bangkok", np.ones((400, 3)), [1, 2] * 200, True
+    )
+    raw = p.read_bytes()
+    p.write_bytes({"truncated": raw[: len(raw) // 2], "not_a_tar": b"<html>", "empty": b""}[damage])
+    with pytest.raises(ValueError, match="not a readable") as err:
+        tabular.parse_table(p, features=3, classes=2)
+    assert str(err.value).startswith(f"{p}: ") and "delete it and rerun" in str(err.value)
+
+
+def test_truncated_decompressed_mnist_file_is_decompressed_again(tmp_path):
+    """A decompressed raw file newer than its .gz but cut short is redone, not parsed."""
+    m = tmp_path / "mirror"
+    info = fixtures.make_mirror(m, "mnist", n_train=20, n_test=10, seed=1)
+    root = tmp_path / "root"
+    first = vision.load_vision("mnist", root, str(m), info["checksums"])
+    plain = root / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    whole = plain.read_bytes()
+    plain.write_bytes(whole[: len(whole) // 2])  # newer than the .gz: mtime alone trusts it
+    again = vision.load_vision("mnist", root, str(m), info["checksums"])
+    np.testing.assert_array_equal(first["x_train"], again["x_train"])
+    assert plain.read_bytes() == whole
+
+
+def test_unparseable_vision_files_name_the_folder(tmp_path):
+    m = tmp_path / "mirror"
+    info = fixtures.make_mirror(m, "mnist", n_train=20, n_test=10, seed=1)
+    root = tmp_path / "root"
+    vision.load_vision("mnist", root, str(m), info["checksums"])
+    plain = root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    plain.write_bytes(bytes(plain.stat().st_size))  # right size, no idx header
+    with pytest.raises(vision.RawDataError, match="mnist test") as err:
+        vision.load_vision("mnist", root, str(m), info["checksums"])
+    assert str(err.value).startswith(f"{root}: ") and "rerun" in str(err.value)
+
+
+def test_unreadable_cifar_archive_is_named(tmp_path):
+    m = tmp_path / "mirror"
+    m.mkdir()
+    (m / "cifar-10-python.tar.gz").write_bytes(b"not a tar archive")
+    md5 = hashlib.md5(b"not a tar archive").hexdigest()
+    root = tmp_path / "root"
+    with pytest.raises(vision.RawDataError, match="not a readable tar archive") as err:
+        vision.load_vision("cifar10", root, str(m), {"cifar-10-python.tar.gz": md5})
+    assert str(err.value).startswith(str(root / "cifar-10-python.tar.gz"))
+
+
 def test_purchase_requires_a_sha256(tmp_path):
     with pytest.raises(ValueError, match="sha256"):
         tabular.load_tabular("purchase", tmp_path, str(tmp_path))
