@@ -24,7 +24,7 @@ def test_delta_outside_0_1_is_rejected(delta):
         poisson_epsilon(1.0, 0.1, 10, delta, "rdp")
 
 
-def _shard(**train):
+def _shard(canaries=None, design="one_run", **train):
     data = make_synthetic(n_train=100, n_test=20, n_features=5, n_classes=2, seed=0)
     return run_shard(
         data,
@@ -32,10 +32,10 @@ def _shard(**train):
         setting="s",
         seed=2,
         shard=1,
-        design="one_run",
+        design=design,
         threat_model="black_box_loss",
         model={"name": "logreg"},
-        canaries={"m": 10},
+        canaries=canaries or {"m": 10},
         train={"epochs": 1, "batch_size": 50, "models_per_shard": 1, **train},
         target_epsilon=1.0,
     )
@@ -46,10 +46,18 @@ def test_run_shard_names_the_job_of_an_unreachable_target():
         _shard(delta=2.0)
 
 
-@pytest.mark.parametrize("chunk", [0, -1, 1.5, True])
-def test_model_chunk_must_be_a_positive_integer(chunk):
-    with pytest.raises(ValueError, match="train.model_chunk"):
-        _shard(model_chunk=chunk)
+@pytest.mark.parametrize("key", ["model_chunk", "eval_examples"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_optional_counts_must_be_positive_integers(key, value):
+    with pytest.raises(ValueError, match=f"train.{key} must be an integer >= 1"):
+        _shard(**{key: value})
+
+
+@pytest.mark.parametrize("design, canaries", [("one_run", {"m": 0}), ("lidp", {"k": 0})])
+def test_no_canaries_per_trial_is_rejected_before_training(design, canaries):
+    key = next(iter(canaries))
+    with pytest.raises(ValueError, match=f"canaries.{key} must be >= 1"):
+        _shard(canaries=canaries, design=design)
 
 
 @pytest.mark.parametrize(

@@ -137,6 +137,13 @@ def _merge(defaults: dict[str, Any], given: dict[str, Any], block: str) -> dict[
     return {**defaults, **given}
 
 
+def _check_positive_int_or_none(block: dict[str, Any], key: str) -> None:
+    """``train.<key>`` must be an integer >= 1 or null (None)."""
+    v = block[key]
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise ValueError(f"train.{key} must be an integer >= 1 or null, got {v!r}")
+
+
 def _input_pool(data: dict[str, np.ndarray], c: dict[str, Any], n_classes: int):
     """The canary pool (inputs, labels) of an input-space canary type."""
     shape = data["x_train"].shape[1:]
@@ -249,9 +256,8 @@ def run_shard(
     n_models = int(t["models_per_shard"])
     if n_models < 1:
         raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
-    chunk = t["model_chunk"]
-    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
-        raise ValueError(f"train.model_chunk must be an integer >= 1 or null, got {chunk!r}")
+    for key in ("model_chunk", "eval_examples"):
+        _check_positive_int_or_none(t, key)
 
     def template_model():
         return build_for_data(model, shape, n_classes)
@@ -281,6 +287,9 @@ def run_shard(
             raise ValueError(
                 f"canaries.label {c['label']} is not a class of the data (0..{n_classes - 1})"
             )
+    if n_cols < 1:
+        key = "m" if design == "one_run" else "k"
+        raise ValueError(f"canaries.{key} must be >= 1 (canaries per trial), got {c[key]!r}")
     c["pool_size"] = int(pool_size)
     if pool_size < n_cols:
         raise ValueError(f"canaries.pool_size {pool_size} < {n_cols} canaries per trial")
