@@ -76,3 +76,20 @@ def test_cli_train_shard_names_the_run_file(tmp_path, text, match):
     with pytest.raises(SystemExit, match=match) as err:
         main(["train-shard", "--run", str(run), "--data", "synthetic", "--out", "x.npz"])
     assert str(run) in str(err.value)
+
+
+def test_config_validation_rejects_zero_eval_examples():
+    """train.eval_examples 0 passed the schema, then failed after training (NaN accuracy in
+    the score file's meta); the schema now asks for >= 1, as run_shard does."""
+    from pathlib import Path
+
+    import yaml
+
+    from dpaudit.config import ConfigError, load_schema, validate_config
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((repo / "config" / "test.yaml").read_text())
+    name = next(k for k, v in cfg["experiments"].items() if "eval_examples" in v.get("train", {}))
+    cfg["experiments"][name]["train"]["eval_examples"] = 0
+    with pytest.raises(ConfigError, match=f"experiments.{name}.train.eval_examples"):
+        validate_config(cfg, load_schema(repo / "config" / "schema.yaml"))
