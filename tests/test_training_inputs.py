@@ -93,3 +93,32 @@ def test_config_validation_rejects_zero_eval_examples():
     cfg["experiments"][name]["train"]["eval_examples"] = 0
     with pytest.raises(ConfigError, match=f"experiments.{name}.train.eval_examples"):
         validate_config(cfg, load_schema(repo / "config" / "schema.yaml"))
+
+
+def test_cli_train_shard_discards_a_corrupt_checkpoint_and_says_so(tmp_path):
+    """The CLI job beside a corrupt checkpoint trains afresh, names the file on stderr, and
+    removes the checkpoint with the outputs written."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dpaudit.scores import read
+
+    run = tmp_path / "run.yaml"
+    run.write_text(
+        "model: {name: logreg}\ncanaries: {m: 10}\n"
+        "train: {steps: 3, batch_size: 100, models_per_shard: 1}\ntarget_epsilon: null\n"
+    )
+    out = tmp_path / "s.npz"
+    ckpt = tmp_path / "s.npz.ckpt"
+    ckpt.write_bytes(b"PK\x03\x04 cut short")
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    cmd = [sys.executable, "-m", "dpaudit.cli", "train-shard", "--run", str(run)]
+    cmd += ["--data", "synthetic", "--out", str(out), "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{ckpt}: discarding the checkpoint and training from step 0" in proc.stderr
+    assert "cannot be read" in proc.stderr
+    assert read(out).n_trials == 1 and not ckpt.exists()

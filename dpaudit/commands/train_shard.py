@@ -3,7 +3,8 @@
 The run is described by a JSON or YAML file with the keys of :func:`dpaudit.training.shard.
 run_shard` (``design``, ``threat_model``, ``model``, ``canaries``, ``train``,
 ``target_epsilon``) and a prepared data set (``dpaudit prepare-data``) or ``synthetic``.
-A checkpoint beside the output lets a killed job resume; it is removed once the score file is
+A checkpoint beside the output lets a killed job resume (logged on stderr); one of another run
+or an unreadable one is discarded with a warning; it is removed once the score file is
 written. Per-step observations (``per_step_dot``) go to ``<output>.observations.npz``.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 
@@ -73,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     from dpaudit.training.shard import run_shard, score_summary
 
     torch.set_num_threads(args.threads)
+    if not logging.getLogger().handlers:  # say on stderr when a checkpoint is resumed or dropped
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     spec = read_run_spec(args.run)
     if args.data == "synthetic":
         from dpaudit.data.synthetic import make_synthetic
