@@ -27,6 +27,7 @@ from dpaudit.data.download import (
     fetch,
     file_digest,
     mirror_sources,
+    try_order,
 )
 from tests.shared_data import shared_dir
 
@@ -138,7 +139,63 @@ def test_checksum_mismatch_raises_and_leaves_no_file(tmp_path, payload):
     assert str(mirror / "payload.bin") in msg and "checksum mismatch" in msg
     assert not dest.exists()
     assert _leftovers(dest.parent) == []
-    assert msg.count("checksum mismatch") == 3  # bounded retries: 3 tries of the one source
+    # a local mirror file gives the same bytes every time: read once, never retried
+    assert msg.count("checksum mismatch") == 1 and "after 1 try:" in msg
+    assert "not retried" in msg
+
+
+def test_try_order_retries_only_network_sources():
+    local, url = "/m/f.gz", "https://h/f.gz"
+    assert try_order([local], 3) == [local]
+    assert try_order(["file:///m/f.gz"], 3) == ["file:///m/f.gz"]
+    assert try_order([local, url], 3) == [local, url, url]
+    assert try_order([url, local, "http://g/f.gz"], 5) == [
+        url,
+        local,
+        "http://g/f.gz",
+        url,
+        "http://g/f.gz",
+    ]
+    assert try_order([url], 1) == [url]
+
+
+def test_corrupt_network_download_is_detected_and_retried(tmp_path, payload, monkeypatch):
+    """An http(s) source that first delivers corrupt bytes is tried again; one that always does
+    is tried ``attempts`` times and reported with both checksums."""
+    from dpaudit.data import download
+
+    monkeypatch.setattr(download, "_RETRY_PAUSE", 0.0)
+    _, data = payload
+    served = []
+
+    class Flaky(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the http.server API)
+            served.append(self.path)
+            corrupt = self.path.startswith("/always") or len(served) == 1
+            body = data[:-1] + b"x" if corrupt else data
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        dest = tmp_path / "out" / "payload.bin"
+        fetch(UPSTREAM, dest, _sha(data), mirror=f"{base}/flaky")
+        assert dest.read_bytes() == data and len(served) == 2
+        with pytest.raises(ChecksumError) as err:
+            fetch(UPSTREAM, tmp_path / "o2" / "payload.bin", _sha(data), mirror=f"{base}/always")
+        assert str(err.value).count("checksum mismatch") == 3
+        assert _sha(data) in str(err.value) and _sha(data[:-1] + b"x") in str(err.value)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_retry_succeeds_when_first_mirror_corrupt(tmp_path, payload, caplog):
@@ -349,6 +406,56 @@ def test_table_parser_rejects_malformed(tmp_path):
         tar.add(q, arcname="b")
     with pytest.raises(ValueError, match="exactly one data file"):
         tabular.parse_table(two, features=3, classes=2)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not_a_tar", "empty"])
+def test_unreadable_table_archive_is_named(tmp_path, damage):
+    """An archive that passed a (wrongly given) checksum but is no tar: named, with the fix."""
+    p = fixtures.write_shokri_table(
+        tmp_path / "t.tgz", "bangkok", np.ones((400, 3)), [1, 2] * 200, True
+    )
+    raw = p.read_bytes()
+    p.write_bytes({"truncated": raw[: len(raw) // 2], "not_a_tar": b"<html>", "empty": b""}[damage])
+    with pytest.raises(ValueError, match="not a readable") as err:
+        tabular.parse_table(p, features=3, classes=2)
+    assert str(err.value).startswith(f"{p}: ") and "delete it and rerun" in str(err.value)
+
+
+def test_truncated_decompressed_mnist_file_is_decompressed_again(tmp_path):
+    """A decompressed raw file newer than its .gz but cut short is redone, not parsed."""
+    m = tmp_path / "mirror"
+    info = fixtures.make_mirror(m, "mnist", n_train=20, n_test=10, seed=1)
+    root = tmp_path / "root"
+    first = vision.load_vision("mnist", root, str(m), info["checksums"])
+    plain = root / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    whole = plain.read_bytes()
+    plain.write_bytes(whole[: len(whole) // 2])  # newer than the .gz: mtime alone trusts it
+    again = vision.load_vision("mnist", root, str(m), info["checksums"])
+    np.testing.assert_array_equal(first["x_train"], again["x_train"])
+    assert plain.read_bytes() == whole
+
+
+def test_unparseable_vision_files_name_the_folder(tmp_path):
+    m = tmp_path / "mirror"
+    info = fixtures.make_mirror(m, "mnist", n_train=20, n_test=10, seed=1)
+    root = tmp_path / "root"
+    vision.load_vision("mnist", root, str(m), info["checksums"])
+    plain = root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    plain.write_bytes(bytes(plain.stat().st_size))  # right size, no idx header
+    with pytest.raises(vision.RawDataError, match="mnist test") as err:
+        vision.load_vision("mnist", root, str(m), info["checksums"])
+    assert str(err.value).startswith(f"{root}: ") and "rerun" in str(err.value)
+
+
+def test_unreadable_cifar_archive_is_named(tmp_path):
+    m = tmp_path / "mirror"
+    m.mkdir()
+    (m / "cifar-10-python.tar.gz").write_bytes(b"not a tar archive")
+    md5 = hashlib.md5(b"not a tar archive").hexdigest()
+    root = tmp_path / "root"
+    with pytest.raises(vision.RawDataError, match="not a readable tar archive") as err:
+        vision.load_vision("cifar10", root, str(m), {"cifar-10-python.tar.gz": md5})
+    assert str(err.value).startswith(str(root / "cifar-10-python.tar.gz"))
 
 
 def test_purchase_requires_a_sha256(tmp_path):

@@ -6,6 +6,7 @@ import hashlib
 import json
 import sys
 import types
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,13 @@ import numpy as np
 import pytest
 
 from dpaudit.data import fixtures, tabular
-from dpaudit.data.prepare import ARRAY_KEYS, load_prepared, prepare_dataset, write_npz
+from dpaudit.data.prepare import (
+    ARRAY_KEYS,
+    PreparedDataError,
+    load_prepared,
+    prepare_dataset,
+    write_npz,
+)
 from tests.shared_data import shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -233,6 +240,73 @@ def test_load_prepared_rejects_other_files(tmp_path):
     np.savez(p, score=np.zeros(3))
     with pytest.raises(ValueError, match="not a prepared data set"):
         load_prepared(p)
+
+
+def _synthetic_file(tmp_path: Path, name: str = "ds.npz") -> Path:
+    out = tmp_path / name
+    prepare_dataset("synthetic", {"n_train": 40, "n_test": 20}, str(tmp_path), None, str(out))
+    return out
+
+
+def _member_data_offset(path: Path, member: str) -> int:
+    """Offset of the first data byte of ``member`` in the (stored, uncompressed) zip file."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    raw = path.read_bytes()
+    h = info.header_offset
+    name_len = int.from_bytes(raw[h + 26 : h + 28], "little")
+    extra_len = int.from_bytes(raw[h + 28 : h + 30], "little")
+    return h + 30 + name_len + extra_len
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "text", "flipped_byte"])
+def test_load_prepared_names_a_damaged_file_and_the_fix(tmp_path, damage):
+    """A truncated or corrupt prepared data set gives an error naming the file and saying to
+    delete it and rerun (not a bare BadZipFile / EOFError / allow_pickle hint)."""
+    out = _synthetic_file(tmp_path)
+    raw = out.read_bytes()
+    if damage == "truncated":
+        out.write_bytes(raw[: len(raw) // 2])
+    elif damage == "empty":
+        out.write_bytes(b"")
+    elif damage == "text":
+        out.write_bytes(b"x_train,y_train\n1,2\n")
+    else:  # one bit of the training inputs: only the CRC-32 can tell
+        i = _member_data_offset(out, "x_train.npy") + 200
+        out.write_bytes(raw[:i] + bytes([raw[i] ^ 1]) + raw[i + 1 :])
+    with pytest.raises(PreparedDataError) as err:
+        load_prepared(out)
+    msg = str(err.value)
+    assert msg.startswith(f"{out}: ") and f"delete {out} and rerun" in msg
+    assert "allow_pickle" not in msg
+    if damage == "flipped_byte":
+        assert "x_train.npy" in msg and "CRC" in msg
+
+
+def test_load_prepared_rejects_bad_contents(tmp_path):
+    out = _synthetic_file(tmp_path)
+    with np.load(out) as z:
+        good = {k: z[k] for k in z.files}
+    cases = [
+        (
+            "x_test",
+            lambda a: np.where(np.arange(a.shape[0])[:, None] == 3, np.nan, a),
+            "x_test row 3",
+        ),
+        ("y_train", lambda a: np.where(np.arange(a.size) == 5, 10, a), "y_train row 5 is 10"),
+        ("y_train", lambda a: a - 1, "outside"),
+        ("meta", lambda a: np.array("{not json"), "'meta' is not valid JSON"),
+        ("meta", lambda a: np.array("[1, 2]"), "not a JSON object"),
+        ("x_test", lambda a: a[:, :5], "records of shape"),
+    ]
+    for key, change, match in cases:
+        bad = tmp_path / "bad.npz"
+        write_npz(bad, {**good, key: change(good[key]).astype(good[key].dtype)})
+        with pytest.raises(PreparedDataError, match=match) as err:
+            load_prepared(bad)
+        assert str(err.value).startswith(f"{bad}: ")
+    with pytest.raises(FileNotFoundError, match="absent.npz"):
+        load_prepared(tmp_path / "absent.npz")
 
 
 def test_real_location30_prepare(tmp_path):

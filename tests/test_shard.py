@@ -8,8 +8,8 @@ import torch
 
 from dpaudit.data.synthetic import make_synthetic
 from dpaudit.scores import read, write
-from dpaudit.training.shard import run_shard
-from dpaudit.training.vectorized import TrainingInterrupted
+from dpaudit.training.shard import check_finite_scores, run_shard
+from dpaudit.training.vectorized import TrainingDiverged, TrainingInterrupted
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +181,43 @@ def test_killed_shard_resumes_to_identical_score_file(data, tmp_path):
     assert read(tmp_path / "resumed.npz").n_trials == 3
 
 
+def test_rerun_after_a_config_change_discards_the_killed_jobs_checkpoint(data, tmp_path, caplog):
+    """A job killed at step 7 leaves a checkpoint; the rerun with a changed learning rate trains
+    from step 0 (the stale checkpoint is discarded with a log line) and matches a fresh run."""
+    ckpt = tmp_path / "scores.npz.ckpt"
+
+    def kill(step):
+        if step == 7:
+            raise TrainingInterrupted("simulated kill")
+
+    with pytest.raises(TrainingInterrupted):
+        _run(data, train={"checkpoint_every_s": 0.0}, checkpoint=ckpt, step_hook=kill)
+    seen = []
+    with caplog.at_level("INFO", logger="dpaudit"):
+        rerun = _run(data, train={"lr": 0.4}, checkpoint=ckpt, step_hook=seen.append)
+    assert seen[0] == 1 and len(seen) == rerun.score_file.meta["steps"]
+    assert any(str(ckpt) in m and "different run" in m for m in caplog.messages)
+    fresh = _run(data, train={"lr": 0.4})
+    np.testing.assert_array_equal(rerun.score_file.score, fresh.score_file.score)
+
+
+def test_diverged_training_names_the_job_and_the_trial(data):
+    with pytest.raises(TrainingDiverged) as err:
+        _run(data, train={"lr": 1e30})
+    msg = str(err.value)
+    assert "experiment 't', setting 'nonprivate', seed 0, shard 0" in msg
+    assert "trial 0" in msg and "step" in msg and "learning rate" in msg
+    assert "<memory>" not in msg
+
+
+def test_non_finite_scores_name_the_job():
+    with pytest.raises(TrainingDiverged, match=r"setting 's', seed 3: .*trial 0, canary 2 is nan"):
+        check_finite_scores(
+            np.array([[0.0, 1.0, np.nan]]), "experiment 'e', setting 's', seed 3", 5
+        )
+    check_finite_scores(np.zeros((2, 3)), "job", 5)  # finite: no error
+
+
 def test_bad_configs(data):
     with pytest.raises(ValueError, match="unknown design"):
         _run(data, design="two_run")
@@ -265,3 +302,21 @@ def test_score_files_are_accepted_by_the_estimators_of_their_design(data, design
     rows = audit([sf], specs)
     assert set(rows["estimator"]) == set(specs)
     assert (rows["epsilon"] >= 0).all()
+
+
+def test_one_run_engine_divergence_names_the_job(data):
+    """The Opacus one-model engine (run_setting): a NaN score names the job, not '<memory>'."""
+    from dpaudit.training.one_run import run_setting
+
+    with pytest.raises(TrainingDiverged, match="experiment 'e', setting 's', seed 1: .*lr"):
+        run_setting(
+            data,
+            experiment="e",
+            setting="s",
+            seed=1,
+            model={"name": "mlp", "hidden": [16]},
+            canaries={"type": "random_input", "m": 20, "scale": 6.0},
+            train={"epochs": 2, "batch_size": 50, "lr": 1e30, "max_grad_norm": 1.0, "delta": 1e-5},
+            target_epsilon=None,
+            device="cpu",
+        )

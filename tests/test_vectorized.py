@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,7 @@ from dpaudit.training.vectorized import (
     DPSGDConfig,
     Recording,
     ShardData,
+    TrainingDiverged,
     TrainingInterrupted,
     choose_engine,
     init_models,
@@ -221,9 +224,126 @@ def test_killed_shard_resumes_to_identical_results(tmp_path):
     for k in full.params:
         assert torch.equal(full.params[k], resumed.params[k])
     np.testing.assert_array_equal(full.white_box, resumed.white_box)
-    # a checkpoint of another shard is refused
-    with pytest.raises(ValueError, match="different shard"):
-        _train(steps=9, checkpoint=ckpt)
+
+
+def _killed_checkpoint(path, **kw):
+    """Train until step 5 is interrupted, leaving the checkpoint of step 4 at ``path``."""
+
+    def kill_at_5(step):
+        if step == 5:
+            raise TrainingInterrupted("killed")
+
+    with pytest.raises(TrainingInterrupted):
+        _train(steps=8, checkpoint=path, checkpoint_every_s=0.0, step_hook=kill_at_5, **kw)
+    assert torch.load(path, weights_only=True)["step"] == 4
+
+
+def _assert_fresh(path, caplog, why, **kw):
+    """A run with checkpoint ``path`` trains all its steps from 0, equals a run without
+    checkpoint, and logged a warning naming the file and ``why``."""
+    seen = []
+    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+        got, _ = _train(checkpoint=path, step_hook=seen.append, **kw)
+    want, _ = _train(**kw)
+    assert seen == list(range(1, len(seen) + 1)) and seen[-1] == kw.get("steps", 6)
+    for k in want.params:
+        assert torch.equal(want.params[k], got.params[k])
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(str(path) in m and why in m and "step 0" in m for m in warned), warned
+    assert not any("resumed" in r.getMessage() for r in caplog.records)
+
+
+def test_resume_is_logged(tmp_path, caplog):
+    ckpt = tmp_path / "shard.ckpt"
+    _killed_checkpoint(ckpt)
+    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+        _train(steps=8, checkpoint=ckpt)
+    assert f"resumed from {ckpt} at step 4 of 8" in caplog.messages
+
+
+def test_checkpoint_of_a_changed_config_is_discarded(tmp_path, caplog):
+    """After a config change (here 9 steps instead of 8, or another learning rate) the old
+    checkpoint is stale: discarded with a warning, never resumed, never an error."""
+    ckpt = tmp_path / "shard.ckpt"
+    _killed_checkpoint(ckpt)
+    _assert_fresh(ckpt, caplog, "different run", steps=9)
+    _killed_checkpoint(ckpt)
+    x, y = _data()
+    items = [np.arange(0, 50 + j) for j in range(3)]
+    cfg = DPSGDConfig(8, 10, 0.2, 1.1, 1.0, 0.3, SamplerSpec("poisson", 10, 16), 5)
+    seeds = [model_seeds(3, "det", 2, j) for j in range(3)]
+    seen = []
+    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+        train_shard(
+            _mlp, ShardData(x, y, items), seeds, cfg, checkpoint=ckpt, step_hook=seen.append
+        )
+    assert seen == list(range(1, 9))
+
+
+def test_checkpoint_of_another_architecture_with_equal_shapes_is_not_resumed(tmp_path, caplog):
+    """Tanh instead of ReLU: every parameter shape is the same, the run is not."""
+    ckpt = tmp_path / "shard.ckpt"
+    _killed_checkpoint(ckpt)
+    tanh = lambda: nn.Sequential(nn.Flatten(), nn.Linear(20, 16), nn.Tanh(), nn.Linear(16, 3))  # noqa: E731
+    x, y = _data()
+    items = [np.arange(0, 50 + j) for j in range(3)]
+    cfg = DPSGDConfig(8, 10, 0.2, 1.1, 1.0, 0.2, SamplerSpec("poisson", 10, 16), 5)
+    seeds = [model_seeds(3, "det", 2, j) for j in range(3)]
+    seen = []
+    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+        got = train_shard(
+            tanh, ShardData(x, y, items), seeds, cfg, checkpoint=ckpt, step_hook=seen.append
+        )
+    assert seen == list(range(1, 9))
+    want = train_shard(tanh, ShardData(x, y, items), seeds, cfg)
+    for k in want.params:
+        assert torch.equal(want.params[k], got.params[k])
+    assert any("different run" in m and str(ckpt) in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "garbage", "other_object"])
+def test_unreadable_checkpoint_is_discarded_naming_the_file(tmp_path, caplog, damage):
+    ckpt = tmp_path / "shard.ckpt"
+    _killed_checkpoint(ckpt)
+    raw = ckpt.read_bytes()
+    if damage == "truncated":
+        ckpt.write_bytes(raw[: len(raw) // 2])
+    elif damage == "empty":
+        ckpt.write_bytes(b"")
+    elif damage == "garbage":
+        ckpt.write_bytes(b"not a checkpoint\n" * 10)
+    else:  # a readable file holding something else
+        torch.save({"step": torch.zeros(3)}, ckpt)
+    why = "not a checkpoint of this run" if damage == "other_object" else "cannot be read"
+    _assert_fresh(ckpt, caplog, why, steps=8)
+
+
+def test_checkpoint_is_written_atomically(tmp_path, monkeypatch):
+    """A job killed while saving leaves the previous checkpoint intact and no partial file."""
+    ckpt = tmp_path / "shard.ckpt"
+    _killed_checkpoint(ckpt)
+    before = ckpt.read_bytes()
+
+    def dying_save(obj, f, *a, **k):
+        Path(f).write_bytes(b"half a checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        _train(steps=8, checkpoint=ckpt, checkpoint_every_s=0.0)
+    assert ckpt.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard.ckpt"]
+
+
+def test_divergence_names_the_model_and_step():
+    with pytest.raises(TrainingDiverged, match=r"model 0 .* step 2 of 6 .*learning rate") as err:
+        train_shard(
+            _mlp,
+            ShardData(*_data(), [np.arange(50)] * 2),
+            [model_seeds(3, "det", 2, j) for j in range(2)],
+            DPSGDConfig(6, 10, 0.2, 1.1, 1.0, 1e30),
+        )
+    assert (err.value.model, err.value.step) == (0, 2)
 
 
 @pytest.mark.parametrize("engine", ["stacked", "func"])

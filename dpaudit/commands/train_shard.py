@@ -3,7 +3,8 @@
 The run is described by a JSON or YAML file with the keys of :func:`dpaudit.training.shard.
 run_shard` (``design``, ``threat_model``, ``model``, ``canaries``, ``train``,
 ``target_epsilon``) and a prepared data set (``dpaudit prepare-data``) or ``synthetic``.
-A checkpoint beside the output lets a killed job resume; it is removed once the score file is
+A checkpoint beside the output lets a killed job resume (logged on stderr); one of another run
+or an unreadable one is discarded with a warning; it is removed once the score file is
 written. Per-step observations (``per_step_dot``) go to ``<output>.observations.npz``.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import zipfile
 from pathlib import Path
 
@@ -41,22 +43,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def read_run_spec(path: str) -> dict:
+    """The run file's mapping; a YAML error, a non-mapping, an unknown key or a block
+    (``model``, ``canaries``, ``train``) that is not a mapping raises ``ValueError`` naming the
+    file and key."""
+    from dpaudit.io import read_yaml
+
+    spec = read_yaml(path)  # a syntax error names the file, the line and the column
+    if not isinstance(spec, dict):
+        raise ValueError(f"{path}: expected a mapping of run parameters")
+    allowed = {"design", "threat_model", "model", "canaries", "train", "target_epsilon"}
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    for block in ("model", "canaries", "train"):
+        if block in spec and not isinstance(spec[block], dict):
+            raise ValueError(f"{path}: '{block}' must be a mapping, got {spec[block]!r}")
+    return spec
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
     from dpaudit import scores
-    from dpaudit.io import atomic_path, read_yaml
+    from dpaudit.io import atomic_path
     from dpaudit.training.shard import run_shard, score_summary
 
     torch.set_num_threads(args.threads)
-    spec = read_yaml(args.run)  # a syntax error names the file and the line
-    if not isinstance(spec, dict):
-        raise SystemExit(f"{args.run}: expected a mapping of run parameters")
-    allowed = {"design", "threat_model", "model", "canaries", "train", "target_epsilon"}
-    unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise SystemExit(f"{args.run}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    if not logging.getLogger().handlers:  # say on stderr when a checkpoint is resumed or dropped
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    spec = read_run_spec(args.run)
     if args.data == "synthetic":
         from dpaudit.data.synthetic import make_synthetic
 

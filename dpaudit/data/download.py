@@ -10,8 +10,10 @@ One function does the work: :func:`fetch`. It
   one mirror can hold data sets whose files share a basename (MNIST and FashionMNIST);
 * streams each source into a temporary file beside the destination while hashing it, and renames
   it onto the destination (``os.replace``, atomic on POSIX) only when the checksum matches;
-* on a checksum mismatch or a read error, deletes the temporary file and tries the next source,
-  cycling through the source list for at most ``max(attempts, len(sources))`` tries in all;
+* on a checksum mismatch or a read error, deletes the temporary file and tries the next source;
+  every source is tried once, and only network (http/https) sources are tried again, cycled,
+  up to ``attempts`` tries in all (a local mirror file gives the same bytes every time, so a
+  wrong one is reported at once, never retried; :func:`try_order`);
 * then raises :class:`ChecksumError` (some source delivered a file with the wrong checksum) or
   :class:`DownloadError` (no source could be read), naming every source tried, the expected
   checksum and, for mismatches, the actual one.
@@ -135,6 +137,24 @@ def mirror_sources(
     return out
 
 
+def _is_network(source: str) -> bool:
+    return urllib.parse.urlparse(source).scheme in ("http", "https")
+
+
+def try_order(sources: Sequence[str], attempts: int) -> list[str]:
+    """The sources to try, in order: each once, then the network (http/https) sources again,
+    cycled, until ``attempts`` tries in all.
+
+    Only a network download is retried: a transient fault may not recur. A local file (a mirror
+    directory's file, a ``file://`` URL) gives the same bytes every time, so it is read once.
+    """
+    order = list(sources)
+    network = [s for s in sources if _is_network(s)]
+    while network and len(order) < attempts:
+        order.append(network[(len(order) - len(sources)) % len(network)])
+    return order
+
+
 def _copy_source(source: str, fh, algorithm: str, timeout: float) -> str:
     """Stream ``source`` into the open binary file ``fh``; return the hex digest of its bytes."""
     h = hashlib.new(algorithm)
@@ -181,8 +201,9 @@ def fetch(
     subdir:
         Sub-folder tried first inside each mirror.
     attempts:
-        Minimum number of tries in all; sources are cycled in order, and each is tried at least
-        once. Must be >= 1.
+        Number of tries in all when network sources are involved: every source is tried once,
+        then the http(s) sources are cycled until ``attempts`` tries; local files (mirror
+        directories, ``file://``) are never retried. Must be >= 1.
     timeout:
         Socket timeout in seconds for http(s) sources.
 
@@ -218,12 +239,11 @@ def fetch(
 
     sources = urls if mirror is None else mirror_sources(mirror, filename, subdir)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    n_tries = max(int(attempts), len(sources))
+    order = try_order(sources, int(attempts))
     failures: list[str] = []
     mismatch = False
-    for i in range(n_tries):
-        source = sources[i % len(sources)]
-        if i >= len(sources) and urllib.parse.urlparse(source).scheme in ("http", "https"):
+    for i, source in enumerate(order):
+        if i >= len(sources):
             time.sleep(_RETRY_PAUSE)  # a repeated network try: give a transient fault a moment
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         tmp = Path(tmp_name)
@@ -239,9 +259,10 @@ def fetch(
                 continue
             if actual != expected:
                 mismatch = True
+                local = "" if _is_network(source) else " (a local file: not retried; replace it)"
                 failures.append(
                     f"try {i + 1}: {source}: checksum mismatch, expected {algorithm} {expected}, "
-                    f"got {actual}"
+                    f"got {actual}{local}"
                 )
                 log.warning("fetch %s: %s mismatch (got %s)", source, algorithm, actual)
                 continue
@@ -253,10 +274,11 @@ def fetch(
             if tmp.exists():
                 tmp.unlink()
 
+    n_tries = len(order)
     kind = ChecksumError if mismatch else DownloadError
     raise kind(
         f"could not obtain {filename!r} for {str(dest)!r} with {algorithm} {expected} "
-        f"after {n_tries} tries:\n  " + "\n  ".join(failures)
+        f"after {n_tries} {'try' if n_tries == 1 else 'tries'}:\n  " + "\n  ".join(failures)
     )
 
 

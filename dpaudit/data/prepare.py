@@ -49,8 +49,10 @@ For ``"synthetic"``, ``params`` are passed unchanged to
 from __future__ import annotations
 
 import json
+import math
 import os
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -100,21 +102,102 @@ def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None
         os.chmod(tmp, 0o644)
 
 
-def load_prepared(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Read a prepared data set: ``(arrays, meta)``; checks the keys, dtypes and lengths."""
-    with np.load(path, allow_pickle=False) as z:
-        missing = [k for k in (*ARRAY_KEYS, "meta") if k not in z.files]
-        if missing:
-            raise ValueError(f"{path}: not a prepared data set; missing {missing}")
-        arrays = {k: z[k] for k in ARRAY_KEYS}
-        meta = json.loads(z["meta"].item())
+class PreparedDataError(ValueError):
+    """A prepared data set file is unreadable or breaks the format; the message names the file."""
+
+
+def _fix_hint(path: str | os.PathLike) -> str:
+    return (
+        f"delete {os.fspath(path)} and rerun (the pipeline, or `dpaudit prepare-data`, "
+        "writes it again)"
+    )
+
+
+def _read_npz(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], str]:
+    """Every array of ``path`` and its JSON meta string, with each member's CRC verified.
+
+    A truncated or corrupt file (or one that is no ``.npz`` at all) raises
+    :class:`PreparedDataError` naming the file and saying how to fix it.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{os.fspath(path)}: prepared data set not found")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()  # reads every member and checks its CRC-32
+            if bad is not None:
+                raise zipfile.BadZipFile(f"member {bad!r} fails its CRC-32 check")
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in (*ARRAY_KEYS, "meta") if k not in z.files]
+            if missing:
+                raise PreparedDataError(
+                    f"{os.fspath(path)}: not a prepared data set; missing {missing}"
+                )
+            arrays = {k: z[k] for k in ARRAY_KEYS}
+            meta = z["meta"]
+    except PreparedDataError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as exc:
+        raise PreparedDataError(
+            f"{os.fspath(path)}: cannot read the prepared data set, it is truncated or corrupt "
+            f"({type(exc).__name__}: {exc}); {_fix_hint(path)}"
+        ) from exc
+    if meta.shape != () or meta.dtype.kind != "U":
+        raise PreparedDataError(f"{os.fspath(path)}: 'meta' is not a JSON string")
+    return arrays, str(meta.item())
+
+
+def _check_prepared(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: Any) -> None:
+    """Dtypes, lengths, equal record shapes, finite inputs and labels in ``[0, num_classes)``."""
+    name = os.fspath(path)
+    if not isinstance(meta, dict):
+        raise PreparedDataError(f"{name}: 'meta' is not a JSON object")
+    shape = arrays["x_train"].shape[1:]
+    k = meta.get("num_classes")
     for part in ("train", "test", "canary"):
         x, y = arrays[f"x_{part}"], arrays[f"y_{part}"]
         if x.dtype != np.float32 or y.dtype != np.int64 or x.shape[0] != y.shape[0]:
-            raise ValueError(
-                f"{path}: x_{part} {x.dtype}{x.shape} / y_{part} {y.dtype}{y.shape} should be "
+            raise PreparedDataError(
+                f"{name}: x_{part} {x.dtype}{x.shape} / y_{part} {y.dtype}{y.shape} should be "
                 f"float32 / int64 with equal lengths"
             )
+        if y.ndim != 1 or x.shape[1:] != shape:
+            raise PreparedDataError(
+                f"{name}: x_{part} has records of shape {x.shape[1:]} (x_train: {shape}) or "
+                f"y_{part} is not 1-D"
+            )
+        flat = x.reshape(x.shape[0], math.prod(shape))
+        finite = np.concatenate(  # in blocks of rows: no input-sized temporary
+            [np.isfinite(flat[i : i + 4096]).all(axis=1) for i in range(0, len(flat), 4096)]
+            or [np.ones(0, dtype=bool)]
+        )
+        if not finite.all():
+            raise PreparedDataError(
+                f"{name}: x_{part} row {int(np.argmin(finite))} holds NaN or inf "
+                f"({int((~finite).sum())} such row(s)); {_fix_hint(path)}"
+            )
+        if isinstance(k, int) and y.size and (y.min() < 0 or y.max() >= k):
+            row = int(np.argmax((y < 0) | (y >= k)))
+            raise PreparedDataError(
+                f"{name}: y_{part} row {row} is {int(y[row])}, outside the data set's "
+                f"{k} classes [0, {k})"
+            )
+
+
+def load_prepared(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read a prepared data set: ``(arrays, meta)``.
+
+    Checks that the file is a complete ``.npz`` (every member's CRC), the keys, dtypes, lengths
+    and record shapes, that the inputs are finite and the labels in ``[0, num_classes)``; any
+    violation raises :class:`PreparedDataError` (a ``ValueError``) naming the file.
+    """
+    arrays, meta_text = _read_npz(path)
+    try:
+        meta = json.loads(meta_text)
+    except json.JSONDecodeError as exc:
+        raise PreparedDataError(
+            f"{os.fspath(path)}: 'meta' is not valid JSON ({exc}); {_fix_hint(path)}"
+        ) from exc
+    _check_prepared(path, arrays, meta)
     return arrays, meta
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,17 +83,24 @@ def _spec(name: str) -> TabularSpec:
 
 
 def _read_member(archive: Path) -> bytes:
-    """Bytes of the single regular file inside a (gzip) tar archive."""
-    with tarfile.open(archive, "r:*") as tar:
-        files = [m for m in tar.getmembers() if m.isfile()]
-        if len(files) != 1:
-            raise ValueError(
-                f"{archive}: expected exactly one data file in the archive, found "
-                f"{[m.name for m in files]}"
-            )
-        fh = tar.extractfile(files[0])
-        assert fh is not None
-        return fh.read()
+    """Bytes of the single regular file inside a (gzip) tar archive; an unreadable archive
+    raises ``ValueError`` naming it."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            files = [m for m in tar.getmembers() if m.isfile()]
+            if len(files) != 1:
+                raise ValueError(
+                    f"{archive}: expected exactly one data file in the archive, found "
+                    f"{[m.name for m in files]}"
+                )
+            fh = tar.extractfile(files[0])
+            assert fh is not None
+            return fh.read()
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise ValueError(
+            f"{archive}: not a readable (gzip) tar archive ({type(exc).__name__}: {exc}); "
+            "delete it and rerun to fetch it again, and check the sha256 it was given"
+        ) from exc
 
 
 def parse_table(

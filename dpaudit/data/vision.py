@@ -30,6 +30,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,14 @@ class Resource:
     dest: str  # path relative to root
 
 
+class RawDataError(ValueError):
+    """A raw data file cannot be read; the message names it and says how to fix it."""
+
+
+def _delete_hint(path: Path) -> str:
+    return f"delete {path} and rerun to fetch it again (and check the checksum it was given)"
+
+
 def _tv_class(name: str):
     import torchvision.datasets as tvd
 
@@ -91,10 +100,27 @@ def vision_resources(name: str) -> list[Resource]:
 
 
 def _gunzip_atomic(src: Path, dest: Path) -> None:
-    with atomic_path(dest) as tmp:
-        with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
-        os.chmod(tmp, 0o644)
+    try:
+        with atomic_path(dest) as tmp:
+            with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+            os.chmod(tmp, 0o644)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise RawDataError(f"{src}: cannot decompress ({exc}); {_delete_hint(src)}") from exc
+
+
+def _gzip_size(src: Path) -> int:
+    """The uncompressed size modulo 2**32 that a (single-member) gzip file records last."""
+    with open(src, "rb") as fh:
+        fh.seek(-4, os.SEEK_END)
+        return int.from_bytes(fh.read(4), "little")
+
+
+def _decompressed_ok(src: Path, plain: Path) -> bool:
+    """``plain`` is a complete decompression of ``src``: newer, and of the recorded size."""
+    if not plain.is_file() or plain.stat().st_mtime < src.stat().st_mtime:
+        return False
+    return plain.stat().st_size % 2**32 == _gzip_size(src)
 
 
 def _cifar_extracted_ok(cls, root: Path) -> bool:
@@ -109,8 +135,13 @@ def _untar_atomic(archive: Path, root: Path, folder: str) -> None:
     """Extract ``archive`` into a temporary folder under ``root``; move ``folder`` into place."""
     tmpdir = Path(tempfile.mkdtemp(prefix=".extract.", dir=root))
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            tar.extractall(tmpdir, filter="data")
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                tar.extractall(tmpdir, filter="data")
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise RawDataError(
+                f"{archive}: not a readable tar archive ({exc}); {_delete_hint(archive)}"
+            ) from exc
         extracted = tmpdir / folder
         if not extracted.is_dir():
             raise RuntimeError(f"{archive} does not contain the folder {folder!r}")
@@ -174,7 +205,7 @@ def _place(name: str, cls, root: Path, r: Resource, md5: str, mirror: Mirror) ->
     fetch(list(r.urls), dest, md5, "md5", mirror, subdir=cls.__name__)
     if name in ("mnist", "fashionmnist"):
         plain = dest.with_suffix("")
-        if not plain.is_file() or plain.stat().st_mtime < dest.stat().st_mtime:
+        if not _decompressed_ok(dest, plain):  # absent, stale, or truncated
             _gunzip_atomic(dest, plain)
     elif name == "cifar10":
         _untar_atomic(dest, root, cls.base_folder)
@@ -182,6 +213,19 @@ def _place(name: str, cls, root: Path, r: Resource, md5: str, mirror: Mirror) ->
 
 
 def _split_arrays(name: str, root: Path, train: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """torchvision's parse of one split; a parse failure names the folder and the fix."""
+    try:
+        return _parse_split(name, root, train)
+    except (RuntimeError, ValueError, OSError, EOFError, KeyError, AssertionError) as exc:
+        split = "train" if train else "test"
+        raise RawDataError(
+            f"{root}: torchvision cannot parse the {name} {split} files there "
+            f"({type(exc).__name__}: {exc}); delete the data set's files under {root} and "
+            "rerun to fetch them again"
+        ) from exc
+
+
+def _parse_split(name: str, root: Path, train: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
     cls = _tv_class(name)
     if name == "svhn":
         ds = cls(str(root), split="train" if train else "test", download=False)

@@ -18,6 +18,7 @@ from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.seeding import derive_seed
 from dpaudit.training.dpsgd import DPSGDParams, summary, train_with_canaries
+from dpaudit.training.shard import check_finite_scores
 
 CANARY_TYPES = ("random_input",)
 
@@ -79,6 +80,8 @@ def run_setting(
     result = train_with_canaries(
         net, data, canary_x, canary_y, membership, params, derive_seed(seed, "train"), device
     )
+    job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}"
+    check_finite_scores(result.canary_scores[None, :], job, result.steps)
     meta = {
         "claimed_epsilons": claimed_epsilons(result, train["delta"]),
         "format_version": FORMAT_VERSION,
@@ -103,4 +106,5 @@ def run_setting(
         membership=membership[None, :],
         canary_id=np.arange(len(canary_y))[None, :],
         meta=meta,
+        source=job,
     )

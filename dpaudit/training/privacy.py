@@ -15,9 +15,11 @@ import warnings
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 
 
-def _check(accountant: str) -> None:
+def _check(accountant: str, delta: float | None = None) -> None:
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; allowed: {list(ACCOUNTANTS)}")
+    if delta is not None and not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 
 
 def poisson_epsilon(
@@ -25,7 +27,7 @@ def poisson_epsilon(
 ) -> float | None:
     """Epsilon at ``delta`` of ``steps`` Poisson-subsampled Gaussian steps; ``None`` (no
     guarantee) when ``noise_multiplier`` is 0."""
-    _check(accountant)
+    _check(accountant, delta)
     if noise_multiplier == 0:
         return None
     from opacus.accountants import create_accountant
@@ -45,20 +47,32 @@ def calibrate_noise(
     target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
 ) -> float:
     """The noise multiplier for which the accountant claims ``target_epsilon`` (Opacus's
-    ``get_noise_multiplier``, tolerance 0.01 in epsilon); cached, as it takes seconds."""
-    _check(accountant)
+    ``get_noise_multiplier``, tolerance 0.01 in epsilon); cached, as it takes seconds.
+
+    A target the accountant cannot reach with any noise Opacus searches raises ``ValueError``
+    naming the target, delta, sample rate and steps (Opacus says only "The privacy budget is
+    too low.").
+    """
+    _check(accountant, delta)
     if not target_epsilon > 0:
         raise ValueError(f"target_epsilon must be > 0, got {target_epsilon}")
     from opacus.accountants.utils import get_noise_multiplier
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(
-            get_noise_multiplier(
+        try:
+            sigma = get_noise_multiplier(
                 target_epsilon=target_epsilon,
                 target_delta=delta,
                 sample_rate=sample_rate,
                 steps=steps,
                 accountant=accountant,
             )
-        )
+        except ValueError as exc:
+            raise ValueError(
+                f"target_epsilon {target_epsilon} at delta {delta} cannot be reached by the "
+                f"{accountant} accountant with {steps} steps at sample rate {sample_rate:.6g} "
+                f"(Opacus: {exc}); raise the target epsilon or delta, or train fewer steps or "
+                "with a smaller batch"
+            ) from exc
+    return float(sigma)

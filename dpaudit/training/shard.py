@@ -67,6 +67,7 @@ from dpaudit.training.vectorized import (
     Recording,
     ShardData,
     ShardResult,
+    TrainingDiverged,
     model_seeds,
     stacked_logits,
     train_shard,
@@ -134,6 +135,13 @@ def _merge(defaults: dict[str, Any], given: dict[str, Any], block: str) -> dict[
     if unknown:
         raise ValueError(f"{block}: unknown key(s) {unknown}; allowed: {sorted(defaults)}")
     return {**defaults, **given}
+
+
+def _check_positive_int_or_none(block: dict[str, Any], key: str) -> None:
+    """``train.<key>`` must be an integer >= 1 or null (None)."""
+    v = block[key]
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise ValueError(f"train.{key} must be an integer >= 1 or null, got {v!r}")
 
 
 def _input_pool(data: dict[str, np.ndarray], c: dict[str, Any], n_classes: int):
@@ -248,6 +256,8 @@ def run_shard(
     n_models = int(t["models_per_shard"])
     if n_models < 1:
         raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
+    for key in ("model_chunk", "eval_examples"):
+        _check_positive_int_or_none(t, key)
 
     def template_model():
         return build_for_data(model, shape, n_classes)
@@ -277,6 +287,9 @@ def run_shard(
             raise ValueError(
                 f"canaries.label {c['label']} is not a class of the data (0..{n_classes - 1})"
             )
+    if n_cols < 1:
+        key = "m" if design == "one_run" else "k"
+        raise ValueError(f"canaries.{key} must be >= 1 (canaries per trial), got {c[key]!r}")
     c["pool_size"] = int(pool_size)
     if pool_size < n_cols:
         raise ValueError(f"canaries.pool_size {pool_size} < {n_cols} canaries per trial")
@@ -331,13 +344,18 @@ def run_shard(
     q = min(1.0, b / n_nominal)
     t_epoch = max(1, round(n_nominal / b))
     steps = int(t["steps"]) if t["steps"] is not None else int(t["epochs"]) * t_epoch
+    sigma: float | None = None  # None: calibrated to target_epsilon below
     if t["noise_multiplier"] is not None:
         sigma = float(t["noise_multiplier"])
     elif target_epsilon is None:
         sigma = 0.0
-    else:
-        sigma = calibrate_noise(target_epsilon, t["delta"], q, steps, t["accountant"])
-    claimed = poisson_epsilon(sigma, q, steps, t["delta"], t["accountant"])
+    job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
+    try:
+        if sigma is None:
+            sigma = calibrate_noise(target_epsilon, t["delta"], q, steps, t["accountant"])
+        claimed = poisson_epsilon(sigma, q, steps, t["delta"], t["accountant"])
+    except ValueError as exc:  # an unreachable target epsilon, a delta outside (0, 1)
+        raise ValueError(f"{job}: train / target_epsilon: {exc}") from exc
     cfg = DPSGDConfig(
         steps=steps,
         batch_size=b,
@@ -353,26 +371,29 @@ def run_shard(
     wb_inputs = None
     if threat_model == "white_box_dot" and not gradient:
         wb_inputs = np.unique(cols)
-    result = train_shard(
-        template_model,
-        ShardData(
-            torch.from_numpy(np.ascontiguousarray(x_all)),
-            torch.from_numpy(np.ascontiguousarray(y_all)),
-            items,
-            grad_pool,
-            (n_inputs, n_inputs + pool_size) if informed else None,
-        ),
-        seeds,
-        cfg,
-        Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
-        model_chunk=t["model_chunk"],
-        engine=t["engine"],
-        checkpoint=checkpoint,
-        checkpoint_every_s=float(t["checkpoint_every_s"]),
-        step_hook=step_hook,
-        progress=progress,
-        device=resolve_device(device),
-    )
+    try:
+        result = train_shard(
+            template_model,
+            ShardData(
+                torch.from_numpy(np.ascontiguousarray(x_all)),
+                torch.from_numpy(np.ascontiguousarray(y_all)),
+                items,
+                grad_pool,
+                (n_inputs, n_inputs + pool_size) if informed else None,
+            ),
+            seeds,
+            cfg,
+            Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
+            model_chunk=t["model_chunk"],
+            engine=t["engine"],
+            checkpoint=checkpoint,
+            checkpoint_every_s=float(t["checkpoint_every_s"]),
+            step_hook=step_hook,
+            progress=progress,
+            device=resolve_device(device),
+        )
+    except TrainingDiverged as exc:
+        raise TrainingDiverged(f"{job}: {exc}", exc.model, exc.step) from exc
 
     # ---- score ----------------------------------------------------------------------------------
     observations: dict[str, np.ndarray] = {}
@@ -404,6 +425,7 @@ def run_shard(
         observations["step_dots"] = obs
         score = obs.sum(-1)
 
+    check_finite_scores(score, job, steps)
     acc = _accuracy(template, result, data, t["eval_examples"])
     meta = {
         "format_version": FORMAT_VERSION,
@@ -450,8 +472,24 @@ def run_shard(
         meta["lidp_variant"] = "replace_one"
     if dirac_coords is not None:  # canary_id indexes the pool: its parameter coordinates
         meta["dirac_coordinates"] = [int(v) for v in dirac_coords]
-    sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta)
+    sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta, source=job)
     return ShardOutput(sf, observations, result)
+
+
+def check_finite_scores(score: np.ndarray, job: str, steps: int) -> None:
+    """Raise :class:`TrainingDiverged` naming ``job`` (experiment, setting, seed, ...), the
+    trial and the canary if a canary score of the trained models is NaN or infinite."""
+    bad = ~np.isfinite(score)
+    if not bad.any():
+        return
+    trial, canary = (int(v) for v in np.argwhere(bad)[0])
+    raise TrainingDiverged(
+        f"{job}: training diverged: the score of trial {trial}, canary {canary} is "
+        f"{score[trial, canary]} ({int(bad.sum())} non-finite score(s) in all): the trained "
+        "model overflows; a too-large learning rate (train.lr) is the usual cause",
+        trial,
+        steps,
+    )
 
 
 def _all_logits(template, result: ShardResult, x: torch.Tensor) -> torch.Tensor:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import math
 import time
 import zlib
@@ -62,6 +63,8 @@ from dpaudit.io import atomic_path
 from dpaudit.training.samplers import ModelBatchStream, SamplerSpec, steps_per_epoch
 from dpaudit.training.stacked import StackedSequential
 from dpaudit.training.stacked import supports as stacked_supports
+
+log = logging.getLogger(__name__)
 
 #: Default models per chunk of the stacked engine (see ``train_shard``).
 STACKED_CHUNK = 8
@@ -226,6 +229,19 @@ class TrainingInterrupted(RuntimeError):
     """Raised by a step hook to stop a shard (used to test resuming)."""
 
 
+class TrainingDiverged(ValueError):
+    """A model's update became non-finite (NaN or inf): training diverged.
+
+    ``model`` is the model's position in the shard (its trial, the row of the score file) and
+    ``step`` the 1-based step whose update was non-finite.
+    """
+
+    def __init__(self, message: str, model: int, step: int) -> None:
+        super().__init__(message)
+        self.model = model
+        self.step = step
+
+
 # ----------------------------------------------------------------------------------------------
 # The engine
 # ----------------------------------------------------------------------------------------------
@@ -386,6 +402,102 @@ def _data_fingerprint(data: ShardData) -> str:
     return h.hexdigest()
 
 
+def _check_state(state: Any, expected: dict[str, Any], n_models: int, steps: int) -> str | None:
+    """Why a loaded checkpoint ``state`` cannot be resumed (None if it can): every entry of
+    ``expected`` (tensors, or dicts of tensors, or None where absent) must be there with the
+    same shapes and dtypes, the noise states one per model, the step in ``[0, steps]``."""
+    if not isinstance(state, dict):
+        return f"holds a {type(state).__name__}, not a state dict"
+    missing = [
+        k
+        for k in ("step", "noise_rng", *(k for k, v in expected.items() if v is not None))
+        if k not in state
+    ]
+    if missing:
+        return f"lacks {missing}"
+    step = state["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= steps:
+        return f"its step {step!r} is not in [0, {steps}]"
+    rng = state["noise_rng"]
+    one = torch.Generator().get_state()
+    if (
+        not isinstance(rng, torch.Tensor)
+        or rng.shape != (n_models, *one.shape)
+        or (rng.dtype != one.dtype)
+    ):
+        return f"its noise states are not {n_models} generator states"
+    for key, want in expected.items():
+        if want is None:
+            continue
+        have = state[key]
+        pairs = [(key, have, want)]
+        if isinstance(want, dict):
+            if not isinstance(have, dict) or list(have) != list(want):
+                return f"its {key} are not {list(want)}"
+            pairs = [(f"{key}[{k!r}]", have[k], want[k]) for k in want]
+        for name, h, w in pairs:
+            if not isinstance(h, torch.Tensor) or h.shape != w.shape or h.dtype != w.dtype:
+                return f"its {name} is not a {w.dtype} tensor of shape {tuple(w.shape)}"
+    return None
+
+
+def load_checkpoint(
+    path: Path, fingerprint: str, expected: dict[str, Any], steps: int
+) -> dict[str, Any] | None:
+    """The state saved in checkpoint ``path`` if it can resume this exact run, else ``None``.
+
+    A checkpoint is a cache: one that cannot be read (truncated, corrupt) or that belongs to
+    another run (its fingerprint differs: config, seeds, data, model or recording changed) is
+    deleted with a warning naming the file and the reason, and training starts from step 0.
+    A checkpoint is never resumed into a run it was not written by. ``expected`` maps the state's
+    tensors to this run's (their shapes and dtypes are checked; ``params`` is a dict).
+    """
+    if not path.exists():
+        return None
+    n_models = next(iter(expected["params"].values())).shape[0]
+    device = next(iter(expected["params"].values())).device
+    try:
+        state = torch.load(path, weights_only=True, map_location=device)
+    except Exception as exc:  # any unreadable file: the cache is simply rebuilt
+        reason = f"it cannot be read ({type(exc).__name__}: {exc})"
+    else:
+        if (
+            isinstance(state, dict)
+            and "fingerprint" in state
+            and (state["fingerprint"] != fingerprint)
+        ):
+            reason = (
+                "it was written by a different run (the config, seeds, data, model or "
+                "recording changed)"
+            )
+        else:
+            problem = _check_state(state, expected, n_models, steps)
+            if problem is None:
+                return state
+            reason = f"it is not a checkpoint of this run: {problem}"
+    log.warning("%s: discarding the checkpoint and training from step 0: %s", path, reason)
+    path.unlink(missing_ok=True)
+    return None
+
+
+def _check_finite(update: torch.Tensor, first: int, step: int, config: DPSGDConfig) -> None:
+    """Raise :class:`TrainingDiverged` if a row of ``update`` (models ``first``, ``first + 1``,
+    ...) holds a NaN or an infinity at (1-based) step ``step``."""
+    finite = torch.isfinite(update).all(dim=1)
+    if bool(finite.all()):
+        return
+    model = first + int((~finite).nonzero()[0, 0])
+    raise TrainingDiverged(
+        f"training diverged: model {model} of the shard (trial {model}) has a non-finite "
+        f"(NaN or inf) update at step {step} of {config.steps} (lr {config.lr}, noise "
+        f"multiplier {config.noise_multiplier}, max_grad_norm {config.max_grad_norm}); a "
+        "too-large learning rate (train.lr) or non-finite inputs in the data set are the usual "
+        "causes",
+        model,
+        step,
+    )
+
+
 def default_model_chunk(n_params: int, batch_size: int, budget_bytes: float = 2**29) -> int:
     """Models per vectorised chunk so that per-sample gradients take about ``budget_bytes``
     (three copies of ``chunk * 1.3 B * P`` floats: the gradients, their squares, the product)."""
@@ -411,11 +523,14 @@ def train_shard(
     """Train ``len(seeds)`` models with DP-SGD, vectorised; see the module docstring.
 
     ``checkpoint``: a file the shard state is written to (atomically) every
-    ``checkpoint_every_s`` seconds and resumed from if it exists and matches this exact shard
-    (same config, seeds, data and recording; otherwise an error says so). It is left in place;
-    the caller removes it once the outputs are written. ``device``: where the models train
-    (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (one stream per
-    model, so results do not depend on the device beyond round-off) and copied over.
+    ``checkpoint_every_s`` seconds and resumed from (logged: "resumed from <file> at step N")
+    if it exists and was written by this exact shard (same config, seeds, data, model and
+    recording); a checkpoint of another run, or one that cannot be read, is deleted with a
+    warning naming the file and why, and training starts from step 0 (:func:`load_checkpoint`).
+    It is left in place; the caller removes it once the outputs are written. A non-finite
+    update raises :class:`TrainingDiverged` naming the model and the step. ``device``: where
+    the models train (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (one
+    stream per model, so results do not depend on the device beyond round-off) and copied over.
     ``step_hook(step)`` runs after every completed step (e.g. to interrupt a test run).
     """
     record = record or Recording()
@@ -489,6 +604,9 @@ def train_shard(
             "wb": None if wb_ids is None else wb_ids.tolist(),
             "step_dots": record.step_dots,
             "dtype": str(dtype),
+            # the architecture: a changed activation keeps every shape but is another run
+            "model": repr(template),
+            "shapes": {k: list(v.shape) for k, v in params.items()},
             "noise_stream": "torch-cpu-mt19937-per-model",
         }
     )
@@ -500,13 +618,9 @@ def train_shard(
     flat_buf = torch.empty(min(chunk, n_models), n_params, dtype=dtype, device=dev)
     start = 0
     ckpt = Path(checkpoint) if checkpoint is not None else None
-    if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, weights_only=True, map_location=dev)
-        if state["fingerprint"] != fingerprint:
-            raise ValueError(
-                f"{ckpt}: checkpoint belongs to a different shard (config, seeds or data "
-                "changed); delete it to start afresh"
-            )
+    expected = {"params": params, "white_box": white_box, "step_dots": step_dots}
+    state = None if ckpt is None else load_checkpoint(ckpt, fingerprint, expected, config.steps)
+    if state is not None:
         start = int(state["step"])
         params = state["params"]
         for g, st in zip(noise_gens, state["noise_rng"].unbind(0), strict=True):
@@ -515,6 +629,7 @@ def train_shard(
             white_box = state["white_box"]
         if step_dots is not None:
             step_dots = state["step_dots"]
+        log.info("resumed from %s at step %d of %d", ckpt, start, config.steps)
 
     def save(step: int) -> None:
         if ckpt is None:
@@ -615,6 +730,7 @@ def train_shard(
                     g_tilde = flat / config.batch_size
                     step_dots[a:b, :, step] = (g_tilde @ vcan.T).to(f64)  # type: ignore[union-attr]
                 update = flat.mul_(scale)  # theta_{t-1} - theta_t (in place: flat is ours)
+                _check_finite(update, a, step + 1, config)
                 if white_box is not None:
                     direction = {}
                     off = 0
