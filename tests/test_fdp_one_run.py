@@ -764,3 +764,12 @@ def test_exact_tail_no_nan_on_large_r():
         assert math.isfinite(b.epsilon) and b.param >= 0 and 0.0 <= b.p_value <= 1.0
     assert F._normal_score(1e-17) == F._normal_score(0.0) < 0
     assert F.poisson_binomial_log_cdf(np.full(50, 1e-18), 3) <= 0.0
+
+
+def test_cli_exact_tail_issue_example(capsys):
+    # the issue's command line: a finite bound at 95%, the exact tail at the bound <= 0.05
+    argv = "fdp-one-run-bound --n 100000 --r 25000 --wrong 7545 --family gdp --tail exact"
+    assert cli.main([*argv.split(), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tail"] == "exact" and math.isfinite(out["epsilon"]) and out["p_value"] <= 0.05
+    assert F.p_value(100_000, 25_000, 7545, "gdp", out["mu"], tail="exact") <= 0.05

@@ -14,17 +14,22 @@ family (mu-GDP, Laplace, f_{eps,delta}, subsampled Gaussian). The paper's reduct
   j = 1 is the most confident released guess.
 * Proposition 1, Eq. (26): P[at most u errors] <= min_{lambda<0} exp(-lambda u
   + sum_k ln(1 - v_k + v_k e^lambda)), the Chernoff bound for independent Bernoulli(v_k);
-  this is the paper's p-value. As an option, the exact Poisson-binomial lower tail of the same
-  independent Bernoulli(v_k) model (note 004 section 2.6, "stronger variant").
+  this is the paper's p-value. It bounds the tail of independent Bernoulli(v_k), which is
+  narrower than the true law of the released errors (they are dependent through the shared
+  order statistics), so the default tail never reports less than the exact one below.
+* Exact tail (``tail="exact"``, an extension): the exact law of the wrong count of the
+  dominating audit (the right-hand side of Eq. 19), by conditioning on the selection
+  threshold: W | T ~ Binomial(r, m(T)), T ~ Beta(r+1, n-r) (:func:`exact_log_cdf`); at
+  r = n, W ~ Binomial(n, p_min).
 * Section 5.4: the lower bound is the least private null that is still rejected, found here by
   root finding on the family parameter (the rejected, conservative end is returned), then
   reported as (epsilon, delta) by Algorithm 2.
 
-Soundness caveats (note 004 section 7, docs/estimators/fdp_one_run.md): Theorem 1 fails for
-the f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
-:func:`pathological_rejection_rate`), and the independence of the V_k in Theorem 3 is not
-proved (the Chernoff slack absorbs it in our simulations). The method is implemented as
-printed; nothing here silently "fixes" it.
+Soundness caveats (docs/estimators/fdp_one_run.md, findings): Theorem 1 fails for the
+f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
+:func:`pathological_rejection_rate`); that is left as printed. The V_k of Theorem 3 are not
+independent: Eq. (26) alone falls below the true tail when few errors are expected, so the
+default p-value is max(Eq. 26, exact tail), which is what the paper's Eq. (19) needs.
 """
 
 from __future__ import annotations
