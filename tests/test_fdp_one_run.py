@@ -586,3 +586,190 @@ def test_through_audit_table():
     assert 0 < row["epsilon"] < 4.377 + 1e-9
     # the true claim (mu = 1 GDP) is not refuted
     assert row["p_value"] > 0.05
+
+
+# ------------------------------------------------------------ the exact tail (issue 9, item 11)
+
+
+def _gdp_wrong_counts(n: int, r: int, mu: float, reps: int, seed: int) -> np.ndarray:
+    """Wrong counts among the r most confident guesses of the mu-GDP Gaussian mechanism, simulated
+    directly: fair-coin bits b, y = mu b + N(0, 1), confidence |y - mu/2|, guess by the side of
+    mu/2. This is the dominating audit of Theorem 1 for mu-GDP (its channels are the base pair
+    of Def. 5, with the MAP decoder), so a valid p-value must hold here with least slack."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(reps, dtype=np.int64)
+    for start in range(0, reps, 2000):
+        k = min(2000, reps - start)
+        b = rng.random((k, n)) < 0.5
+        y = rng.standard_normal((k, n)) + mu * b
+        top = np.argpartition(-np.abs(y - mu / 2), r - 1, axis=1)[:, :r]
+        guess = np.take_along_axis(y, top, 1) > mu / 2
+        out[start : start + k] = (guess != np.take_along_axis(b, top, 1)).sum(1)
+    return out
+
+
+def test_exact_tail_is_the_binomial_at_r_equals_n():
+    # With every guess released the wrong count is exactly Binomial(n, p_min). Before the fix
+    # the exact tail stopped at mu = 1.848 for n = r = 1000, 159 wrong: p = 0.050 there, but the
+    # binomial tail is 0.064 (it rejected too often and its bound was too high).
+    mu_old = 1.8479986633467305
+    p = F.p_value(1000, 1000, 159, "gdp", mu_old, tail="exact")
+    ref = stats.binom.cdf(159, 1000, special.ndtr(-mu_old / 2))
+    assert ref == pytest.approx(0.0641, abs=1e-4)
+    assert p == pytest.approx(ref, rel=1e-9)
+    mu_l, p_l = F.param_lower_bound(1000, 1000, 159, "gdp", 0.95, tail="exact")
+    assert stats.binom.cdf(159, 1000, special.ndtr(-mu_l / 2)) <= 0.05 * (1 + 1e-9)
+    assert p_l <= 0.05 and mu_l < mu_old - 0.01
+    # the Poisson binomial of Eq. (24) taken literally is narrower: too small a p-value
+    v = F.v_vector("gdp", mu_old, 1000, 1000)
+    assert math.exp(F.poisson_binomial_log_cdf(v, 159)) < 0.051
+    for family, theta, kw in [
+        ("laplace", 1.5, {}),
+        ("approx_dp", 1.0, {"delta": 0.01}),
+        ("subsampled_gaussian", 2.0, {"q": 0.5}),
+    ]:
+        pm = F.p_min(family, theta, kw.get("delta"), kw.get("q"))
+        for u in (5, 20, 30):
+            got = F.log_p_value(100, 100, u, family, theta, tail="exact", **kw)
+            assert got == pytest.approx(stats.binom.logcdf(u, 100, pm), rel=1e-9)
+
+
+def test_chernoff_tail_conservative_against_binomial_at_r_equals_n():
+    # The default tail against the true law, Binomial(n, p_min), at r = n: never below it.
+    # The printed Eq. (26) alone (Chernoff on the Bernoulli(v_k) of Eq. 24) is below it when
+    # few errors are expected (a finding, docs/estimators/fdp_one_run.md): at n = 50, mu = 3,
+    # no wrong guess has probability 0.031 and Eq. (26) says 0.021; at n = 50, mu = 3.25 the
+    # printed test rejects the true null at 95% on 0 errors, which happen with probability
+    # 0.069. The default takes the larger of Eq. (26) and the exact tail.
+    for n in (50, 200, 1000):
+        for mu in (0.5, 1.0, 2.0, 3.0):
+            pm = special.ndtr(-mu / 2)
+            for u in np.unique(np.linspace(0, n * pm + 1, 12).astype(int)):
+                b = stats.binom.logcdf(int(u), n, pm)
+                assert F.log_p_value(n, n, int(u), "gdp", mu) >= b - 1e-12
+    v3 = F.v_vector("gdp", 3.0, 50, 50)
+    assert math.exp(F.chernoff_log_p(v3, 0)) == pytest.approx(0.021, abs=0.001)
+    assert stats.binom.cdf(0, 50, special.ndtr(-1.5)) == pytest.approx(0.031, abs=0.001)
+    mu = 3.25
+    assert math.exp(F.chernoff_log_p(F.v_vector("gdp", mu, 50, 50), 0)) < 0.05
+    assert stats.binom.cdf(0, 50, special.ndtr(-mu / 2)) > 0.065
+    assert F.param_lower_bound(50, 50, 0, "gdp", 0.95)[0] < mu
+
+
+def test_exact_tail_matches_the_simulated_law_with_abstention():
+    # n = 400, r = 100: the law of the wrong count conditions on the selection threshold
+    # (Binomial(r, m(T)) mixed over T ~ Beta(r+1, n-r)); the simulated counts must agree with it
+    # at every u in the body of the law (4 sd), and their mean with sum_j v_j (Eq. 25).
+    n, r, mu, reps = 400, 100, 1.0, 12_000
+    w = _gdp_wrong_counts(n, r, mu, reps, seed=91)
+    v = F.v_vector("gdp", mu, n, r)
+    assert w.mean() == pytest.approx(v.sum(), abs=4 * w.std() / math.sqrt(reps))
+    for u in range(3, 20):
+        p = F.p_value(n, r, u, "gdp", mu, tail="exact")
+        assert np.mean(w <= u) == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / reps) + 1e-4)
+
+
+def test_exact_tail_valid_with_abstention_monte_carlo():
+    # mu = 1.5 GDP, n = 600, r = 300 (half abstain). A valid p-value satisfies
+    # P[W <= u] <= p(u) for every u, i.e. at every level. Checked for both tails on the
+    # simulated counts (3 sd), then for the bound itself at 95%; the same check fails for two
+    # anti-conservative variants (it can fail): the Poisson binomial of Eq. (24) and the exact
+    # tail of a slightly more private null (mu * 0.95).
+    n, r, mu, reps = 600, 300, 1.5, 24_000
+    w = _gdp_wrong_counts(n, r, mu, reps, seed=92)
+    freq = {u: float(np.mean(w <= u)) for u in range(0, 60)}
+    v = F.v_vector("gdp", mu, n, r)
+
+    def worst_excess(log_p) -> float:
+        """max over u with p(u) in [0.005, 0.3] of (frequency - p(u)) / sd."""
+        out = -math.inf
+        for u, f in freq.items():
+            p = math.exp(log_p(u))
+            if 0.005 <= p <= 0.3:
+                out = max(out, (f - p) / math.sqrt(p * (1 - p) / reps))
+        return out
+
+    assert worst_excess(lambda u: F.exact_log_cdf("gdp", mu, n, r, u)) <= 3
+    assert worst_excess(lambda u: F.log_p_value(n, r, u, "gdp", mu)) <= 3
+    assert worst_excess(lambda u: F.poisson_binomial_log_cdf(v, u)) > 3
+    assert worst_excess(lambda u: F.exact_log_cdf("gdp", 0.95 * mu, n, r, u)) > 3
+    # the 95% bound exceeds the true mu in at most 5% (+ 3 sd) of the runs; the bound is
+    # nonincreasing in u, so it exceeds mu exactly for u <= u_cut
+    log_alpha = math.log(0.05)
+    u_cut = max(u for u in freq if F.exact_log_cdf("gdp", mu, n, r, u) <= log_alpha)
+    for tail in F.TAILS:
+        above = F.param_lower_bound(n, r, u_cut + 1, "gdp", 0.95, tail=tail)[0]
+        assert above <= mu
+    assert F.param_lower_bound(n, r, u_cut, "gdp", 0.95, tail="exact")[0] > mu
+    rate = freq[u_cut]
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+
+
+@pytest.mark.parametrize(
+    ("family", "theta", "q"),
+    [
+        ("gdp", 0.1, None),
+        ("gdp", 1.0, None),
+        ("gdp", 4.0, None),
+        ("laplace", 2.0, None),
+        ("subsampled_gaussian", 2.0, 0.5),
+        ("subsampled_gaussian", 3.0, 1.0),
+    ],
+)
+def test_threshold_error_rate_quadrature(family, theta, q):
+    # m(t) = mean of h over [0, t] against adaptive quadrature: relative error <= 1e-5,
+    # covered by the rounding M_ROUND_DOWN; m(1) = p_min (Eq. 14).
+    from scipy import integrate
+
+    kink = F.laplace_kink(theta) if family == "laplace" else None
+    if family == "subsampled_gaussian":
+        kink = F.sgm_kink(theta, q)
+    for t in (1e-6, 0.05, 0.7, 0.9999):
+
+        def h(x: float) -> float:
+            return float(F.error_quantile(family, theta, np.array([x]), q)[0])
+
+        pts = [kink] if kink is not None and kink < t else None
+        ref = integrate.quad(h, 0, t, points=pts, limit=200, epsabs=0, epsrel=1e-10)[0] / t
+        got = F.threshold_error_rate(family, theta, np.array([t]), q=q)[0]
+        assert abs(got / ref - 1) <= 1e-5 < F.M_ROUND_DOWN
+    got1 = F.threshold_error_rate(family, theta, np.array([1.0]), q=q)[0]
+    assert got1 == pytest.approx(F.p_min(family, theta, q=q), rel=1e-5)
+
+
+def test_sgm_quantile_at_q1_is_gdp():
+    # q = 1: the subsampled Gaussian pair is the GDP pair; its |L| has both branches for every
+    # s (the lower one was dropped before, which halved the survival and put h = 1/2 above
+    # the median).
+    t = np.array([1e-9, 0.1, 0.5, 0.7, 0.9, 0.99, 0.9999])
+    for mu in (0.3, 2.0, 6.0):
+        sgm = F.error_quantile("subsampled_gaussian", mu, t, 1.0)
+        assert sgm == pytest.approx(F.error_quantile("gdp", mu, t), rel=1e-9)
+    v_sgm = F.v_vector("subsampled_gaussian", 2.0, 100, 100, q=1.0).sum()
+    assert v_sgm == pytest.approx(F.v_vector("gdp", 2.0, 100, 100).sum(), rel=1e-6)
+
+
+def test_exact_tail_no_nan_on_large_r():
+    # Before the fix a log-probability rounded just above 0 reached ndtri_exp (NaN, "function
+    # value ... is NaN") on 10 of 40 random large-r inputs. A seeded grid of such inputs, and
+    # the issue's example, must all give a finite bound and a p-value in [0, 1].
+    rng = np.random.default_rng(0)
+    cases = [(100_000, 25_000, 7545)]
+    for _ in range(40):
+        n = int(rng.choice([20_000, 50_000, 100_000, 200_000]))
+        r = int(rng.integers(n // 10, n // 2))
+        cases.append((n, r, int(rng.integers(int(0.05 * r), int(0.35 * r)))))
+    for n, r, wrong in cases:
+        b = F.epsilon_lower_bound(n, r, wrong, "gdp", tail="exact")
+        assert math.isfinite(b.epsilon) and b.param >= 0 and 0.0 <= b.p_value <= 1.0
+    assert F._normal_score(1e-17) == F._normal_score(0.0) < 0
+    assert F.poisson_binomial_log_cdf(np.full(50, 1e-18), 3) <= 0.0
+
+
+def test_cli_exact_tail_issue_example(capsys):
+    # the issue's command line: a finite bound at 95%, the exact tail at the bound <= 0.05
+    argv = "fdp-one-run-bound --n 100000 --r 25000 --wrong 7545 --family gdp --tail exact"
+    assert cli.main([*argv.split(), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tail"] == "exact" and math.isfinite(out["epsilon"]) and out["p_value"] <= 0.05
+    assert F.p_value(100_000, 25_000, 7545, "gdp", out["mu"], tail="exact") <= 0.05

@@ -40,7 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--tail",
         choices=list(TAILS),
         default="chernoff",
-        help="chernoff (the paper, Prop. 1) or exact Poisson-binomial tail (extension)",
+        help="chernoff (the paper's Prop. 1, never below the exact tail; default) or exact "
+        "(the exact law of the wrong count under Theorem 1's independent channels, "
+        "conditioned on the selection threshold; an extension)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

@@ -14,17 +14,22 @@ family (mu-GDP, Laplace, f_{eps,delta}, subsampled Gaussian). The paper's reduct
   j = 1 is the most confident released guess.
 * Proposition 1, Eq. (26): P[at most u errors] <= min_{lambda<0} exp(-lambda u
   + sum_k ln(1 - v_k + v_k e^lambda)), the Chernoff bound for independent Bernoulli(v_k);
-  this is the paper's p-value. As an option, the exact Poisson-binomial lower tail of the same
-  independent Bernoulli(v_k) model (our extension, not in the paper).
+  this is the paper's p-value. It bounds the tail of independent Bernoulli(v_k), which is
+  narrower than the true law of the released errors (they are dependent through the shared
+  order statistics), so the default tail never reports less than the exact one below.
+* Exact tail (``tail="exact"``, an extension): the exact law of the wrong count of the
+  dominating audit (the right-hand side of Eq. 19), by conditioning on the selection
+  threshold: W | T ~ Binomial(r, m(T)), T ~ Beta(r+1, n-r) (:func:`exact_log_cdf`); at
+  r = n, W ~ Binomial(n, p_min).
 * Section 5.4: the lower bound is the least private null that is still rejected, found here by
   root finding on the family parameter (the rejected, conservative end is returned), then
   reported as (epsilon, delta) by Algorithm 2.
 
-Soundness caveats (our findings, docs/estimators/fdp_one_run.md): Theorem 1 fails for
-the f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
-:func:`pathological_rejection_rate`), and the independence of the V_k in Theorem 3 is not
-proved (the Chernoff slack absorbs it in our simulations). The method is implemented as
-printed; nothing here silently "fixes" it.
+Soundness caveats (docs/estimators/fdp_one_run.md, findings): Theorem 1 fails for the
+f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
+:func:`pathological_rejection_rate`); that is left as printed. The V_k of Theorem 3 are not
+independent: Eq. (26) alone falls below the true tail when few errors are expected, so the
+default p-value is max(Eq. 26, exact tail), which is what the paper's Eq. (19) needs.
 """
 
 from __future__ import annotations
@@ -54,6 +59,20 @@ NODES_PER_PANEL = 8
 #: Smaller v means a larger, still valid p-value (our "conservative
 #: discretization").
 V_ROUND_DOWN = 3e-5
+#: Exact tail: panels of the rule for the mean of h over [0, t] (on the relative position x/t,
+#: refined towards 0, where h of the most confident guesses varies on a log scale, and towards
+#: 1, where for a large parameter h rises from ~0 to 1/2 within 1e-7 of x = 1) and of the
+#: rule over the probability scale of the selection threshold (refined towards both ends, for
+#: small p-values). The conditional error rate is rounded down by M_ROUND_DOWN (relative),
+#: which covers the measured quadrature error (<= 1e-5 relative, tests/test_fdp_one_run.py):
+#: a smaller rate means a larger, still valid p-value.
+MEAN_PANELS = (
+    (0.0, 1e-8, 1e-6, 1e-4, 1e-3, 0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99, 0.999)
+    + tuple(1 - 10.0**-k for k in range(4, 11))
+    + (1.0,)
+)
+THRESHOLD_PANELS = (0.0, 1e-12, 1e-9, 1e-6, 1e-4, 1e-3, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0)
+M_ROUND_DOWN = 1e-4
 #: Every j up to this is evaluated exactly; above it a geometric grid plus linear interpolation.
 J_EXACT = 256
 J_GEOMETRIC = 400
@@ -63,6 +82,8 @@ NEWTON_TOL = 1e-11
 PARAM_MAX = 200.0
 #: Absolute tolerance of the parameter search.
 PARAM_TOL = 1e-7
+#: Bound on the normal score the exact-tail search solves (p between about e^-1250 and 1).
+Z_CLIP = 50.0
 
 
 def canonical_family(family: str) -> str:
@@ -226,18 +247,16 @@ def _sgm_log_survival(s: np.ndarray, mu: float, q: float) -> tuple[np.ndarray, n
     dz2 = np.exp(s - log_num2) / mu
     log_up = _sgm_log_tail(z2, mu, q, upper=True)
     d_up = -np.exp(_sgm_log_dens(z2, mu, q)) * dz2
-    if q < 1:
-        s_star = -math.log1p(-q)
-        ok = s < s_star
-        with np.errstate(divide="ignore", invalid="ignore"):
-            num1 = np.where(ok, np.expm1(-s) + q, 1.0)
-            z1 = np.where(ok, mu / 2 + (np.log(num1) - math.log(q)) / mu, -np.inf)
-            dz1 = np.where(ok, -np.exp(-s) / (mu * num1), 0.0)
-            log_low = np.where(ok, _sgm_log_tail(z1, mu, q, upper=False), -np.inf)
-            d_low = np.where(ok, np.exp(_sgm_log_dens(z1, mu, q)) * dz1, 0.0)
-    else:
-        log_low = np.full_like(s, -np.inf)
-        d_low = np.zeros_like(s)
+    # lower branch (L >= s), for every s when q = 1: log(e^-s - 1 + q) = -s + log(1 - c),
+    # c = (1 - q) e^s < 1, stable for large s
+    s_star = -math.log1p(-q) if q < 1 else math.inf
+    ok = s < s_star
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log1mc = np.where(ok, np.log1p(-(1 - q) * np.exp(np.where(ok, s, 0.0))), 0.0)
+        z1 = np.where(ok, mu / 2 + (-s + log1mc - math.log(q)) / mu, -np.inf)
+        dz1 = np.where(ok, -np.exp(-log1mc) / mu, 0.0)
+        log_low = np.where(ok, _sgm_log_tail(z1, mu, q, upper=False), -np.inf)
+        d_low = np.where(ok, np.exp(_sgm_log_dens(z1, mu, q)) * dz1, 0.0)
     log_s = np.logaddexp(log_up, log_low)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return log_s, (d_up + d_low) / np.exp(log_s)
@@ -303,10 +322,10 @@ def j_grid(r: int) -> np.ndarray:
     return np.unique(np.concatenate([np.arange(1, J_EXACT + 1), geo, [r]]))
 
 
-def quadrature_rule() -> tuple[np.ndarray, np.ndarray]:
-    """Nodes and weights of the composite Gauss-Legendre rule on [0, 1] (see PANELS)."""
+def quadrature_rule(panels: tuple[float, ...] = PANELS) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of the composite Gauss-Legendre rule on [0, 1] (default: PANELS)."""
     g, gw = np.polynomial.legendre.leggauss(NODES_PER_PANEL)
-    edges = np.asarray(PANELS)
+    edges = np.asarray(panels)
     a, b = edges[:-1, None], edges[1:, None]
     x = (a + (b - a) * (g + 1) / 2).ravel()
     w = ((b - a) * gw / 2).ravel()
@@ -489,9 +508,15 @@ def chernoff_signed_root(v: np.ndarray, wrong: int) -> float:
 
 
 def poisson_binomial_log_cdf(v: np.ndarray, wrong: int) -> float:
-    """log P[sum_k V_k <= u] for independent V_k ~ Bernoulli(v_k): the exact lower tail of
-    the right-hand side of Eq. (24) (an extension, not in the paper). Recursion over k,
-    truncated to the u + 1 states that matter."""
+    """log P[sum_k V_k <= u] for independent V_k ~ Bernoulli(v_k): the lower tail of the
+    right-hand side of Eq. (24) taken literally. Recursion over k, truncated to the u + 1
+    states that matter; clipped to <= 0.
+
+    Not a valid p-value, and no tail option uses it: the released errors are dependent
+    through the shared order statistics, and this law is narrower than the true one (at
+    r = n it is a Poisson binomial with mean n p_min, against the true Binomial(n, p_min)),
+    so it rejects true nulls too often. Kept as the anti-conservative reference of the tests;
+    the exact tail is :func:`exact_log_cdf`."""
     v = np.asarray(v, dtype=float)
     u = int(wrong)
     if u >= len(v):
@@ -503,7 +528,101 @@ def poisson_binomial_log_cdf(v: np.ndarray, wrong: int) -> float:
         nxt[1:] += pmf[:-1] * vk
         pmf = nxt
     total = float(pmf.sum())
-    return math.log(total) if total > 0 else -math.inf
+    return min(0.0, math.log(total)) if total > 0 else -math.inf
+
+
+def _mean_h(h, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(1 / (b - a)) * integral of h over [a, b], elementwise, by the MEAN_PANELS rule."""
+    y, w = quadrature_rule(MEAN_PANELS)
+    x = a[:, None] + (b - a)[:, None] * y[None, :]
+    return h(np.clip(x, np.finfo(float).tiny, 1.0)) @ w
+
+
+def threshold_error_rate(
+    family: str, theta: float, t: np.ndarray, delta: float | None = None, q: float | None = None
+) -> np.ndarray:
+    """m(t) = (1/t) * integral_0^t h(x) dx: the error probability of each released guess given
+    that the selection threshold (the (r+1)-th most confident channel) sits at quantile t.
+
+    h is the error quantile of :func:`error_quantile` (nondecreasing, j = 1 most confident);
+    given the threshold, the quantiles of the r released channels are i.i.d. Uniform(0, t).
+    Closed form for ``approx_dp`` (h = 1[x > delta] / (1 + e^eps)); the kink of the Laplace
+    atom and of the subsampled Gaussian's lower branch is integrated on its own panel.
+    """
+    family = canonical_family(family)
+    t = np.asarray(t, dtype=float)
+    if family == "approx_dp":
+        return float(special.expit(-theta)) * np.maximum(0.0, t - delta) / t
+    if theta <= 0:
+        return np.full_like(t, 0.5)
+
+    def h(x: np.ndarray) -> np.ndarray:
+        return error_quantile(family, theta, x, q)
+
+    kink, flat = None, None
+    if family == "laplace":
+        kink, flat = laplace_kink(theta), float(error_prob(theta))
+    elif family == "subsampled_gaussian":
+        kink = sgm_kink(theta, 1.0 if q is None else q)
+    if kink is None:
+        return _mean_h(h, np.zeros_like(t), t)
+    out = np.full_like(t, np.nan)
+    below = t <= kink
+    if flat is not None:
+        out[below] = flat
+        low = flat
+    else:
+        if np.any(below):
+            out[below] = _mean_h(h, np.zeros(int(below.sum())), t[below])
+        low = float(_mean_h(h, np.zeros(1), np.array([kink]))[0])
+    if not np.all(below):
+        ta = t[~below]
+        out[~below] = (kink * low + (ta - kink) * _mean_h(h, np.full_like(ta, kink), ta)) / ta
+    return out
+
+
+@lru_cache(maxsize=64)
+def _threshold_nodes(n: int, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quantiles t of the selection threshold U_(r+1) ~ Beta(r+1, n-r) at the nodes of the
+    THRESHOLD_PANELS rule on its probability scale, and the weights."""
+    x, w = quadrature_rule(THRESHOLD_PANELS)
+    t = special.betaincinv(float(r + 1), float(n - r), x)
+    return np.clip(t, np.finfo(float).tiny, 1.0), w
+
+
+def exact_log_cdf(
+    family: str,
+    theta: float,
+    n: int,
+    r: int,
+    wrong: int,
+    delta: float | None = None,
+    q: float | None = None,
+) -> float:
+    """log P[at most ``wrong`` of the r released guesses are wrong] in the dominating audit of
+    Theorem 1 (n independent f_theta channels, MAP decoder, top r by |L|): the exact
+    right-hand side of Eq. (19), not the independent-Bernoulli model of Eq. (24).
+
+    With channel quantiles U_1..U_n i.i.d. Uniform(0, 1) (j = 1 most confident, ties broken
+    as Eq. 20) and errors E_i | U_i ~ Bernoulli(h(U_i)) independent, condition on the
+    selection threshold T = U_(r+1) ~ Beta(r+1, n-r): the r released U_i are i.i.d.
+    Uniform(0, T), so the wrong count is Binomial(r, m(T)) (:func:`threshold_error_rate`) and
+    P[W <= u] = E_T[BinomCDF(u; r, m(T))]. With r = n there is no threshold: W ~ Binomial(n,
+    p_min) exactly (Eq. 14). Gauss-Legendre quadrature over T in log space, m rounded down
+    by M_ROUND_DOWN (conservative); the result is clipped to <= 0.
+    """
+    family = canonical_family(family)
+    _check(n, r, wrong)
+    _check_family_args(family, delta, q)
+    if wrong >= r:
+        return 0.0
+    if r == n:
+        m, w = np.array([p_min(family, theta, delta, q)]), np.ones(1)
+    else:
+        t, w = _threshold_nodes(int(n), int(r))
+        m = (1 - M_ROUND_DOWN) * threshold_error_rate(family, theta, t, delta, q)
+    log_cdf = stats.binom.logcdf(int(wrong), int(r), np.clip(m, 0.0, 1.0))
+    return min(0.0, float(special.logsumexp(log_cdf, b=w)))
 
 
 def log_p_value(
@@ -516,14 +635,25 @@ def log_p_value(
     q: float | None = None,
     tail: str = "chernoff",
 ) -> float:
-    """log p-value of the null "the mechanism is f_theta-DP" given ``wrong`` of ``r`` wrong."""
+    """log p-value of the null "the mechanism is f_theta-DP" given ``wrong`` of ``r`` wrong.
+
+    ``tail="exact"``: :func:`exact_log_cdf`. ``tail="chernoff"``: Proposition 1 (Eq. 26), but
+    never below the exact tail: Eq. (26) bounds the tail of independent Bernoulli(v_k), which
+    is narrower than the true law, and with few expected errors it falls below the true tail
+    (at r = n, u = 0 it is prod(1 - v_k) < (1 - p_min)^n), so the printed p-value alone would
+    reject a true null too often there (docs/estimators/fdp_one_run.md, finding 2).
+    """
     _check(n, r, wrong)
+    _check_tail(tail)
+    exact = exact_log_cdf(family, theta, n, r, wrong, delta, q)
+    if tail == "exact":
+        return exact
+    return max(exact, chernoff_log_p(v_vector(family, theta, n, r, delta=delta, q=q), wrong))
+
+
+def _check_tail(tail: str) -> None:
     if tail not in TAILS:
         raise ValueError(f"unknown tail {tail!r}; allowed: {', '.join(TAILS)}")
-    v = v_vector(family, theta, n, r, delta=delta, q=q)
-    if tail == "chernoff":
-        return chernoff_log_p(v, wrong)
-    return poisson_binomial_log_cdf(v, wrong)
 
 
 def p_value(
@@ -659,31 +789,33 @@ def param_lower_bound(
     _check(n, r, wrong)
     _check_confidence(confidence)
     _check_family_args(family, delta, q)
-    if tail not in TAILS:
-        raise ValueError(f"unknown tail {tail!r}; allowed: {', '.join(TAILS)}")
+    _check_tail(tail)
     log_alpha = math.log1p(-confidence)
-    # Root finding on a smooth monotone statistic z(theta) (decreasing in theta), with
-    # "rejected" <=> z >= z_alpha <=> p <= alpha. Chernoff: the signed root of the Chernoff
-    # exponent; exact tail: the normal quantile of the p-value.
-    z_alpha = math.sqrt(-2 * log_alpha) if tail == "chernoff" else -special.ndtri_exp(log_alpha)
+    # Root finding on a smooth monotone statistic g(theta) (decreasing in theta), with
+    # "rejected" <=> g >= 0 <=> p <= alpha. Exact tail: g = z - z_alpha with z the normal
+    # quantile of the p-value. Chernoff: the signed root of the Chernoff exponent minus
+    # sqrt(-2 ln alpha), and since its p-value is never below the exact tail (log_p_value),
+    # the smaller of that and the exact tail's g.
+    ze_alpha = -float(special.ndtri_exp(log_alpha))
+    zc_alpha = math.sqrt(-2 * log_alpha)
     memo: dict[float, tuple[float, float]] = {}
 
     def evaluate(theta: float) -> tuple[float, float]:
         if theta not in memo:
-            v = v_vector(family, theta, n, r, delta=delta, q=q)
+            log_p = exact_log_cdf(family, theta, n, r, wrong, delta, q)
+            g = _normal_score(log_p) - ze_alpha
             if tail == "chernoff":
-                log_p, z = chernoff_log_p(v, wrong), chernoff_signed_root(v, wrong)
-            else:
-                log_p = poisson_binomial_log_cdf(v, wrong)
-                z = -float(special.ndtri_exp(log_p)) if log_p > -1e300 else math.inf
-            memo[theta] = (log_p, z)
+                v = v_vector(family, theta, n, r, delta=delta, q=q)
+                log_p = max(log_p, chernoff_log_p(v, wrong))
+                g = min(g, chernoff_signed_root(v, wrong) - zc_alpha)
+            memo[theta] = (log_p, g)
         return memo[theta]
 
     def rejected(theta: float) -> bool:
         return evaluate(theta)[0] <= log_alpha
 
     def f(theta: float) -> float:
-        return min(evaluate(theta)[1], 1e300) - z_alpha
+        return evaluate(theta)[1]
 
     if not rejected(0.0):
         return 0.0, math.exp(evaluate(0.0)[0])
@@ -709,6 +841,16 @@ def param_lower_bound(
         theta = max(lo, theta - step)
         step *= 2
     return float(theta), math.exp(evaluate(theta)[0])
+
+
+def _normal_score(log_p: float) -> float:
+    """z = -Phi^{-1}(p) from log p, for log p <= 0 (clipped: a log p rounded above 0 must not
+    reach ndtri_exp, which returns NaN there), bounded to [-Z_CLIP, Z_CLIP] so that the root
+    finder never sees an infinity."""
+    log_p = min(0.0, float(log_p))
+    if log_p < -0.5 * Z_CLIP * Z_CLIP:
+        return Z_CLIP
+    return float(np.clip(-special.ndtri_exp(log_p), -Z_CLIP, Z_CLIP))
 
 
 def epsilon_lower_bound(
@@ -845,12 +987,14 @@ def rejection_table(
     n: int, r: int, epsilon: float, delta: float, confidence: float = 0.95, tail: str = "chernoff"
 ) -> np.ndarray:
     """Boolean over u = 0..r: does the paper's test reject the true null f_{eps,delta}?"""
-    v = v_vector("approx_dp", epsilon, n, r, delta=delta)
     log_alpha = math.log1p(-confidence)
-    logp = chernoff_log_p if tail == "chernoff" else poisson_binomial_log_cdf
+    v = v_vector("approx_dp", epsilon, n, r, delta=delta) if tail == "chernoff" else None
     out = np.zeros(r + 1, dtype=bool)
     for u in range(r + 1):
-        if logp(v, u) <= log_alpha:
+        log_p = exact_log_cdf("approx_dp", epsilon, n, r, u, delta)
+        if v is not None:  # the default tail, as log_p_value computes it
+            log_p = max(log_p, chernoff_log_p(v, u))
+        if log_p <= log_alpha:
             out[u] = True
         else:
             break  # the p-value is nondecreasing in u
