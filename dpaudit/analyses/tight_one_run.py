@@ -207,8 +207,10 @@ def p_values(
     wrong: Sequence[int] = tuple(range(0, 31)),
 ) -> pd.DataFrame:
     """Fig. 10: p-values of the null "(epsilon, delta)-DP" against the number of wrong guesses
-    (x) with n = r: ours (Proposition 1's Chernoff bound), its exact Poisson-binomial variant
-    (an extension, not in the paper) and Steinke et al.'s Theorem 3.1; plus the expected number
+    (x) with n = r: ours (Proposition 1's Chernoff bound, never below the exact tail), the exact
+    tail (an extension, not in the paper: at n = r the binomial law of the wrong count, see
+    :func:`dpaudit.estimators.fdp_one_run.exact_log_cdf`) and Steinke et al.'s Theorem 3.1; plus
+    the expected number
     of errors under the null (sum_j v_j) in column ``expected_errors``."""
     rows = []
     for d in deltas:
