@@ -220,3 +220,20 @@ def test_cli_train_shard_trains_what_the_pipeline_trains(tmp_path):
     cli = scores.read(out)
     np.testing.assert_array_equal(cli.membership, pipeline.membership)
     np.testing.assert_array_equal(cli.score, pipeline.score)
+
+
+@pytest.mark.parametrize("options", [[], ["--interval", "clopper_pearson"]], ids=["none", "cp"])
+def test_cli_lidp_bound_gives_the_pipeline_row(options, tmp_path, capsys):
+    """``dpaudit lidp-bound`` with options left out computes the pipeline's row for a block that
+    leaves them out."""
+    path = scores.write(tmp_path / "s.npz", _score_file("lidp"))
+    capsys.readouterr()
+    assert main(["lidp-bound", str(path), *options, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    block = {"method": "lidp", **dict(zip(options[::2], options[1::2], strict=True))}
+    block = {k.removeprefix("--"): v for k, v in block.items()}
+    config = validate_config({"estimators": {"e": block}}, require_experiments=False)
+    frame = run_estimator(scores.read(path), "e", canonical(config["estimators"]["e"]))
+    assert len(frame) == 1
+    want = frame.iloc[0].to_dict()
+    assert _same_rows([got], [{k: want[k] for k in got}])
