@@ -11,33 +11,26 @@ from the schema are filled in, so every rule sees a complete config.
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
+from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of the schema)
+    SCHEMA_RESOURCE,
+    DefaultFillingValidator,
+    estimator_defaults,
+    fill_defaults,
+    load_schema,
+)
 from dpaudit.io import read_yaml
-
-#: The schema's file name inside the ``dpaudit`` package.
-SCHEMA_RESOURCE = "schema.yaml"
 
 
 class ConfigError(ValueError):
     """The configuration does not satisfy the schema."""
-
-
-def load_schema(path: str | Path | None = None) -> dict[str, Any]:
-    """The configuration schema: the package's own (``path`` None) or the file at ``path``."""
-    if path is None:
-        return yaml.safe_load(resources.files("dpaudit").joinpath(SCHEMA_RESOURCE).read_text())
-    with open(path) as fh:
-        return yaml.safe_load(fh)
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -55,25 +48,6 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             f"config file {path}: a config must be a mapping of keys, got {type(data).__name__}"
         )
     return data
-
-
-def _extend_with_defaults(validator_class):
-    """A validator that fills in ``default`` values of properties (like snakemake's validate)."""
-    validate_props = validator_class.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for prop, sub in properties.items():
-                if "$ref" in sub and "default" not in sub:  # a default may sit behind a $ref
-                    sub = validator._resolver.lookup(sub["$ref"]).contents
-                if "default" in sub and prop not in instance:
-                    instance[prop] = copy.deepcopy(sub["default"])
-        yield from validate_props(validator, properties, instance, schema)
-
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
-
-
-DefaultFillingValidator = _extend_with_defaults(jsonschema.Draft202012Validator)
 
 
 def _key(path: Iterable[Any]) -> str:
@@ -154,6 +128,22 @@ def validate_config(
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
     _check_references(config)
     return config
+
+
+def default_estimator_config(methods: Iterable[str]) -> dict[str, Any]:
+    """A validated config (no experiments) with one estimator block per method, named after it,
+    every parameter at its schema default: what ``dpaudit audit --estimator METHOD`` runs."""
+    blocks = {m: {"method": m} for m in methods}
+    return validate_config({"estimators": blocks}, require_experiments=False)
+
+
+def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """The parameters an audit of estimator ``name`` runs with: the block of the validated
+    ``config`` (``method`` plus every parameter, schema defaults filled in), keys sorted. The
+    pipeline's audit rule and ``dpaudit audit`` both take their estimators from here."""
+    from dpaudit.pipeline import canonical
+
+    return canonical(config["estimators"][name])
 
 
 #: Dataset keys (besides name and seed) that apply to each kind of dataset.

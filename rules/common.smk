@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from dpaudit.config import ConfigError, load_schema, validate_config
+from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
 from dpaudit.pipeline import (
     applicable_estimators,
     canonical,
@@ -141,7 +141,8 @@ def simulate_params(wildcards):
 
 
 def estimator_params(wildcards):
-    return canonical(config["estimators"][wildcards.estimator])
+    # the same function gives `dpaudit audit` its estimator blocks
+    return estimator_block(config, wildcards.estimator)
 
 
 def dataset_params(wildcards):

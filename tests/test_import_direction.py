@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dpaudit"
 #: Layers from the bottom up; a unit is a subpackage or a top-level module of ``dpaudit``
 #: (``""`` is the package itself, which holds only ``__version__``).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "io", "seeding"),
+    ("", "defaults", "io", "seeding"),
     ("accounting", "scores"),
     ("data", "models", "canaries"),
     ("training", "mechanisms"),

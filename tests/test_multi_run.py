@@ -264,8 +264,9 @@ def test_registered_and_runs_on_score_file():
         meta=_meta(),
     )
     table = audit_mod.audit([sf], {"cp": {"method": "multi_run_cp"}, "gdp": {"method": "gdp_fit"}})
-    assert list(table["selection"]) == ["same_data", "heldout", "same_data"]
-    assert list(table["valid"]) == [False, True, False]
+    # both methods default to the schema's selections [same_data, heldout]
+    assert list(table["selection"]) == ["same_data", "heldout", "same_data", "heldout"]
+    assert list(table["valid"]) == [False, True, False, False]  # gdp_fit: never a valid bound
     for col in (
         "epsilon",
         "threshold",

@@ -34,15 +34,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict]:
-    """Estimator blocks by name, from a config file or the methods' defaults."""
+    """Estimator blocks by name, as the pipeline's audit jobs get them
+    (:func:`dpaudit.config.estimator_block` of the validated config): from a config file, or
+    each named method (default all) at the schema's defaults."""
     from dpaudit import estimators
+    from dpaudit.config import (
+        ConfigError,
+        default_estimator_config,
+        estimator_block,
+        load_config_file,
+        validate_config,
+    )
 
     if config_path:
-        from dpaudit.config import ConfigError, load_config_file, load_schema, validate_config
-
         config = load_config_file(config_path)
         try:
-            validate_config(config, load_schema(), require_experiments=False)
+            validate_config(config, require_experiments=False)
         except ConfigError as err:
             raise ConfigError(f"config file {config_path}: {err}") from None
         specs = config.get("estimators") or {}
@@ -53,13 +60,16 @@ def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict
                 )
         if not specs:
             raise ValueError(f"{config_path}: the config has no 'estimators' block")
-        return {n: specs[n] for n in (names or sorted(specs))}
-    for name in names:
-        if name not in estimators.METHODS:
-            raise ValueError(
-                f"unknown estimator method {name!r}; allowed: {sorted(estimators.METHODS)}"
-            )
-    return {n: {"method": n} for n in (names or sorted(estimators.METHODS))}
+        names = names or sorted(specs)
+    else:
+        for name in names:
+            if name not in estimators.METHODS:
+                raise ValueError(
+                    f"unknown estimator method {name!r}; allowed: {sorted(estimators.METHODS)}"
+                )
+        names = names or sorted(estimators.METHODS)
+        config = default_estimator_config(names)
+    return {n: estimator_block(config, n) for n in names}
 
 
 def check_applicable(files: list, specs: dict[str, dict], chosen: bool) -> None:

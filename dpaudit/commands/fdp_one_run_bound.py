@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators.fdp_one_run import TAILS, epsilon_lower_bound
 
 
@@ -35,14 +36,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="delta of the approx-dp null and of the (epsilon, delta) report (default 1e-5)",
     )
     p.add_argument("--q", type=float, default=None, help="sampling rate (subsampled-gaussian)")
-    p.add_argument("--confidence", type=float, default=0.95, help="default: 0.95")
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=estimator_defaults("fdp_one_run")["confidence"],
+        help="default: %(default)s (the config schema's)",
+    )
     p.add_argument(
         "--tail",
         choices=list(TAILS),
-        default="chernoff",
-        help="chernoff (the paper's Prop. 1, never below the exact tail; default) or exact "
+        default=estimator_defaults("fdp_one_run")["tail"],
+        help="chernoff (the paper's Prop. 1, never below the exact tail) or exact "
         "(the exact law of the wrong count under Theorem 1's independent channels, "
-        "conditioned on the selection threshold; an extension)",
+        "conditioned on the selection threshold; an extension); default: %(default)s",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

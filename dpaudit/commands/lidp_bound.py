@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators import xbern
 
 
@@ -16,23 +17,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "files are stacked as more trials of one setting.",
     )
     p.add_argument("scores", nargs="+", help="score file(s) (.npz) of one setting")
-    p.add_argument("--interval", choices=xbern.INTERVALS, default="wilson")
+    d = estimator_defaults("lidp")  # the config schema's defaults, as in the pipeline
+    p.add_argument("--interval", choices=xbern.INTERVALS, help=f"default: {d['interval']}")
     p.add_argument(
         "--order",
         type=int,
         choices=xbern.ORDERS,
-        default=None,
-        help="1, 2 or 4 (default: 2; 1 for clopper_pearson)",
+        help=f"1, 2 or 4 (default: {d['order']}; 1 for clopper_pearson)",
     )
-    p.add_argument("--confidence", type=float, default=0.95, help="default: 0.95")
+    p.add_argument("--confidence", type=float, help=f"default: {d['confidence']}")
     p.add_argument(
         "--threshold",
-        default="heldout",
-        help="'heldout' (default), 'in_sample' (not valid) or a number",
+        help=f"'heldout', 'in_sample' (not valid) or a number (default: {d['threshold']})",
     )
-    p.add_argument("--heldout-fraction", type=float, default=0.5)
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--variant", choices=xbern.VARIANTS, default="printed")
+    p.add_argument("--heldout-fraction", type=float, help=f"default: {d['heldout_fraction']}")
+    p.add_argument("--split-seed", type=int, help=f"default: {d['split_seed']}")
+    p.add_argument("--variant", choices=xbern.VARIANTS, help=f"default: {d['variant']}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -50,23 +50,23 @@ def run(args: argparse.Namespace) -> int:
         )
     sf = scores.concat(files)
     threshold = args.threshold
-    if threshold not in ("heldout", "in_sample"):
+    if threshold is not None and threshold not in ("heldout", "in_sample"):
         try:
             threshold = float(threshold)
         except ValueError:
             raise ValueError(
                 f"--threshold must be 'heldout', 'in_sample' or a number, got {threshold!r}"
             ) from None
-    params = {
+    given = {
         "interval": args.interval,
+        "order": args.order,
         "confidence": args.confidence,
         "threshold": threshold,
         "heldout_fraction": args.heldout_fraction,
         "split_seed": args.split_seed,
         "variant": args.variant,
     }
-    if args.order is not None:
-        params["order"] = args.order
+    params = {k: v for k, v in given.items() if v is not None}  # the rest: the schema's
     row = run_lidp(sf, params)[0]
     row = {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}  # NaN
     label = "" if row["valid"] else " (NOT a valid bound: threshold tuned on the same trials)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators.multi_run import epsilon_from_counts
 
 
@@ -20,7 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--false-neg", type=int, required=True, help="member runs called OUT")
     p.add_argument("--members", type=int, required=True, help="runs with the target")
     p.add_argument("--delta", type=float, required=True, help="delta of the audited claim")
-    p.add_argument("--confidence", type=float, default=0.95, help="joint; default: 0.95")
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=estimator_defaults("multi_run_cp")["confidence"],
+        help="joint; default: %(default)s (the config schema's)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 

@@ -2,7 +2,8 @@
 
 The run is described by a JSON or YAML file with the keys of :func:`dpaudit.training.shard.
 run_shard` (``design``, ``threat_model``, ``model``, ``canaries``, ``train``,
-``target_epsilon``) and a prepared data set (``dpaudit prepare-data``) or ``synthetic``.
+``target_epsilon``) and a prepared data set (``dpaudit prepare-data``) or ``synthetic``; keys
+left out take the config schema's defaults, as in the pipeline.
 A checkpoint beside the output lets a killed job resume (logged on stderr); one of another run
 or an unreadable one is discarded with a warning; it is removed once the score file is
 written. Per-step observations (``per_step_dot``) go to ``<output>.observations.npz``.
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from dpaudit import scores
+    from dpaudit.defaults import fill_defaults, train_experiment_defaults
     from dpaudit.io import atomic_path
     from dpaudit.training.shard import run_shard, score_summary
 
@@ -85,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             data = load_prepared(args.data)[0]
         except zipfile.BadZipFile as exc:
             raise ValueError(f"{args.data}: not a readable prepared data set ({exc})") from exc
+    defaults = train_experiment_defaults()  # the schema's, as the pipeline fills them
     out = Path(args.out)
     ckpt = out.with_name(out.name + ".ckpt")
     result = run_shard(
@@ -93,11 +96,11 @@ def run(args: argparse.Namespace) -> int:
         setting=args.setting,
         seed=args.seed,
         shard=args.shard,
-        design=spec.get("design", "one_run"),
-        threat_model=spec.get("threat_model", "black_box_loss"),
-        model=spec.get("model", {"name": "mlp"}),
-        canaries=spec.get("canaries", {}),
-        train=spec.get("train", {}),
+        design=spec.get("design", defaults["design"]),
+        threat_model=spec.get("threat_model", defaults["threat_model"]),
+        model=fill_defaults("model", spec.get("model") or {}),
+        canaries=spec.get("canaries") or {},  # run_shard fills the schema's defaults
+        train=spec.get("train") or {},
         target_epsilon=spec.get("target_epsilon"),
         checkpoint=ckpt,
         progress=not args.no_progress,

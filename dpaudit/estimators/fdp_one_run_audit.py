@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.defaults import estimator_defaults, fill_defaults
 from dpaudit.estimators import fdp_one_run as fdp
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -163,34 +164,21 @@ def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any
     per trial, per selection rule of r."""
     if sf.meta["design"] != "one_run":
         raise ScoreFileError(f"{sf.source}: fdp_one_run applies to one-run designs only")
-    known = {
-        "family",
-        "confidence",
-        "delta",
-        "q",
-        "tail",
-        "guess",
-        "selections",
-        "r",
-        "r_fraction",
-        "r_grid",
-        "split_seed",
-    }
-    unknown = sorted(set(params) - known)
+    known = sorted(estimator_defaults("fdp_one_run"))
+    unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ValueError(f"fdp_one_run: unknown parameter(s) {unknown}; allowed: {sorted(known)}")
+        raise ValueError(f"fdp_one_run: unknown parameter(s) {unknown}; allowed: {known}")
     # A config loader may fill schema defaults with null: null means "not given".
-    params = {k: v for k, v in params.items() if v is not None}
-    family = fdp.canonical_family(params.get("family", "gdp"))
-    delta = float(params.get("delta", sf.delta))
-    q = params.get("q")
+    p = fill_defaults("fdp_one_run", {k: v for k, v in params.items() if v is not None})
+    family = fdp.canonical_family(p["family"])
+    delta = float(sf.delta if p["delta"] is None else p["delta"])  # null: the file's delta
+    q = p["q"]
     if family == "subsampled_gaussian" and q is None:
         raise ValueError("fdp_one_run: family subsampled_gaussian needs parameter q")
     n = sf.n_canaries
-    r_fixed = params.get("r")
-    if r_fixed is None and params.get("r_fraction") is not None:
-        r_fixed = max(1, round(float(params["r_fraction"]) * n))
-    selections = params.get("selections", ["grid_max_uncorrected", "bonferroni"])
+    r_fixed = p["r"]
+    if r_fixed is None and p["r_fraction"] is not None:
+        r_fixed = max(1, round(float(p["r_fraction"]) * n))
     rows = []
     for t in range(sf.n_trials):
         for row in audit_scores(
@@ -198,14 +186,14 @@ def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any
             sf.membership[t],
             family=family,
             delta=delta,
-            confidence=float(params.get("confidence", 0.95)),
+            confidence=float(p["confidence"]),
             q=None if q is None else float(q),
-            tail=params.get("tail", "chernoff"),
-            guess=params.get("guess", "balanced"),
-            selections=tuple(selections),
+            tail=p["tail"],
+            guess=p["guess"],
+            selections=tuple(p["selections"]),
             r_fixed=None if r_fixed is None else int(r_fixed),
-            r_grid=params.get("r_grid"),
-            split_seed=int(params.get("split_seed", 0)),
+            r_grid=p["r_grid"],
+            split_seed=int(p["split_seed"]),
             claimed_epsilon=sf.claimed_epsilon,
         ):
             rows.append({"trial": t, **row})

@@ -19,6 +19,8 @@ computes the bound on the other rows; ``heldout_fraction`` and ``split_seed`` ar
 used (the row's ``heldout_source`` says ``file_rows``; the config schema fills them in).
 Files without the key keep the random split of ``heldout_fraction``.
 
+Parameters left out take the schema's defaults (:func:`dpaudit.defaults.fill_defaults`).
+
 The score file's ``meta`` may carry ``lidp_variant`` ("replace_one" or "add_remove"); it is
 copied to the output rows but does not change the computation. The paper's "DP + Wilson"
 baseline is this same method on a file with K = 1 (one canary per model) and ``order: 1``, so
@@ -31,21 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.defaults import estimator_defaults, fill_defaults
 from dpaudit.estimators import lidp
 from dpaudit.scores import ScoreFile, ScoreFileError
-
-#: Parameters the runner reads, with defaults.
-DEFAULTS: dict[str, Any] = {
-    "interval": "wilson",
-    "order": 2,
-    "confidence": 0.95,
-    "threshold": "heldout",
-    "heldout_fraction": 0.5,
-    "split_seed": 0,
-    "grid_size": lidp.GRID_SIZE,
-    "variant": "printed",
-    "below_order": "error",
-}
 
 #: What to do with a file whose K (or m) is smaller than ``order``: ``error`` (default), or
 #: ``skip`` (no row; the released code's NaN), for sweeps over K that include K = 1.
@@ -97,7 +87,7 @@ def _confidence(params: dict[str, Any]) -> float:
         if conf is not None and abs(float(conf) - (1 - beta)) > 1e-12:
             raise ValueError(f"give confidence or beta, not both inconsistently: {conf}, {beta}")
         return 1.0 - beta
-    return float(DEFAULTS["confidence"] if conf is None else conf)
+    return float(estimator_defaults("lidp")["confidence"] if conf is None else conf)
 
 
 def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,14 +95,15 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     held-out trials (App. E.1) or fixed."""
     if sf.meta["design"] != "lidp":
         raise ScoreFileError(f"{sf.source}: lidp applies to design 'lidp' only")
-    unknown = set(params) - set(DEFAULTS) - {"beta"}
+    known = sorted(estimator_defaults("lidp"))
+    unknown = set(params) - set(known) - {"beta"}
     if unknown:
         raise ValueError(
-            f"unknown lidp parameter(s) {sorted(unknown)}; allowed: {sorted(DEFAULTS) + ['beta']}"
+            f"unknown lidp parameter(s) {sorted(unknown)}; allowed: {known + ['beta']}"
         )
-    p = {**DEFAULTS, **params}
+    p = fill_defaults("lidp", params)  # the schema's defaults (order 1 for clopper_pearson)
     interval = p["interval"]
-    order = int(p["order"]) if "order" in params or interval != "clopper_pearson" else 1
+    order = int(p["order"])
     if p["below_order"] not in BELOW_ORDER:
         raise ValueError(f"below_order must be one of {BELOW_ORDER}, got {p['below_order']!r}")
     score_in, score_out = split_in_out(sf)

@@ -4,19 +4,20 @@ A ``multi_run`` score file has one row per trial (one training run or one simula
 one column, the target canary; ``membership`` says whether the target was in that run's
 training set (hypothesis D) or not (D', the zero-out record in its place).
 
-Parameters read from the estimator's config block (all optional):
+Parameters (the estimator's config block; a key left out takes the schema's default, filled by
+:func:`dpaudit.defaults.fill_defaults`, so a runner and the pipeline read the same values):
 
-``confidence``       joint confidence of the FPR and FNR bounds (default 0.95)
-``selections``       list of ``same_data`` / ``heldout`` (default both for ``multi_run_cp``,
-                     ``["same_data"]`` for ``gdp_fit``)
-``select_fraction``  share of the runs used to choose the threshold under ``heldout`` (0.5)
-``split_seed``       seed of the held-out split (0)
+``confidence``       joint confidence of the FPR and FNR bounds
+``selections``       list of ``same_data`` / ``heldout``
+``select_fraction``  share of the runs used to choose the threshold under ``heldout``
+``split_seed``       seed of the held-out split
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from dpaudit.defaults import fill_defaults
 from dpaudit.estimators import multi_run
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -32,15 +33,16 @@ def _columns(sf: ScoreFile) -> tuple[Any, Any]:
     return sf.score[:, 0], sf.membership[:, 0]
 
 
-def _common(params: dict[str, Any], default_sel: list[str]) -> dict[str, Any]:
-    selections = params.get("selections", default_sel)
+def _common(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    p = fill_defaults(method, params)
+    selections = p["selections"]
     if isinstance(selections, str):
         selections = [selections]
     return {
-        "confidence": float(params.get("confidence", 0.95)),
+        "confidence": float(p["confidence"]),
         "selections": list(selections),
-        "select_fraction": float(params.get("select_fraction", 0.5)),
-        "split_seed": int(params.get("split_seed", 0)),
+        "select_fraction": float(p["select_fraction"]),
+        "split_seed": int(p["split_seed"]),
     }
 
 
@@ -66,9 +68,9 @@ def _rows(func, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_multi_run_cp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Clopper-Pearson FPR/FNR bounds and Eq. 1 (Annamalai et al., Alg. 5), per selection."""
-    return _rows(multi_run.cp_audit, sf, _common(params, ["same_data", "heldout"]))
+    return _rows(multi_run.cp_audit, sf, _common("multi_run_cp", params))
 
 
 def run_gdp_fit(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """GDP-fit estimate of Nasr et al. 2023 (an estimate, never valid), per selection."""
-    return _rows(multi_run.gdp_fit, sf, _common(params, ["same_data"]))
+    return _rows(multi_run.gdp_fit, sf, _common("gdp_fit", params))

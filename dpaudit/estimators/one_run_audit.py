@@ -1,9 +1,13 @@
-"""Applies the one-run estimator (:mod:`.one_run`) to single-model score files."""
+"""Applies the one-run estimator (:mod:`.one_run`) to single-model score files.
+
+A parameter left out takes the schema's default (:func:`dpaudit.defaults.fill_defaults`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from dpaudit.defaults import fill_defaults
 from dpaudit.estimators import one_run
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -18,9 +22,10 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Steinke-Nasr-Jagielski one-run bound (Theorem 3.1), per trial, per selection rule."""
     if sf.meta["design"] != "one_run":
         raise ScoreFileError(f"{sf.source}: one_run applies to one-run designs only")
-    confidence = float(params.get("confidence", 0.95))
-    selections = params.get("selections", ["grid_max_uncorrected", "bonferroni"])
-    fixed = params.get("fixed")
+    params = fill_defaults("one_run", params)
+    confidence = float(params["confidence"])
+    selections = params["selections"]
+    fixed = params["fixed"]
     rows = []
     for t in range(sf.n_trials):
         results = one_run.audit_scores(
@@ -31,7 +36,7 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
             grid=_grid(params, sf.n_canaries),
             selections=selections,
             fixed=tuple(fixed) if fixed else None,
-            split_seed=int(params.get("split_seed", 0)),
+            split_seed=int(params["split_seed"]),
         )
         for res in results:
             rows.append({"trial": t, **res.as_row()})

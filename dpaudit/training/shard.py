@@ -55,6 +55,7 @@ import torch.nn.functional as F
 
 from dpaudit.canaries import gradient_space, input_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
+from dpaudit.defaults import SETTING_KEYS, fill_defaults
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.training.device import resolve_device
@@ -84,39 +85,14 @@ THREAT_MODELS = {
     "per_step_dot": GRADIENT_CANARIES,
 }
 
-#: Defaults of the ``train`` block read by :func:`run_shard` (see docs/training.md).
+#: Defaults of the ``train`` block read by :func:`run_shard`: the schema's (a train experiment's
+#: ``train`` block without the keys that choose settings), so a shard trained from a partial
+#: block is the one the pipeline trains.
 TRAIN_DEFAULTS: dict[str, Any] = {
-    "epochs": 1,
-    "steps": None,
-    "batch_size": 100,
-    "lr": 0.1,
-    "max_grad_norm": 1.0,
-    "delta": 1e-5,
-    "accountant": "rdp",
-    "noise_multiplier": None,
-    "sampler": "poisson",
-    "buffer_size": None,
-    "models_per_shard": 16,
-    "model_chunk": None,
-    "engine": "auto",
-    "checkpoint_every_s": 300.0,
-    "eval_examples": 1000,
-    "momentum": 0.0,
+    k: v for k, v in fill_defaults("train").items() if k not in SETTING_KEYS
 }
-#: Defaults of the ``canaries`` block.
-CANARY_DEFAULTS: dict[str, Any] = {
-    "type": "random_input",
-    "m": 1000,
-    "k": 16,
-    "pool_size": None,
-    "scale": 1.0,
-    "seed": 0,
-    "first_component": None,
-    "last_component": None,
-    "label": 5,
-    "neighbouring": "add_remove",
-    "adversary": "natural",
-}
+#: Defaults of the ``canaries`` block: the schema's.
+CANARY_DEFAULTS: dict[str, Any] = fill_defaults("canaries")
 ADVERSARIES = ("natural", "partially_informed")
 NEIGHBOURING = ("add_remove", "zero_out")
 
