@@ -3,10 +3,10 @@
 from dpaudit import scores
 from dpaudit.audit import run_estimator
 from dpaudit.io import write_csv
-from dpaudit.pipeline import script_logging
+from dpaudit.joblog import job_log
 from dpaudit.tables import concat_frames
 
-log = script_logging(snakemake.log[0])
+log = job_log(snakemake.log[0])
 tables = []
 for paths in snakemake.params.seed_files:  # one list per seed: the file, or its shards
     files = [scores.read(path) for path in paths]
