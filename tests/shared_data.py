@@ -35,7 +35,7 @@ def candidates() -> list[Path]:
         found.append(Path(common).parent.parent / "shared")
     except (OSError, subprocess.CalledProcessError):
         pass
-    return found
+    return list(dict.fromkeys(p.resolve() for p in found))  # a plain clone: both are the same
 
 
 def shared_dir() -> tuple[Path | None, list[Path]]:

@@ -55,3 +55,16 @@ def test_ci_requires_the_shared_data():
     text = (REPO / ".ci" / "run").read_text()
     assert re.search(r"^export .*DPAUDIT_REQUIRE_SHARED=1", text, re.M)
     assert text.index("DPAUDIT_REQUIRE_SHARED=1") < text.index("\npytest")
+
+
+
+def test_a_plain_clone_lists_its_candidate_once(tmp_path, monkeypatch):
+    """In a plain clone (not a worktree) both candidates are ``<clone>/../shared``."""
+    from tests import shared_data
+
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    monkeypatch.setattr(shared_data, "REPO", clone)
+    monkeypatch.delenv("DPAUDIT_SHARED_DIR", raising=False)
+    assert shared_data.candidates() == [(tmp_path / "shared").resolve()]
