@@ -37,7 +37,7 @@ rule all_results:
 
 rule report:
     """The Snakemake report of every result (snakemake --report all_results): rewritten when it
-    is missing, older than a result, or the config changed, even if nothing else has to run.
+    is missing, a result changed, or the config changed, even if nothing else has to run.
     """
     input:
         all_targets(),

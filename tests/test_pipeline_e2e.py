@@ -42,7 +42,8 @@ def snakemake(workdir: Path, *args: str, configfile: Path = TEST_CONFIG, check: 
         "2",
         *args,
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    # generous: a loaded 2-core machine runs the full tiny run in minutes, not seconds
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if check and done.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done
@@ -212,7 +213,11 @@ def test_nothing_else_to_do_still_writes_a_missing_or_stale_report(run_dir, tmp_
     assert job_counts(snakemake(work, "-n").stdout) == {"report": 1, "all": 1}
     snakemake(work)
     assert "audit.csv" in report.read_text(errors="ignore")
-    (work / "results/tiny/figures/eps_empirical_vs_claimed.png").touch()  # newer than the report
+    png = work / "results/tiny/figures/eps_empirical_vs_claimed.png"
+    png.touch()  # newer, same content: Snakemake (mtime, then checksum) keeps the report
+    assert job_counts(snakemake(work, "-n").stdout) == {}
+    with png.open("ab") as fh:  # a changed result: the report is out of date
+        fh.write(b"\0")
     assert job_counts(snakemake(work, "-n").stdout) == {"report": 1, "all": 1}
 
 
