@@ -1,5 +1,5 @@
 # dpaudit: empirical privacy auditing of DP machine learning.
-# Run everything: snakemake --cores all
+# Run everything: snakemake --cores all (its last job writes results/report.html)
 # Rules live in rules/*.smk; helpers and input functions in rules/common.smk.
 
 
@@ -19,10 +19,37 @@ include: "rules/figures.smk"
 
 
 onsuccess:
-    write_report(REPORT)
+    report_targeted_run()
 
 
 rule all:
     default_target: True
     input:
         all_targets(),
+        REPORT,
+
+
+rule all_results:
+    """Every result of the config, without the report (the report's own target)."""
+    input:
+        all_targets(),
+
+
+rule report:
+    """The Snakemake report of every result (snakemake --report all_results): rewritten when it
+    is missing, a result changed, or the config changed, even if nothing else has to run.
+    """
+    input:
+        all_targets(),
+    output:
+        REPORT,
+    log:
+        "logs/report.log",
+    localrule: True
+    conda:
+        "envs/dpaudit.yaml"
+    params:
+        targets=["all_results"],
+        config=canonical(config),
+    script:
+        "scripts/report.py"

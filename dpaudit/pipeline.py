@@ -6,10 +6,7 @@ Kept in the library (not in the .smk files) so they are unit-tested and usable e
 from __future__ import annotations
 
 import itertools
-import logging
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 NONPRIVATE = "nonprivate"
@@ -109,22 +106,6 @@ def applicable_estimators(config: dict[str, Any], experiment: str) -> list[str]:
         if designs & set(method.designs):
             keep.append(name)
     return keep
-
-
-def script_logging(log_path: str | Path | None) -> logging.Logger:
-    """Send the ``dpaudit`` loggers (and warnings) of a Snakemake script to its log file."""
-    handler: logging.Handler
-    if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_path, mode="w")
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    logging.captureWarnings(True)
-    return logging.getLogger("dpaudit")
 
 
 def canonical(value: Any) -> Any:

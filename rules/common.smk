@@ -1,11 +1,7 @@
 # Config validation, helpers and input functions shared by every rule file.
 
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-
-import yaml
 
 from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
 from dpaudit.pipeline import (
@@ -16,6 +12,7 @@ from dpaudit.pipeline import (
     simulate_settings,
     train_settings,
 )
+from dpaudit.report import FULL_REPORT, ReportError, make_report, targeted_report_path
 
 try:
     # the package's schema (dpaudit/schema.yaml), the one `dpaudit audit --config` uses
@@ -25,7 +22,7 @@ except ConfigError as err:
 
 
 EXPERIMENTS = config["experiments"]
-REPORT = "results/report.html"
+REPORT = FULL_REPORT
 SCORE_KINDS = ("train", "simulate")
 
 
@@ -247,34 +244,19 @@ def run_targets():
     return targets or ["all"]
 
 
-def write_report(path):
-    """After a successful run, write the Snakemake HTML report (the figures and tables marked
-    with report()) for exactly this run's config and targets."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
-        yaml.safe_dump(config, fh)
+def report_targeted_run():
+    """After a successful run of other targets than the full one, write their report to its
+    own file (never over the full report, which the ``report`` rule writes)."""
+    if any(job.rule.name == "report" for job in workflow.dag.jobs):
+        return  # the report job ran or was up to date, so results/report.html is current
     targets = run_targets()
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        *targets,  # first: --configfile and --quiet would swallow them
-        "--snakefile",
-        workflow.main_snakefile,
-        "--configfile",
-        fh.name,
-        "--report",
-        path,
-        "--nolock",
-        "--quiet",
-        "all",
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    Path(fh.name).unlink()
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-        print(
-            f"dpaudit: writing the report failed (targets {targets}):\n{tail}",
-            file=sys.stderr,
-        )
+    path = targeted_report_path(targets)
+    try:
+        make_report(path, targets, workflow.main_snakefile, config)
+    except ReportError as err:
+        print(f"dpaudit: {err}", file=sys.stderr)
     else:
-        print(f"dpaudit: report written to {path}")
+        print(
+            f"dpaudit: report of {targets} written to {path} "
+            f"(the full run's report is {REPORT})"
+        )

@@ -2,9 +2,9 @@
 
 from dpaudit.analyses import run
 from dpaudit.io import write_csv
-from dpaudit.pipeline import script_logging
+from dpaudit.joblog import job_log
 
-log = script_logging(snakemake.log[0])
+log = job_log(snakemake.log[0])
 spec = snakemake.params.run
 table = run(spec["analysis"], spec["params"])
 write_csv(snakemake.output.table, table)

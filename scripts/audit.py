@@ -2,10 +2,10 @@
 
 from dpaudit.audit import audit_seed_groups
 from dpaudit.io import write_csv
-from dpaudit.pipeline import script_logging
+from dpaudit.joblog import job_log
 from dpaudit.tables import with_row_count
 
-log = script_logging(snakemake.log[0])
+log = job_log(snakemake.log[0])
 # one list per seed: the file, or its shards; every seed gives at least one row
 table = audit_seed_groups(
     snakemake.params.seed_files, snakemake.wildcards.estimator, snakemake.params.estimator

@@ -1,10 +1,10 @@
 """Snakemake adapter: run one idealised mechanism and write its score file."""
 
 from dpaudit import scores
+from dpaudit.joblog import job_log
 from dpaudit.mechanisms.registry import simulate
-from dpaudit.pipeline import script_logging
 
-log = script_logging(snakemake.log[0])
+log = job_log(snakemake.log[0])
 run = snakemake.params.run
 log.info("mechanism %s with %s", run["mechanism"], run["params"])
 sf = simulate(

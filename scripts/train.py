@@ -4,10 +4,10 @@ import torch
 
 from dpaudit import scores
 from dpaudit.data.prepare import load_prepared
-from dpaudit.pipeline import script_logging
+from dpaudit.joblog import job_log
 from dpaudit.training.one_run import run_setting
 
-log = script_logging(snakemake.log[0])
+log = job_log(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 run = snakemake.params.run
 log.info(

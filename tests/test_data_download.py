@@ -1,8 +1,8 @@
 """Downloader (checksums, mirrors, retries, atomicity) and the raw-format loaders.
 
 Small files are written in the data sets' real formats (dpaudit.data.fixtures); torchvision parses
-the image files. The real Location-30 archive from the shared data folder must be present: its
-test fails (does not skip) when it is missing.
+the image files. The real Location-30 archive comes from the shared data folder (the
+``shared_data`` fixture of conftest.py): its tests skip on a fresh clone, fail in CI if missing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from dpaudit.data.download import (
     mirror_sources,
     try_order,
 )
-from tests.shared_data import shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
 LOCATION_SHA256 = "927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33"
@@ -465,13 +464,9 @@ def test_purchase_requires_a_sha256(tmp_path):
 
 
 
-def test_real_location30_archive():
-    """The real archive: pinned sha256, 5,010 x 446 binary features, 30 classes (no skip)."""
-    shared, tried = shared_dir()
-    assert shared is not None, (
-        "real Location-30 archive not found; looked for data/location/dataset_location.tgz "
-        f"under {[str(t) for t in tried]}"
-    )
+def test_real_location30_archive(shared_data):
+    """The real archive: pinned sha256, 5,010 x 446 binary features, 30 classes."""
+    shared = shared_data
     archive = shared / "data" / "location" / "dataset_location.tgz"
     assert file_digest(archive) == LOCATION_SHA256
     x, y = tabular.parse_table(archive, features=446, classes=30, rows=5010)
@@ -484,9 +479,8 @@ def test_real_location30_archive():
     assert counts.max() == 308 and counts.argmax() == 7
 
 
-def test_real_location30_through_the_mirror_path(tmp_path):
-    shared, tried = shared_dir()
-    assert shared is not None, f"real Location-30 archive not found under {tried}"
+def test_real_location30_through_the_mirror_path(tmp_path, shared_data):
+    shared = shared_data
     d = tabular.load_tabular("location", tmp_path, str(shared / "data"))  # subdir 'location'
     assert d["x"].shape == (5010, 446) and d["sources"][0]["sha256"] == LOCATION_SHA256
     placed = tmp_path / "location" / "dataset_location.tgz"

@@ -42,7 +42,8 @@ def snakemake(workdir: Path, *args: str, configfile: Path = TEST_CONFIG, check: 
         "2",
         *args,
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    # generous: a loaded 2-core machine runs the full tiny run in minutes, not seconds
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if check and done.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done
@@ -184,9 +185,53 @@ def test_deleting_a_score_file_reruns_only_its_job(run_dir):
     saved = victim.read_bytes()
     victim.unlink()
     counts = job_counts(snakemake(run_dir, "-n").stdout)
-    assert counts == {"train": 1, "audit": 1, "audit_table": 1, "figure_eps": 1, "all": 1}
+    assert counts == {
+        "train": 1, "audit": 1, "audit_table": 1, "figure_eps": 1, "report": 1, "all": 1
+    }
     snakemake(run_dir, "results/tiny/scores/eps4/seed0.npz")
     assert victim.read_bytes() == saved  # and it is reproduced bit for bit
+
+
+def test_a_deleted_intermediate_is_not_rebuilt_for_an_up_to_date_target(run_dir, tmp_path):
+    """What the README says: asking for a downstream file whose outputs are up to date does not
+    rebuild a deleted intermediate; asking for the file itself, or -R its rule, does."""
+    work = tmp_path / "w"
+    shutil.copytree(run_dir, work, symlinks=True)
+    (work / "results/tiny/audit/one_run/eps4.csv").unlink()
+    assert job_counts(snakemake(work, "-n", "results/tiny/audit.csv").stdout) == {}
+    asked = job_counts(snakemake(work, "-n", "results/tiny/audit/one_run/eps4.csv").stdout)
+    assert asked == {"audit": 1}
+    forced = job_counts(snakemake(work, "-n", "results/tiny/audit.csv", "-R", "audit").stdout)
+    assert forced["audit"] >= 1 and forced["audit_table"] == 1
+
+
+def test_nothing_else_to_do_still_writes_a_missing_or_stale_report(run_dir, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(run_dir, work, symlinks=True)
+    report = work / "results/report.html"
+    report.unlink()
+    assert job_counts(snakemake(work, "-n").stdout) == {"report": 1, "all": 1}
+    snakemake(work)
+    assert "audit.csv" in report.read_text(errors="ignore")
+    png = work / "results/tiny/figures/eps_empirical_vs_claimed.png"
+    png.touch()  # newer, same content: Snakemake (mtime, then checksum) keeps the report
+    assert job_counts(snakemake(work, "-n").stdout) == {}
+    with png.open("ab") as fh:  # a changed result: the report is out of date
+        fh.write(b"\0")
+    assert job_counts(snakemake(work, "-n").stdout) == {"report": 1, "all": 1}
+
+
+def test_a_failing_job_leaves_its_error_in_its_log(run_dir, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(run_dir, work, symlinks=True)
+    bad = work / "results/tiny/scores/eps4/seed0.npz"
+    bad.write_text("not a score file")
+    target = "results/tiny/audit/one_run/eps4.csv"
+    done = snakemake(work, target, "--forcerun", "audit", check=False)
+    assert done.returncode != 0
+    log = (work / "logs/tiny/audit/one_run/eps4.log").read_text()
+    assert "Traceback (most recent call last)" in log
+    assert re.search(r"^[\w.]+(Error|Exception)\b", log.split("Traceback", 1)[1], re.M), log
 
 
 def test_same_config_gives_identical_score_files(run_dir, tmp_path):
@@ -199,16 +244,15 @@ def test_same_config_gives_identical_score_files(run_dir, tmp_path):
     shutil.rmtree(other)
 
 
-def test_building_one_artifact_writes_the_report_for_it(run_dir, tmp_path):
-    """`snakemake <one file>` (as for one paper figure) reports on that target: the report's
-    subprocess gets the run's targets, not the default target (which may not be built)."""
-    import shutil
-
+def test_building_one_artifact_writes_its_own_report(run_dir, tmp_path):
+    """`snakemake <one file>` (as for one paper figure) writes that target's report to its own
+    file under results/reports/; the full run's results/report.html is left as it was."""
     work = tmp_path / "one"
     shutil.copytree(run_dir / "results", work / "results")
-    (work / "results" / "report.html").unlink()
+    full = (work / "results" / "report.html").read_bytes()
     target = "results/tiny/figures/eps_empirical_vs_claimed.pdf"
     done = snakemake(work, target, "--forcerun", "figure_eps")
-    assert "dpaudit: report written to results/report.html" in done.stdout + done.stderr
-    report = (work / "results/report.html").read_text(errors="ignore")
-    assert "eps_empirical_vs_claimed" in report
+    own = "results/reports/tiny__figures__eps_empirical_vs_claimed.pdf.html"
+    assert f"written to {own}" in done.stdout + done.stderr
+    assert "eps_empirical_vs_claimed" in (work / own).read_text(errors="ignore")
+    assert (work / "results" / "report.html").read_bytes() == full
