@@ -36,6 +36,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special, stats
 
+from dpaudit.accounting.gaussian import epsilon_of_profile, gdp_delta
+
 #: The null families, and the name of each one's parameter (larger = less private).
 FAMILIES: dict[str, str] = {
     "gdp": "mu",
@@ -545,15 +547,6 @@ def p_value(
 # --------------------------------------------------------------------------------------------
 
 
-def gdp_delta(epsilon: float, mu: float) -> float:
-    """delta(eps) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)."""
-    if mu <= 0:
-        return 0.0
-    a = special.log_ndtr(-epsilon / mu + mu / 2)
-    b = epsilon + special.log_ndtr(-epsilon / mu - mu / 2)
-    return float(np.exp(a) * -np.expm1(b - a)) if b < a else 0.0
-
-
 def sgm_delta(epsilon: float, mu: float, q: float) -> float:
     """delta(eps) of the pair P = N(0,1), Q = (1-q)N(0,1) + qN(mu,1): the larger of the two
     hockey-stick divergences, each in closed form."""
@@ -584,15 +577,11 @@ def to_epsilon(family: str, theta: float, delta: float, q: float | None = None) 
         return max(0.0, theta + 2 * math.log1p(-delta))
     if delta <= 0:
         return math.inf if theta > 0 else 0.0
-    prof = (
-        (lambda e: gdp_delta(e, theta)) if family == "gdp" else (lambda e: sgm_delta(e, theta, q))
-    )
-    if prof(0.0) <= delta:
+    if theta <= 0:  # identical distributions
         return 0.0
-    hi = 1.0
-    while prof(hi) > delta:
-        hi *= 2
-    return float(optimize.brentq(lambda e: prof(e) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12))
+    if family == "gdp":
+        return epsilon_of_profile(lambda e: gdp_delta(e, theta), delta)
+    return epsilon_of_profile(lambda e: sgm_delta(e, theta, q), delta)
 
 
 def from_epsilon(family: str, epsilon: float, delta: float, q: float | None = None) -> float:

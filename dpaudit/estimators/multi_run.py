@@ -33,11 +33,12 @@ tests/test_multi_run.py), so it is an estimate, never a valid bound.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
+
+from dpaudit.accounting.gaussian import gdp_epsilon, gdp_mu_from_rates
 
 SELECTIONS = ("same_data", "heldout")
 
@@ -371,38 +372,6 @@ def cp_audit(
 # --------------------------------------------------------------------------------------------
 
 
-def gdp_delta(mu: float, epsilon: float) -> float:
-    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).
-
-    (Dong, Roth, Su 2022, Corollary 2.13; the exact curve of the Gaussian mechanism with
-    sensitivity / noise = mu.) Computed in the log domain to stay accurate in the tails.
-    """
-    if mu <= 0:
-        return 0.0
-    la = special.log_ndtr(-epsilon / mu + mu / 2)
-    lb = epsilon + special.log_ndtr(-epsilon / mu - mu / 2)
-    if lb >= la:
-        return 0.0
-    return float(math.exp(la) * -math.expm1(lb - la))
-
-
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The smallest epsilon >= 0 with delta(epsilon) <= ``delta`` for mu-GDP (0 if mu <= 0)."""
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1) for a GDP epsilon, got {delta!r}")
-    if not mu > 0 or gdp_delta(mu, 0.0) <= delta:
-        return 0.0
-    hi = 1.0
-    while gdp_delta(mu, hi) > delta:
-        hi *= 2.0
-    return float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-12))
-
-
-def gdp_mu(fpr_upper: np.ndarray, fnr_upper: np.ndarray) -> np.ndarray:
-    """mu of the GDP trade-off curve through (alpha, beta): Phi^-1(1 - alpha) - Phi^-1(beta)."""
-    return stats.norm.isf(np.asarray(fpr_upper)) - stats.norm.ppf(np.asarray(fnr_upper))
-
-
 def gdp_fit(
     score: np.ndarray,
     membership: np.ndarray,
@@ -436,7 +405,7 @@ def gdp_fit(
             sw_sel.false_neg,
             sw_sel.n_members,
             level,
-            gdp_mu,
+            gdp_mu_from_rates,
         )
         tau = float(sw_sel.threshold[j_sel])
         s_ev, m_ev = score[ev], membership[ev]
@@ -452,9 +421,9 @@ def gdp_fit(
     else:
         raise ValueError(f"unknown selection {selection!r}; allowed: {list(SELECTIONS)}")
     j, mu_j, a, b = argmax_over_thresholds(
-        sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members, level, gdp_mu
+        sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members, level, gdp_mu_from_rates
     )
-    eps = gdp_epsilon(mu_j, delta) if mu_j > 0 else 0.0
+    eps = gdp_epsilon(delta, mu_j) if mu_j > 0 else 0.0
     return MultiRunResult(
         selection,
         eps,

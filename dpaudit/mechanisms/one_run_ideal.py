@@ -14,14 +14,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from dpaudit.accounting.gaussian import gaussian_epsilon as _gaussian_epsilon
+from dpaudit.accounting.gaussian import gdp_epsilon
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
-
-
-def gaussian_epsilon(mu: float, delta: float) -> float:
-    """The exact epsilon(delta) of mu-GDP (Balle and Wang 2018, Thm 8): see
-    :func:`dpaudit.accounting.gaussian.gaussian_epsilon` (argument order mu, delta here)."""
-    return float(_gaussian_epsilon(delta, mu))
 
 
 def _meta(experiment: str, setting: str, seed: int, eps: float, delta: float, **extra) -> dict:
@@ -51,7 +45,7 @@ def gaussian_score_file(
         experiment,
         setting or f"sigma{sigma:g}",
         seed,
-        gaussian_epsilon(mu, delta),
+        gdp_epsilon(delta, mu),
         delta,
         mechanism="gaussian",
         mu=mu,
