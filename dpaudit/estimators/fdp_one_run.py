@@ -22,7 +22,7 @@ family (mu-GDP, Laplace, f_{eps,delta}, subsampled Gaussian). The paper's reduct
 
 Soundness caveats (note 004 section 7, docs/estimators/fdp_one_run.md): Theorem 1 fails for
 the f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
-:func:`pathological_rejection_rate`), and the independence of the V_k in Theorem 3 is not
+:mod:`dpaudit.mechanisms.fdp_pathological`), and the independence of the V_k in Theorem 3 is not
 proved (the Chernoff slack absorbs it in our simulations). The method is implemented as
 printed; nothing here silently "fixes" it.
 """
@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -771,63 +772,21 @@ def released_guesses(
 
 
 # --------------------------------------------------------------------------------------------
-# Note 004 section 7.1: the counterexample to Theorem 1 for f_{eps,delta}, delta > 0
+# The test's rejections of a true f_{eps,delta} null (the Theorem 1 counterexample mechanism is
+# dpaudit.mechanisms.fdp_pathological.Pathological)
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Pathological:
-    """Steinke et al.'s pathological (eps, delta)-DP algorithm, constant corrected (note 004
-    7.1): r guesses on a random set U; with probability beta (X = 1) each is right with
-    probability e^eps/(1+e^eps) + gamma, else e^eps/(1+e^eps); gamma = n delta /
-    (r beta (1 + e^eps))."""
+class WrongCountLaw(Protocol):
+    """An (eps, delta)-DP mechanism's n bits, r released guesses and the law of the number of
+    wrong guesses (pmf over 0..r)."""
 
     n: int
     r: int
     epsilon: float
     delta: float
-    beta: float
 
-    @property
-    def gamma(self) -> float:
-        return self.n * self.delta / (self.r * self.beta * (1 + math.exp(self.epsilon)))
-
-    @property
-    def accuracy(self) -> tuple[float, float]:
-        base = float(special.expit(self.epsilon))
-        acc1 = base + self.gamma
-        if acc1 > 1 + 1e-12:
-            raise ValueError(
-                f"beta={self.beta} too small: needs beta >= n delta / r = "
-                f"{self.n * self.delta / self.r}"
-            )
-        return base, min(1.0, acc1)
-
-    def hockey_stick(self) -> float:
-        """The exact per-bit hockey-stick divergence H_{e^eps}(M(b_i=1) || M(b_i=0)) given
-        the other bits: (r/n) sum_k C(r-1,k) [sum_X P(X) a_X^k (1-a_X)^{r-1-k} (a_X - e^eps
-        (1-a_X))]_+ over the k other correct guesses (guess_i = 1; guess_i = 0 contributes
-        nothing). Equal to delta: the algorithm is (eps, delta)-DP per bit (Eq. 8)."""
-        a0, a1 = self.accuracy
-        k = np.arange(self.r)
-        e = math.exp(self.epsilon)
-        terms = np.zeros(self.r)
-        for px, a in ((1 - self.beta, a0), (self.beta, a1)):
-            terms = terms + px * stats.binom.pmf(k, self.r - 1, a) * (a - e * (1 - a))
-        return float(self.r / self.n * np.sum(np.maximum(terms, 0.0)))
-
-    def sample_wrong(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """Number of wrong released guesses in ``size`` independent runs."""
-        a0, a1 = self.accuracy
-        x = rng.random(size) < self.beta
-        return rng.binomial(self.r, np.where(x, 1 - a1, 1 - a0))
-
-    def wrong_pmf(self) -> np.ndarray:
-        a0, a1 = self.accuracy
-        u = np.arange(self.r + 1)
-        return (1 - self.beta) * stats.binom.pmf(u, self.r, 1 - a0) + self.beta * stats.binom.pmf(
-            u, self.r, 1 - a1
-        )
+    def wrong_pmf(self) -> np.ndarray: ...
 
 
 def rejection_table(
@@ -847,9 +806,11 @@ def rejection_table(
 
 
 def pathological_rejection_rate(
-    mech: Pathological, confidence: float = 0.95, tail: str = "chernoff"
+    mech: WrongCountLaw, confidence: float = 0.95, tail: str = "chernoff"
 ) -> float:
     """Exact probability that the paper's test (family approx_dp at the mechanism's own
-    (eps, delta)) rejects the TRUE null on the pathological mechanism."""
+    (eps, delta)) rejects the TRUE null, for a mechanism whose number of wrong released guesses
+    has the law ``mech.wrong_pmf()`` (e.g. the pathological mechanism of
+    :mod:`dpaudit.mechanisms.fdp_pathological`)."""
     rej = rejection_table(mech.n, mech.r, mech.epsilon, mech.delta, confidence, tail)
     return float(np.sum(mech.wrong_pmf()[rej]))
