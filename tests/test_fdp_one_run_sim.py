@@ -64,3 +64,23 @@ def test_rr_delta_curve_steinke_collapses():
     assert c2.one_run_epsilon == 0.0
     assert c2.fdp_epsilon > 2.5
     assert c1.one_run_epsilon > 2.5
+
+
+def test_one_gaussian_per_bit_game():
+    """Both one-run papers' Gaussian settings are the same game (one implementation):
+    the tight one-run simulation and the one-run score file draw through gaussian_game."""
+    from dpaudit.mechanisms import fdp_one_run_sim, one_run_ideal
+
+    score, bits = fdp_one_run_sim.gaussian(500, 1.5, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    again = one_run_ideal.gaussian_game(fdp_one_run_sim._bits(500, rng), 0.0, 1.5, 1.0, rng)
+    np.testing.assert_array_equal(score, again)
+    sf = one_run_ideal.gaussian_score_file(400, 2.0, 1e-5, seed=5)
+    rng = np.random.default_rng(5)
+    s = rng.integers(0, 2, size=400)
+    np.testing.assert_array_equal(sf.score[0], one_run_ideal.gaussian_game(s, -1.0, 1.0, 2.0, rng))
+    # the game's law: mean high / low by bit, standard deviation sigma
+    b = np.arange(200_000) % 2
+    z = one_run_ideal.gaussian_game(b, -1.0, 1.0, 2.0, np.random.default_rng(0))
+    assert abs(z[b == 1].mean() - 1.0) < 0.03 and abs(z[b == 0].mean() + 1.0) < 0.03
+    assert abs(z[b == 1].std() - 2.0) < 0.03

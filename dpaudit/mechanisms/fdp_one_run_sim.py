@@ -19,6 +19,7 @@ import numpy as np
 
 from dpaudit.estimators import fdp_one_run as fdp
 from dpaudit.estimators import one_run
+from dpaudit.mechanisms.one_run_ideal import gaussian_game
 
 
 def _bits(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -28,7 +29,7 @@ def _bits(n: int, rng: np.random.Generator) -> np.ndarray:
 def gaussian(n: int, mu: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(score, membership) of the Gaussian mechanism M(b) = mu b + N(0, I)."""
     b = _bits(n, rng)
-    return mu * b + rng.standard_normal(n), b
+    return gaussian_game(b, 0.0, mu, 1.0, rng), b
 
 
 def laplace(n: int, mu: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +44,7 @@ def subsampled_gaussian(
     """(score, membership) of Eq. (29): mu Sub_q(b) + N(0, I)."""
     b = _bits(n, rng)
     kept = b * (rng.random(n) < q)
-    return mu * kept + rng.standard_normal(n), b
+    return gaussian_game(kept, 0.0, mu, 1.0, rng), b
 
 
 def randomized_response(
