@@ -416,3 +416,18 @@ def test_cli_multi_run_bound(capsys):
         == 2
     )
     assert "confidence" in capsys.readouterr().err
+
+
+def test_threshold_choice_uses_the_shared_strategies():
+    from dpaudit.estimators import selection_rules as rules
+
+    assert isinstance(mr.threshold_rule("same_data", 0.5, 0), rules.Uncorrected)
+    assert mr.threshold_rule("heldout", 0.3, 4) == rules.Split(4, 0.3)
+    with pytest.raises(ValueError, match="unknown selection 'best'"):
+        mr.threshold_rule("best", 0.5, 0)
+    rng = np.random.default_rng(2)
+    s, m = _gauss(rng, 1.0, 2000)
+    # the validity of each row is the strategy's (gdp_fit is an estimate: never valid)
+    assert mr.cp_audit(s, m, DELTA, selection="same_data").valid is False
+    assert mr.cp_audit(s, m, DELTA, selection="heldout").valid is True
+    assert mr.gdp_fit(s, m, DELTA, selection="heldout").valid is False

@@ -98,8 +98,10 @@ class HeldOut:
     choosing part, and how a candidate chosen there carries over to the evaluation part."""
 
     grid: Sequence[Any]
-    bound_at: BoundAt
+    bound_at: BoundAt | None
     transfer: Callable[[Any], Any]
+    #: optional faster search over ``grid`` (see :func:`select`'s ``maximise``)
+    maximise: Maximiser | None = None
 
 
 @dataclass
@@ -159,7 +161,10 @@ def select(
     if isinstance(rule, Split):
         if held_out is None:
             raise ValueError("the Split strategy needs the held-out part (held_out=)")
-        chosen, _ = best_of(held_out.grid, confidence, held_out.bound_at, key)
+        if held_out.maximise is not None:
+            chosen, _ = held_out.maximise(held_out.grid, confidence)
+        else:
+            chosen, _ = best_of(held_out.grid, confidence, held_out.bound_at, key)
         cand = held_out.transfer(chosen)
         return Selected(cand, bound_at(cand, confidence), confidence, 1, True)
     raise TypeError(f"not a selection strategy: {rule!r}")
