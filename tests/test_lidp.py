@@ -505,3 +505,23 @@ def test_cli_lidp_bound(tmp_path, capsys):
     assert out["tuned_epsilon"] is None
     assert cli.main(["lidp-bound", str(path), "--order", "4", "--confidence", "1.5"]) == 2
     assert "confidence must lie in (0, 1)" in capsys.readouterr().err
+
+
+def test_threshold_modes_are_the_shared_strategies():
+    """Fixed / heldout / in_sample map to Explicit / Split / Uncorrected (selection_rules), and
+    each row's validity is the strategy's."""
+    from dpaudit.estimators import selection_rules as rules
+
+    assert lidp.threshold_rule(0.5, 0.5, 0) == rules.Explicit(0.5)
+    assert lidp.threshold_rule("heldout", 0.3, 2) == rules.Split(2, 0.3)
+    assert isinstance(lidp.threshold_rule("in_sample", 0.5, 0), rules.Uncorrected)
+    with pytest.raises(XBernInputError, match="finite"):
+        lidp.threshold_rule(float("inf"), 0.5, 0)
+    rng = np.random.default_rng(0)
+    si, so = rng.normal(1, 1, (200, 4)), rng.normal(0, 1, (200, 4))
+    held = lidp.audit_scores(si, so, 1e-5, threshold="heldout")
+    ins = lidp.audit_scores(si, so, 1e-5, threshold="in_sample")
+    fix = lidp.audit_scores(si, so, 1e-5, threshold=0.5)
+    assert (held.valid, ins.valid, fix.valid) == (True, False, True)
+    assert (held.n_tune, ins.n_tune, fix.n_tune) == (100, 200, 0)
+    assert ins.epsilon == pytest.approx(ins.tuned_epsilon)
