@@ -62,19 +62,21 @@ def gdp_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray:
     return float(out) if out.ndim == 0 else out
 
 
-def epsilon_of_profile(profile: Callable[[float], float], delta: float) -> float:
+def epsilon_of_profile(
+    profile: Callable[[float], float], delta: float, xtol: float = EPSILON_XTOL
+) -> float:
     """The smallest epsilon >= 0 with profile(epsilon) <= ``delta``, for a nonincreasing
     privacy profile delta(epsilon) (0 when epsilon = 0 already holds).
 
     The upper end of the bracket doubles from 1 until it holds, then Brent's method
-    (absolute tolerance :data:`EPSILON_XTOL`).
+    (absolute tolerance ``xtol``).
     """
     if profile(0.0) <= delta:
         return 0.0
     hi = 1.0
     while profile(hi) > delta:
         hi *= 2.0
-    return float(optimize.brentq(lambda e: profile(e) - delta, 0.0, hi, xtol=EPSILON_XTOL))
+    return float(optimize.brentq(lambda e: profile(e) - delta, 0.0, hi, xtol=xtol))
 
 
 def gdp_epsilon(delta: float, mu: float) -> float:
