@@ -525,3 +525,16 @@ def test_threshold_modes_are_the_shared_strategies():
     assert (held.valid, ins.valid, fix.valid) == (True, False, True)
     assert (held.n_tune, ins.n_tune, fix.n_tune) == (100, 200, 0)
     assert ins.epsilon == pytest.approx(ins.tuned_epsilon)
+
+
+def test_one_unit_interval_check_for_beta_and_confidence():
+    assert xbern.check_open_unit(0.25, "x") == 0.25
+    with pytest.raises(XBernInputError, match="failure probability beta must lie in"):
+        xbern.check_beta(1.0)
+    with pytest.raises(XBernInputError, match="confidence must be a number, got 'a'"):
+        lidp.check_confidence("a")
+    # the Bernstein bounds on either side come from one root finder, in [0, 1]
+    lo = xbern._bernstein_lower(np.array([0.0, 0.3, 1.0]), xbern._var_bernoulli, 50, 3.0)
+    hi = xbern._bernstein_upper(np.array([0.0, 0.3, 1.0]), xbern._var_bernoulli, 50, 3.0)
+    assert np.all((0 <= lo) & (lo <= [0.0, 0.3, 1.0]) & ([0.0, 0.3, 1.0] <= hi) & (hi <= 1))
+    assert xbern._bernstein_lower(0.0, xbern._var_bernoulli, 50, 3.0) == 0.0

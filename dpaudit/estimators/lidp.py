@@ -42,13 +42,8 @@ GRID_INDEX_BLOCK = 2**16
 
 
 def check_confidence(confidence: float) -> float:
-    try:
-        c = float(confidence)
-    except (TypeError, ValueError):
-        raise XBernInputError(f"confidence must be a number, got {confidence!r}") from None
-    if not 0.0 < c < 1.0:
-        raise XBernInputError(f"confidence must lie in (0, 1), got {confidence!r}")
-    return c
+    """``confidence`` as a float in (0, 1), or a clear error."""
+    return xbern.check_open_unit(confidence, "confidence")
 
 
 def check_delta(delta: float) -> float:
