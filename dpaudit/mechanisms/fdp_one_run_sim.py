@@ -82,6 +82,16 @@ class Comparison:
     accuracy: float
 
 
+def both_bounds(
+    n: int, r: int, wrong: int, family: str, delta: float, confidence: float, q: float | None
+) -> Comparison:
+    """Their bound (family null) and the one-run bound (Theorem 3.1 of Steinke et al., m = n,
+    r - wrong correct) for ``wrong`` errors among r released guesses."""
+    b = fdp.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q)
+    e1 = one_run.epsilon_lower_bound(n, r, r - wrong, delta, confidence)
+    return Comparison(n, r, wrong, b.epsilon, e1, 1 - wrong / r)
+
+
 def compare_at_r(
     score: np.ndarray,
     membership: np.ndarray,
@@ -96,9 +106,7 @@ def compare_at_r(
     for the same r released guesses."""
     n = len(score)
     kp, km, wrong = fdp.released_guesses(score, membership, r, guess)
-    b = fdp.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q)
-    e1 = one_run.epsilon_lower_bound(n, r, r - wrong, delta, confidence)
-    return Comparison(n, r, wrong, b.epsilon, e1, 1 - wrong / r)
+    return both_bounds(n, r, wrong, family, delta, confidence, q)
 
 
 def r_sweep(
@@ -194,9 +202,7 @@ def idealised_point(
     bound sees the same r guesses with r - wrong correct (m = n)."""
     d = delta if family == "approx_dp" else None
     wrong = int(round(expected_wrong(family, theta, n, r, d, q)))
-    b = fdp.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q)
-    e1 = one_run.epsilon_lower_bound(n, r, r - wrong, delta, confidence)
-    return Comparison(n, r, wrong, b.epsilon, e1, 1 - wrong / r)
+    return both_bounds(n, r, wrong, family, delta, confidence, q)
 
 
 def idealised_r_curve(
