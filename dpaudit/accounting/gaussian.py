@@ -30,8 +30,10 @@ from collections.abc import Callable
 import numpy as np
 from scipy import optimize, special, stats
 
-#: Absolute tolerance of the root finds in epsilon (:func:`epsilon_of_profile`).
+#: Absolute and relative tolerances of the root finds in epsilon (:func:`epsilon_of_profile`);
+#: the relative one is scipy's default for brentq.
 EPSILON_XTOL = 1e-12
+EPSILON_RTOL = 4 * float(np.finfo(float).eps)
 
 
 def _check_mu(mu: float) -> None:
@@ -63,20 +65,23 @@ def gdp_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray:
 
 
 def epsilon_of_profile(
-    profile: Callable[[float], float], delta: float, xtol: float = EPSILON_XTOL
+    profile: Callable[[float], float],
+    delta: float,
+    xtol: float = EPSILON_XTOL,
+    rtol: float = EPSILON_RTOL,
 ) -> float:
     """The smallest epsilon >= 0 with profile(epsilon) <= ``delta``, for a nonincreasing
     privacy profile delta(epsilon) (0 when epsilon = 0 already holds).
 
     The upper end of the bracket doubles from 1 until it holds, then Brent's method
-    (absolute tolerance ``xtol``).
+    (absolute and relative tolerances ``xtol``, ``rtol``).
     """
     if profile(0.0) <= delta:
         return 0.0
     hi = 1.0
     while profile(hi) > delta:
         hi *= 2.0
-    return float(optimize.brentq(lambda e: profile(e) - delta, 0.0, hi, xtol=xtol))
+    return float(optimize.brentq(lambda e: profile(e) - delta, 0.0, hi, xtol=xtol, rtol=rtol))
 
 
 def gdp_epsilon(delta: float, mu: float) -> float:

@@ -66,6 +66,8 @@ NEWTON_TOL = 1e-11
 PARAM_MAX = 200.0
 #: Absolute tolerance of the parameter search.
 PARAM_TOL = 1e-7
+#: Relative tolerance of Algorithm 2's root find in epsilon.
+ALGORITHM2_RTOL = 1e-12
 
 
 def canonical_family(family: str) -> str:
@@ -581,8 +583,8 @@ def to_epsilon(family: str, theta: float, delta: float, q: float | None = None) 
     if theta <= 0:  # identical distributions
         return 0.0
     if family == "gdp":
-        return epsilon_of_profile(lambda e: gdp_delta(e, theta), delta)
-    return epsilon_of_profile(lambda e: sgm_delta(e, theta, q), delta)
+        return epsilon_of_profile(lambda e: gdp_delta(e, theta), delta, rtol=ALGORITHM2_RTOL)
+    return epsilon_of_profile(lambda e: sgm_delta(e, theta, q), delta, rtol=ALGORITHM2_RTOL)
 
 
 def from_epsilon(family: str, epsilon: float, delta: float, q: float | None = None) -> float:
