@@ -236,7 +236,7 @@ def test_gdp_curve_known_values_and_argument_order():
     # swapping the arguments gives a different number: the order is fixed
     assert gaussian.gdp_delta(1.0, 3.0) != pytest.approx(gaussian.gdp_delta(3.0, 1.0))
     assert gaussian.gdp_epsilon(1e-5, 1.0) == pytest.approx(4.3772, abs=5e-5)
-    # trade-off G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) (Definition 2.2)
+    # trade-off G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu)
     assert gaussian.gdp_tradeoff(0.5, 1.0) == pytest.approx(norm.cdf(-1.0), rel=1e-14)
     alpha = np.array([0.01, 0.1, 0.3])
     beta = gaussian.gdp_tradeoff(alpha, 1.7)

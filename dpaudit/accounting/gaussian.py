@@ -5,8 +5,9 @@ accountant imports it from here. Argument order everywhere: the curve's argument
 last (``gdp_delta(epsilon, mu)``, ``gdp_epsilon(delta, mu)``, ``gdp_tradeoff(alpha, mu)``).
 
 * Trade-off function (Dong, Roth, Su 2022, "Gaussian Differential Privacy", JRSS-B,
-  arXiv:1905.02383, Definition 2.2 / Eq. 2.2): G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu), the
-  type II error of the optimal test of N(0, 1) against N(mu, 1) at type I error alpha.
+  arXiv:1905.02383, the definition of mu-GDP: G_mu = T(N(0, 1), N(mu, 1))):
+  G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu), the type II error of the optimal test of N(0, 1)
+  against N(mu, 1) at type I error alpha.
 * Privacy profile (same paper, Corollary 2.13; Balle and Wang, ICML 2018, "Improving the
   Gaussian Mechanism for Differential Privacy", Theorem 8): a mechanism is mu-GDP if and only if
   it is (epsilon, delta(epsilon))-DP for every epsilon >= 0 with
@@ -109,8 +110,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 
 def gdp_tradeoff(alpha: float | np.ndarray, mu: float) -> float | np.ndarray:
-    """The trade-off function G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) (Dong, Roth, Su
-    2022, Definition 2.2): the smallest type II error at type I error ``alpha``."""
+    """The trade-off function G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) of mu-GDP (Dong, Roth,
+    Su 2022, arXiv:1905.02383): the smallest type II error at type I error ``alpha``."""
     _check_mu(mu)
     out = special.ndtr(special.ndtri(1.0 - np.asarray(alpha, dtype=float)) - mu)
     return float(out) if np.ndim(out) == 0 else out
@@ -118,7 +119,7 @@ def gdp_tradeoff(alpha: float | np.ndarray, mu: float) -> float | np.ndarray:
 
 def gdp_mu_from_rates(alpha: np.ndarray | float, beta: np.ndarray | float) -> np.ndarray:
     """The mu of the GDP trade-off curve through (alpha, beta), i.e. G_mu(alpha) = beta:
-    Phi^-1(1 - alpha) - Phi^-1(beta) (Definition 2.2 solved for mu; used by the GDP fit of
+    Phi^-1(1 - alpha) - Phi^-1(beta) (G_mu(alpha) = beta solved for mu; used by the GDP fit of
     Nasr et al. 2023). Vectorised; may be <= 0 for points above the diagonal."""
     return stats.norm.isf(np.asarray(alpha)) - stats.norm.ppf(np.asarray(beta))
 

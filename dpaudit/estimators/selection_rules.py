@@ -10,8 +10,8 @@ The strategies, in the manner of the threshold strategies of jax_privacy's audit
 * :class:`Bonferroni`: every candidate of a grid is tested at level ``(1 - confidence) / |grid|``
   and the best bound is reported; valid by the union bound.
 * :class:`Uncorrected`: the best bound over a grid, each at the nominal level, on the same data
-  (the practice of Steinke, Nasr, Jagielski 2023, Section 7, and of Annamalai et al., Appendix B,
-  Algorithm 5); NOT a valid bound at the stated confidence.
+  (the practice of Steinke, Nasr, Jagielski 2023, arXiv:2305.08846, and of Annamalai et al.
+  2024, Appendix B, Algorithm 5); NOT a valid bound at the stated confidence.
 * :class:`Split`: the candidate is chosen on one part of the data (uncorrected maximum there)
   and the bound is computed on the other part only; valid.
 

@@ -1,7 +1,7 @@
 """The counterexample to Theorem 1 of Xiang et al. (2025) for f_{eps,delta}, delta > 0.
 
-Steinke, Nasr and Jagielski's (2023, Section 6) pathological (eps, delta)-DP algorithm with its
-constant corrected: it is exactly (eps, delta)-DP per bit, yet the tight one-run test of Xiang
+Steinke, Nasr and Jagielski's (2023, arXiv:2305.08846, Algorithm 2, "Pathological Algorithm")
+(eps, delta)-DP algorithm with its constant corrected: it is exactly (eps, delta)-DP per bit, yet the tight one-run test of Xiang
 et al., run with the TRUE null f_{eps,delta}, rejects it more often than its level (see
 :func:`dpaudit.estimators.fdp_one_run.pathological_rejection_rate` and
 ``benchmarks/fdp_theorem1_counterexample.py``). Used only by that benchmark and the tests.
@@ -18,8 +18,8 @@ from scipy import special, stats
 
 @dataclass
 class Pathological:
-    """Steinke et al.'s pathological (eps, delta)-DP algorithm, constant corrected (note 004
-    7.1): r guesses on a random set U; with probability beta (X = 1) each is right with
+    """Steinke et al.'s pathological (eps, delta)-DP algorithm (their Algorithm 2), constant
+    corrected: r guesses on a random set U; with probability beta (X = 1) each is right with
     probability e^eps/(1+e^eps) + gamma, else e^eps/(1+e^eps); gamma = n delta /
     (r beta (1 + e^eps))."""
 
