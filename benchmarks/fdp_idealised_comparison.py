@@ -9,8 +9,8 @@ method's own maximum over the grid 1, 2, 5 x 10^k <= n (uncorrected, a figure no
 
 from __future__ import annotations
 
+from dpaudit.analyses import tight_one_run_comparison as cmp
 from dpaudit.estimators import fdp_one_run as F
-from dpaudit.mechanisms import fdp_one_run_sim as S
 
 
 def grid(n: int) -> list[int]:
@@ -24,9 +24,9 @@ def n_table(title, family, thetas, ns, delta, q=None, label="mu", truth=None):
     for th in thetas:
         true_eps = truth(th) if truth else F.to_epsilon(family, th, delta, q)
         for n in ns:
-            c = S.idealised_point(family, th, n, max(1, n // 5), delta, q=q)
-            sweep = S.idealised_r_curve(family, th, n, grid(n), delta, q=q)
-            bo, bs = S.best_r(sweep)
+            c = cmp.idealised_point(family, th, n, max(1, n // 5), delta, q=q)
+            sweep = cmp.idealised_r_curve(family, th, n, grid(n), delta, q=q)
+            bo, bs = cmp.best_r(sweep)
             print(f"| {th} ({true_eps:.3f}) | {n} | {c.wrong}/{c.r} | {c.fdp_epsilon:.2f} "
                   f"| {c.one_run_epsilon:.2f} | {bo.fdp_epsilon:.2f} (r={bo.r}) "
                   f"| {bs.one_run_epsilon:.2f} (r={bs.r}) |")
@@ -45,13 +45,13 @@ def main() -> None:
     print("| mu | n | wrong | accuracy | ours | one-run |")
     print("|---|---|---|---|---|---|")
     for mu in (0.8, 1.0):
-        for c in S.idealised_n_curve("gdp", mu, [1000, 10_000, 100_000, 1_000_000], r=1000):
+        for c in cmp.idealised_n_curve("gdp", mu, [1000, 10_000, 100_000, 1_000_000], r=1000):
             print(f"| {mu} | {c.n} | {c.wrong} | {c.accuracy:.3f} | {c.fdp_epsilon:.2f} "
                   f"| {c.one_run_epsilon:.2f} |")
     print("\n### Varying r at n = 1e5, 0.8-GDP (Fig. 12), delta = 1e-5, true eps 3.387\n")
     print("| r | wrong | accuracy | ours | one-run |")
     print("|---|---|---|---|---|")
-    for c in S.idealised_r_curve("gdp", 0.8, 100_000,
+    for c in cmp.idealised_r_curve("gdp", 0.8, 100_000,
                                  [100, 300, 1000, 3000, 10_000, 30_000, 50_000, 100_000]):
         print(f"| {c.r} | {c.wrong} | {c.accuracy:.3f} | {c.fdp_epsilon:.2f} "
               f"| {c.one_run_epsilon:.2f} |")

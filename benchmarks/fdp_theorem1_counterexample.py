@@ -2,7 +2,7 @@
 mechanism: the counterexample to their Theorem 1 for f_{eps,delta}, delta > 0 (our finding).
 
 The mechanism is Steinke et al.'s pathological algorithm with its constant corrected
-(:class:`dpaudit.estimators.fdp_one_run.Pathological`): it is exactly (eps, delta)-DP per bit
+(:class:`dpaudit.mechanisms.fdp_pathological.Pathological`): it is exactly (eps, delta)-DP per bit
 (hockey-stick divergence = delta, printed below), yet the paper's test, run with the TRUE null
 f_{eps,delta}, rejects it more often than its level 1 - confidence = 0.05.
 
@@ -26,6 +26,7 @@ import numpy as np
 from dpaudit.estimators import fdp_one_run as F
 from dpaudit.estimators import one_run
 from dpaudit.estimators.fdp_one_run_audit import audit_scores
+from dpaudit.mechanisms.fdp_pathological import Pathological
 
 SETTINGS = [
     # (n, r, eps, delta, beta)
@@ -38,7 +39,7 @@ SETTINGS = [
 ]
 
 
-def scores_of(mech: F.Pathological, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def scores_of(mech: Pathological, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """One run of the pathological mechanism as a score vector: +-1 on U (the guess), 0
     elsewhere; the confidence |score - median| releases exactly U when r < n/2."""
     n, r = mech.n, mech.r
@@ -53,7 +54,7 @@ def scores_of(mech: F.Pathological, rng: np.random.Generator) -> tuple[np.ndarra
     return score, b
 
 
-def steinke_rate(mech: F.Pathological, confidence: float = 0.95) -> float:
+def steinke_rate(mech: Pathological, confidence: float = 0.95) -> float:
     pmf = mech.wrong_pmf()
     rate = 0.0
     for u in range(mech.r + 1):
@@ -77,7 +78,7 @@ def main() -> None:
     )
     print("|" + "---|" * 12)
     for n, r, eps, delta, beta in SETTINGS:
-        mech = F.Pathological(n, r, eps, delta, beta)
+        mech = Pathological(n, r, eps, delta, beta)
         rej = F.rejection_table(n, r, eps, delta)
         exact_c = F.pathological_rejection_rate(mech)
         exact_p = F.pathological_rejection_rate(mech, tail="exact")

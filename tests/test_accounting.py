@@ -223,3 +223,48 @@ def test_gdp_poisson_mu_formula():
     """Opacus' Poisson CLT mu = q sqrt(T (e^{1/sigma^2} - 1))."""
     mu = dpsgd.dpsgd_gdp_mu(1.0, 0.01, 10_000)
     assert mu == pytest.approx(0.01 * np.sqrt(10_000 * (np.e - 1)))
+
+
+# --- one GDP curve (Dong, Roth, Su 2022), argument order: the curve's argument, then mu ------
+def test_gdp_curve_known_values_and_argument_order():
+    """delta(eps = 0) of 1-GDP is the total variation 2 Phi(mu/2) - 1 (Corollary 2.13 at
+    eps = 0); the argument order is (epsilon, mu) / (delta, mu) / (alpha, mu)."""
+    from scipy.stats import norm
+
+    assert gaussian.gdp_delta(0.0, 1.0) == pytest.approx(2 * norm.cdf(0.5) - 1, rel=1e-14)
+    assert gaussian.gdp_delta(0.0, 2.0) == pytest.approx(2 * norm.cdf(1.0) - 1, rel=1e-14)
+    # swapping the arguments gives a different number: the order is fixed
+    assert gaussian.gdp_delta(1.0, 3.0) != pytest.approx(gaussian.gdp_delta(3.0, 1.0))
+    assert gaussian.gdp_epsilon(1e-5, 1.0) == pytest.approx(4.3772, abs=5e-5)
+    # trade-off G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu)
+    assert gaussian.gdp_tradeoff(0.5, 1.0) == pytest.approx(norm.cdf(-1.0), rel=1e-14)
+    alpha = np.array([0.01, 0.1, 0.3])
+    beta = gaussian.gdp_tradeoff(alpha, 1.7)
+    np.testing.assert_allclose(gaussian.gdp_mu_from_rates(alpha, beta), 1.7, rtol=1e-12)
+
+
+def test_gdp_delta_matches_high_precision_in_the_tail():
+    """Against 50-digit arithmetic (mpmath), including a tail point where delta ~ 1e-200 is far
+    below its two terms and the linear difference Phi(.) - e^eps Phi(.) would underflow."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+
+    def exact(eps: float, mu: float) -> float:
+        e, m = mpmath.mpf(eps), mpmath.mpf(mu)
+        return float(mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2))
+
+    for eps, mu in ((0.0, 1.0), (4.3772, 1.0), (10.0, 0.5), (60.0, 2.0), (3.0, 8.0)):
+        assert gaussian.gdp_delta(eps, mu) == pytest.approx(exact(eps, mu), rel=1e-9)
+    assert 0 < gaussian.gdp_delta(60.0, 2.0) < 1e-150
+
+
+def test_gdp_curve_has_one_implementation():
+    """Every user imports the curve from dpaudit.accounting.gaussian (issue: the same math in
+    several places, with three argument orders)."""
+    from dpaudit.estimators import fdp_one_run, multi_run
+    from dpaudit.mechanisms import one_run_ideal
+
+    assert fdp_one_run.gdp_delta is gaussian.gdp_delta
+    assert multi_run.gdp_epsilon is gaussian.gdp_epsilon
+    assert multi_run.gdp_mu_from_rates is gaussian.gdp_mu_from_rates
+    assert one_run_ideal.gdp_epsilon is gaussian.gdp_epsilon

@@ -17,11 +17,13 @@ import pytest
 from scipy import special, stats
 
 from dpaudit import cli
+from dpaudit.accounting.gaussian import gdp_delta
 from dpaudit.estimators import fdp_one_run as F
 from dpaudit.estimators import fdp_one_run_audit as A
 from dpaudit.estimators import one_run
 from dpaudit.estimators.registry import get
 from dpaudit.mechanisms import fdp_one_run_sim as S
+from dpaudit.mechanisms.fdp_pathological import Pathological
 from dpaudit.scores import ScoreFile
 
 # ------------------------------------------------------------------ reference numbers (Xiang 2025)
@@ -220,7 +222,7 @@ def test_p_value_monotone_in_errors_and_parameter():
 
 def test_sgm_profile_reduces_to_gdp_at_q1():
     for eps in (0.5, 2.0, 4.0):
-        assert F.sgm_delta(eps, 1.0, 1.0) == pytest.approx(F.gdp_delta(eps, 1.0), rel=1e-9)
+        assert F.sgm_delta(eps, 1.0, 1.0) == pytest.approx(gdp_delta(eps, 1.0), rel=1e-9)
     # subsampling makes it more private at the same mu
     assert F.to_epsilon("subsampled_gaussian", 1.0, 1e-5, 0.5) < F.to_epsilon("gdp", 1.0, 1e-5)
 
@@ -313,10 +315,16 @@ def test_null_bound_is_zero():
 # ------------------------------------------------------------------ Theorem 1 counterexample
 
 
+def test_pathological_mechanism_lives_with_the_mechanisms():
+    # benchmark-only mechanism: not part of the estimator module (dependencies point one way)
+    assert not hasattr(F, "Pathological")
+    assert Pathological.__module__ == "dpaudit.mechanisms.fdp_pathological"
+
+
 def test_pathological_mechanism_is_eps_delta_dp_per_bit():
     for mech in (
-        F.Pathological(100, 100, 1.0, 0.1, 0.1),
-        F.Pathological(10_000, 2000, 3.2, 0.01, 0.1),
+        Pathological(100, 100, 1.0, 0.1, 0.1),
+        Pathological(10_000, 2000, 3.2, 0.01, 0.1),
     ):
         assert mech.hockey_stick() == pytest.approx(mech.delta, rel=1e-9)
 
@@ -324,7 +332,7 @@ def test_pathological_mechanism_is_eps_delta_dp_per_bit():
 def test_theorem1_counterexample_false_rejection_rate():
     # Our counterexample: (1, 0.1)-DP, m = r = 100, beta = 0.1: the paper's test rejects the
     # TRUE null with probability ~0.102 > 0.05; Steinke et al.'s never does.
-    mech = F.Pathological(100, 100, 1.0, 0.1, 0.1)
+    mech = Pathological(100, 100, 1.0, 0.1, 0.1)
     exact = F.pathological_rejection_rate(mech)
     assert exact > 0.05
     assert exact == pytest.approx(0.102, abs=0.005)
@@ -343,7 +351,7 @@ def test_theorem1_counterexample_fig7_setting():
     # probability 0.117 (4000 simulated trials) and eps_l ~ 3.49 when X = 1; beta = 0.05 gives
     # eps_l ~ 6.45 when X = 1 (every released guess right). Our exact rate is 0.101 with the
     # paper's Chernoff p-value and 0.115 with the exact Poisson-binomial tail.
-    mech = F.Pathological(10_000, 2000, 3.2, 0.01, 0.1)
+    mech = Pathological(10_000, 2000, 3.2, 0.01, 0.1)
     chernoff = F.pathological_rejection_rate(mech)
     exact = F.pathological_rejection_rate(mech, tail="exact")
     assert 0.05 < chernoff < exact
@@ -351,7 +359,7 @@ def test_theorem1_counterexample_fig7_setting():
     typical_x1 = round(mech.r * (1 - mech.accuracy[1]))  # 39 wrong
     eps_x1 = F.epsilon_lower_bound(10_000, 2000, typical_x1, "approx_dp", 0.01).epsilon
     assert eps_x1 == pytest.approx(3.49, abs=0.01)
-    assert F.Pathological(10_000, 2000, 3.2, 0.01, 0.05).accuracy[1] == 1.0
+    assert Pathological(10_000, 2000, 3.2, 0.01, 0.05).accuracy[1] == 1.0
     assert F.epsilon_lower_bound(10_000, 2000, 0, "approx_dp", 0.01).epsilon == pytest.approx(
         6.45, abs=0.01
     )
@@ -359,7 +367,7 @@ def test_theorem1_counterexample_fig7_setting():
 
 def test_theorem1_counterexample_negligible_at_small_delta():
     # Our counterexample: at delta = 1e-5 (m = 1e5, r = 2e4, eps = 2) the rate is ~0.007 < 0.05.
-    rate = F.pathological_rejection_rate(F.Pathological(100_000, 20_000, 2.0, 1e-5, 0.1))
+    rate = F.pathological_rejection_rate(Pathological(100_000, 20_000, 2.0, 1e-5, 0.1))
     assert rate == pytest.approx(0.007, abs=0.001)
 
 

@@ -505,3 +505,36 @@ def test_cli_lidp_bound(tmp_path, capsys):
     assert out["tuned_epsilon"] is None
     assert cli.main(["lidp-bound", str(path), "--order", "4", "--confidence", "1.5"]) == 2
     assert "confidence must lie in (0, 1)" in capsys.readouterr().err
+
+
+def test_threshold_modes_are_the_shared_strategies():
+    """Fixed / heldout / in_sample map to Explicit / Split / Uncorrected (selection_rules), and
+    each row's validity is the strategy's."""
+    from dpaudit.estimators import selection_rules as rules
+
+    assert lidp.threshold_rule(0.5, 0.5, 0) == rules.Explicit(0.5)
+    assert lidp.threshold_rule("heldout", 0.3, 2) == rules.Split(2, 0.3)
+    assert isinstance(lidp.threshold_rule("in_sample", 0.5, 0), rules.Uncorrected)
+    with pytest.raises(XBernInputError, match="finite"):
+        lidp.threshold_rule(float("inf"), 0.5, 0)
+    rng = np.random.default_rng(0)
+    si, so = rng.normal(1, 1, (200, 4)), rng.normal(0, 1, (200, 4))
+    held = lidp.audit_scores(si, so, 1e-5, threshold="heldout")
+    ins = lidp.audit_scores(si, so, 1e-5, threshold="in_sample")
+    fix = lidp.audit_scores(si, so, 1e-5, threshold=0.5)
+    assert (held.valid, ins.valid, fix.valid) == (True, False, True)
+    assert (held.n_tune, ins.n_tune, fix.n_tune) == (100, 200, 0)
+    assert ins.epsilon == pytest.approx(ins.tuned_epsilon)
+
+
+def test_one_unit_interval_check_for_beta_and_confidence():
+    assert xbern.check_open_unit(0.25, "x") == 0.25
+    with pytest.raises(XBernInputError, match="failure probability beta must lie in"):
+        xbern.check_beta(1.0)
+    with pytest.raises(XBernInputError, match="confidence must be a number, got 'a'"):
+        lidp.check_confidence("a")
+    # the Bernstein bounds on either side come from one root finder, in [0, 1]
+    lo = xbern._bernstein_lower(np.array([0.0, 0.3, 1.0]), xbern._var_bernoulli, 50, 3.0)
+    hi = xbern._bernstein_upper(np.array([0.0, 0.3, 1.0]), xbern._var_bernoulli, 50, 3.0)
+    assert np.all((0 <= lo) & (lo <= [0.0, 0.3, 1.0]) & ([0.0, 0.3, 1.0] <= hi) & (hi <= 1))
+    assert xbern._bernstein_lower(0.0, xbern._var_bernoulli, 50, 3.0) == 0.0

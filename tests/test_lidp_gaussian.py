@@ -200,3 +200,15 @@ def test_lidp_second_order_wilson_reproduces_fig3_left_at_n1024():
     assert np.mean(eps) == pytest.approx(0.67, abs=0.03)
     # and clearly above the K = 1 baseline at the same n (0.44 at the population level)
     assert np.mean(eps) > 0.6
+
+
+def test_exact_accountant_uses_the_one_gdp_curve_and_calibrates():
+    """epsilon_exact is the (1/sigma)-GDP curve of dpaudit.accounting.gaussian; calibrating
+    sigma with the exact accountant works (the old copy of the curve overflowed in math.exp at
+    the small-sigma end of the bracket)."""
+    from dpaudit.accounting.gaussian import gdp_epsilon
+    from dpaudit.mechanisms import lidp_gaussian as lgm
+
+    assert lgm.epsilon_exact(0.5, 1e-5) == gdp_epsilon(1e-5, 2.0)
+    sigma = lgm.sigma_for_epsilon(2.0, 1e-5, "exact")
+    assert lgm.epsilon_exact(sigma, 1e-5) == pytest.approx(2.0, abs=1e-9)

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from dpaudit import audit as audit_mod
+from dpaudit.accounting.gaussian import gdp_delta, gdp_epsilon, gdp_mu_from_rates
 from dpaudit.estimators import METHODS
 from dpaudit.estimators import multi_run as mr
 from dpaudit.scores import ScoreFile, ScoreFileError
@@ -97,8 +98,8 @@ def test_ceiling_is_about_ln_runs_over_3(runs):
 @pytest.mark.parametrize("sigma,eps", [(3.302, 1.14), (1.926, 2.08), (1.264, 3.35)])
 def test_gaussian_mechanism_epsilon(sigma, eps):
     # Exact Gaussian-mechanism epsilon (Balle, Wang 2018) at these sigma, delta = 1e-5.
-    assert mr.gdp_epsilon(1 / sigma, DELTA) == pytest.approx(eps, abs=0.011)
-    assert mr.gdp_delta(1 / sigma, mr.gdp_epsilon(1 / sigma, DELTA)) == pytest.approx(DELTA)
+    assert gdp_epsilon(DELTA, 1 / sigma) == pytest.approx(eps, abs=0.011)
+    assert gdp_delta(gdp_epsilon(DELTA, 1 / sigma), 1 / sigma) == pytest.approx(DELTA)
 
 
 def _algorithm5_literal(s: np.ndarray, s_prime: np.ndarray, level: float, delta: float) -> float:
@@ -146,7 +147,7 @@ def test_pruned_search_equals_full_sweep():
         assert mr.cp_audit(s, m, DELTA, selection="same_data").epsilon == pytest.approx(
             eps.max(), rel=1e-12
         )
-        mu_full = mr.gdp_mu(a, b).max()
+        mu_full = gdp_mu_from_rates(a, b).max()
         assert mr.gdp_fit(s, m, DELTA).mu == pytest.approx(mu_full, rel=1e-12)
 
 
@@ -202,7 +203,7 @@ def test_mc_validity_gaussian_mechanism():
     # rates, where 2,000 runs per side can approach the true epsilon (4.57 at mu = 2).
     rng = np.random.default_rng(11)
     mu, delta, reps, n, conf = 2.0, 0.05, 200, 2000, 0.95
-    true_eps = mr.gdp_epsilon(mu, delta)
+    true_eps = gdp_epsilon(delta, mu)
     held = np.array(
         [
             mr.cp_audit(*_gauss(rng, mu, n), delta, conf, "heldout", split_seed=r).epsilon
@@ -246,7 +247,7 @@ def test_gdp_fit_close_on_gaussian():
     s, m = _gauss(rng, 1.0, 100000)
     fit = mr.gdp_fit(s, m, DELTA)
     assert 0.95 < fit.mu <= 1.02
-    assert fit.epsilon == pytest.approx(mr.gdp_epsilon(fit.mu, DELTA))
+    assert fit.epsilon == pytest.approx(gdp_epsilon(DELTA, fit.mu))
 
 
 # ------------------------------------------------------------------ registry and score files
@@ -416,3 +417,18 @@ def test_cli_multi_run_bound(capsys):
         == 2
     )
     assert "confidence" in capsys.readouterr().err
+
+
+def test_threshold_choice_uses_the_shared_strategies():
+    from dpaudit.estimators import selection_rules as rules
+
+    assert isinstance(mr.threshold_rule("same_data", 0.5, 0), rules.Uncorrected)
+    assert mr.threshold_rule("heldout", 0.3, 4) == rules.Split(4, 0.3)
+    with pytest.raises(ValueError, match="unknown selection 'best'"):
+        mr.threshold_rule("best", 0.5, 0)
+    rng = np.random.default_rng(2)
+    s, m = _gauss(rng, 1.0, 2000)
+    # the validity of each row is the strategy's (gdp_fit is an estimate: never valid)
+    assert mr.cp_audit(s, m, DELTA, selection="same_data").valid is False
+    assert mr.cp_audit(s, m, DELTA, selection="heldout").valid is True
+    assert mr.gdp_fit(s, m, DELTA, selection="heldout").valid is False

@@ -1,27 +1,40 @@
-"""The exact privacy profile of the Gaussian mechanism and of mu-GDP.
+"""The privacy curve of mu-GDP, which is the exact privacy profile of the Gaussian mechanism.
 
-Balle and Wang (ICML 2018), "Improving the Gaussian Mechanism for Differential Privacy",
-Theorem 8: a Gaussian mechanism with L2 sensitivity Delta and noise scale sigma is
-(epsilon, delta)-DP if and only if
+One module owns the Gaussian differential privacy (GDP) curve; every estimator, mechanism and
+accountant imports it from here. Argument order everywhere: the curve's argument first, ``mu``
+last (``gdp_delta(epsilon, mu)``, ``gdp_epsilon(delta, mu)``, ``gdp_tradeoff(alpha, mu)``).
 
-    delta >= Phi(-epsilon/mu + mu/2) - e^epsilon * Phi(-epsilon/mu - mu/2),   mu = Delta/sigma.
+* Trade-off function (Dong, Roth, Su 2022, "Gaussian Differential Privacy", JRSS-B,
+  arXiv:1905.02383, the definition of mu-GDP: G_mu = T(N(0, 1), N(mu, 1))):
+  G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu), the type II error of the optimal test of N(0, 1)
+  against N(mu, 1) at type I error alpha.
+* Privacy profile (same paper, Corollary 2.13; Balle and Wang, ICML 2018, "Improving the
+  Gaussian Mechanism for Differential Privacy", Theorem 8): a mechanism is mu-GDP if and only if
+  it is (epsilon, delta(epsilon))-DP for every epsilon >= 0 with
 
-Dong, Roth and Su (JRSS-B 2022), Corollary 2.13: a mechanism is mu-GDP if and only if it is
-(epsilon, delta(epsilon))-DP for every epsilon >= 0 with the same delta(epsilon). So one pair of
-functions serves both; ``mu`` is Delta/sigma for the Gaussian mechanism and the GDP parameter
-otherwise.
+      delta(epsilon) = Phi(-epsilon/mu + mu/2) - e^epsilon * Phi(-epsilon/mu - mu/2).
 
-Used for: the one-run paper's Gaussian upper bound (Steinke, Nasr, Jagielski 2023, Fig. 10-11:
+  A Gaussian mechanism with L2 sensitivity Delta and noise scale sigma is mu-GDP with
+  mu = Delta/sigma, so one set of functions serves both.
+
+Used for: the one-run paper's Gaussian upper bound (Steinke, Nasr, Jagielski 2023, Figs. 10-11:
 mu = 1, epsilon(1e-5) = 4.38), the base budget of the selection paper's reduced game (Xiang,
-Wang, Wang 2024, Section 5.1), and the GDP accountant's conversion.
+Wang, Wang 2024, Section 5.1), the GDP accountant's conversion, the GDP fit of the multi-run
+audit (Nasr et al. 2023) and Algorithm 2 of the tight one-run audit (Xiang et al. 2025).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize, special, stats
+
+#: Absolute and relative tolerances of the root finds in epsilon (:func:`epsilon_of_profile`);
+#: the relative one is scipy's default for brentq.
+EPSILON_XTOL = 1e-12
+EPSILON_RTOL = 4 * float(np.finfo(float).eps)
 
 
 def _check_mu(mu: float) -> None:
@@ -29,59 +42,90 @@ def _check_mu(mu: float) -> None:
         raise ValueError(f"mu must be a finite number > 0, got {mu!r}")
 
 
-def gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray:
-    """delta(epsilon) of the Gaussian mechanism with mu = Delta/sigma (Balle-Wang Thm 8).
+def _check_delta(delta: float) -> None:
+    if not (isinstance(delta, int | float | np.floating) and 0 < delta < 1):
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
 
-    The second term is evaluated as exp(epsilon + log Phi(.)) so large epsilon does not
-    overflow. Vectorised over ``epsilon`` (each must be >= 0).
+
+def gdp_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray:
+    """delta(epsilon) of mu-GDP (Dong, Roth, Su 2022, Corollary 2.13; Balle-Wang Thm 8).
+
+    Evaluated in the log domain, exp(log a) * (1 - exp(log b - log a)) with
+    a = Phi(-eps/mu + mu/2) and b = e^eps Phi(-eps/mu - mu/2), so it stays accurate in the
+    tails and large epsilon does not overflow. Vectorised over ``epsilon`` (each >= 0).
     """
     _check_mu(mu)
     eps = np.asarray(epsilon, dtype=float)
     if np.any(~(eps >= 0)):
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
-    a = special.ndtr(-eps / mu + mu / 2)
-    b = np.exp(eps + special.log_ndtr(-eps / mu - mu / 2))
-    out = np.clip(a - b, 0.0, 1.0)
+    log_a = special.log_ndtr(-eps / mu + mu / 2)
+    log_b = eps + special.log_ndtr(-eps / mu - mu / 2)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = np.where(log_b < log_a, np.exp(log_a) * -np.expm1(log_b - log_a), 0.0)
     return float(out) if out.ndim == 0 else out
 
 
-def gaussian_epsilon(delta: float, mu: float) -> float:
-    """The smallest epsilon with (epsilon, delta)-DP for the Gaussian mechanism (Thm 8 inverted).
+def epsilon_of_profile(
+    profile: Callable[[float], float],
+    delta: float,
+    xtol: float = EPSILON_XTOL,
+    rtol: float = EPSILON_RTOL,
+) -> float:
+    """The smallest epsilon >= 0 with profile(epsilon) <= ``delta``, for a nonincreasing
+    privacy profile delta(epsilon) (0 when epsilon = 0 already holds).
 
-    delta(epsilon) is strictly decreasing, so this is a root find (brentq, xtol 1e-12).
-    Returns 0 when even epsilon = 0 holds, i.e. delta >= 2 Phi(mu/2) - 1.
+    The upper end of the bracket doubles from 1 until it holds, then Brent's method
+    (absolute and relative tolerances ``xtol``, ``rtol``).
+    """
+    if profile(0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while profile(hi) > delta:
+        hi *= 2.0
+    return float(optimize.brentq(lambda e: profile(e) - delta, 0.0, hi, xtol=xtol, rtol=rtol))
+
+
+def gdp_epsilon(delta: float, mu: float) -> float:
+    """The smallest epsilon with (epsilon, delta)-DP for mu-GDP (Corollary 2.13 inverted).
+
+    delta(epsilon) is strictly decreasing, so this is a root find. Returns 0 when even
+    epsilon = 0 holds, i.e. delta >= 2 Phi(mu/2) - 1.
     """
     _check_mu(mu)
-    if not (isinstance(delta, int | float | np.floating) and 0 < delta < 1):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    if gaussian_delta(0.0, mu) <= delta:
-        return 0.0
-    hi = max(1.0, mu * mu)
-    while gaussian_delta(hi, mu) > delta:
-        hi *= 2.0
-    return float(
-        optimize.brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, hi, xtol=1e-12, rtol=1e-14)
-    )
+    _check_delta(delta)
+    return epsilon_of_profile(lambda e: gdp_delta(e, mu), delta)
 
 
-def gaussian_mu(epsilon: float, delta: float) -> float:
-    """The mu = Delta/sigma at which the Gaussian mechanism is exactly (epsilon, delta)-DP.
-
-    Inverse of :func:`gaussian_epsilon` in mu (delta(epsilon) increases with mu).
-    """
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The mu at which mu-GDP (the Gaussian mechanism with Delta/sigma = mu) is exactly
+    (epsilon, delta)-DP: the inverse of :func:`gdp_epsilon` in mu (delta(eps) increases
+    with mu)."""
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    _check_delta(delta)
     hi = 1.0
-    while gaussian_delta(epsilon, hi) < delta:
+    while gdp_delta(epsilon, hi) < delta:
         hi *= 2.0
-    return float(
-        optimize.brentq(lambda m: gaussian_delta(epsilon, m) - delta, 1e-12, hi, xtol=1e-14)
-    )
+    return float(optimize.brentq(lambda m: gdp_delta(epsilon, m) - delta, 1e-12, hi, xtol=1e-14))
 
 
-# mu-GDP <-> (epsilon, delta): the same curve (Dong, Roth, Su 2022, Corollary 2.13).
-gdp_delta = gaussian_delta
-gdp_epsilon = gaussian_epsilon
-gdp_mu = gaussian_mu
+def gdp_tradeoff(alpha: float | np.ndarray, mu: float) -> float | np.ndarray:
+    """The trade-off function G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) of mu-GDP (Dong, Roth,
+    Su 2022, arXiv:1905.02383): the smallest type II error at type I error ``alpha``."""
+    _check_mu(mu)
+    out = special.ndtr(special.ndtri(1.0 - np.asarray(alpha, dtype=float)) - mu)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def gdp_mu_from_rates(alpha: np.ndarray | float, beta: np.ndarray | float) -> np.ndarray:
+    """The mu of the GDP trade-off curve through (alpha, beta), i.e. G_mu(alpha) = beta:
+    Phi^-1(1 - alpha) - Phi^-1(beta) (G_mu(alpha) = beta solved for mu; used by the GDP fit of
+    Nasr et al. 2023). Vectorised; may be <= 0 for points above the diagonal."""
+    return stats.norm.isf(np.asarray(alpha)) - stats.norm.ppf(np.asarray(beta))
+
+
+# The Gaussian mechanism with mu = Delta/sigma has the same curve (Balle and Wang 2018, Thm 8):
+# the names under which the accountants and commands call it.
+gaussian_delta = gdp_delta
+gaussian_epsilon = gdp_epsilon
+gaussian_mu = gdp_mu

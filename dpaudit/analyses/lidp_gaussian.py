@@ -33,34 +33,6 @@ from dpaudit.mechanisms import lidp_gaussian as lg
 TERMS = ("|mu2 - mu1^2|", "|mu4 - mu2^2|")
 
 
-def _protocol(
-    n: int,
-    K: int,
-    d: int,
-    sigma: float,
-    delta: float,
-    orders: Sequence[int],
-    reps: int,
-    seed: int,
-    heldout_seed: int,
-    confidence: float,
-) -> dict[int, list[lidp.LiDPBound]]:
-    """Order -> the ``reps`` bounds at that order's tau* (tuned once on the held-out trials)."""
-    ti, to = lg.sample_scores(n, K, K, d, sigma, lg.heldout_rng(seed, heldout_seed))
-    taus = {
-        o: lidp.tune_threshold(ti, to, delta, confidence, "wilson", o)[0] for o in orders if o <= K
-    }
-    out: dict[int, list[lidp.LiDPBound]] = {o: [] for o in taus}
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2, K, d)))
-    for _ in range(reps):
-        si, so = lg.sample_scores(n, K, K, d, sigma, rng)
-        for o, tau in taus.items():
-            out[o].append(
-                lidp.epsilon_lower_bound(si >= tau, so >= tau, delta, confidence, "wilson", o)
-            )
-    return out
-
-
 def _protocols(
     n: int,
     K: int,
@@ -74,13 +46,28 @@ def _protocols(
     confidence: float,
     tuning_sets: int,
 ) -> dict[int, list[lidp.LiDPBound]]:
-    """:func:`_protocol` for ``tuning_sets`` independent held-out sets (heldout_seed + i, each
-    with its own ``reps`` evaluation sets), pooled. 1 is the paper's protocol."""
+    """Order -> the bounds at that order's tau*, pooled over ``tuning_sets`` independent
+    protocols (1 is the paper's): protocol i tunes tau* once on a held-out set of n trials
+    (stream heldout_seed + i), then audits ``reps`` fresh sets of n trials at that fixed
+    threshold (stream seed + 7919 i)."""
     out: dict[int, list[lidp.LiDPBound]] = {}
     for i in range(tuning_sets):
-        res = _protocol(
-            n, K, d, sigma, delta, orders, reps, seed + 7919 * i, heldout_seed + i, confidence
+        ti, to = lg.sample_scores(
+            n, K, K, d, sigma, lg.heldout_rng(seed + 7919 * i, heldout_seed + i)
         )
+        taus = {
+            o: lidp.tune_threshold(ti, to, delta, confidence, "wilson", o)[0]
+            for o in orders
+            if o <= K
+        }
+        seq = np.random.default_rng(np.random.SeedSequence(seed + 7919 * i, spawn_key=(2, K, d)))
+        res: dict[int, list[lidp.LiDPBound]] = {o: [] for o in taus}
+        for _ in range(reps):
+            si, so = lg.sample_scores(n, K, K, d, sigma, seq)
+            for o, tau in taus.items():
+                res[o].append(
+                    lidp.epsilon_lower_bound(si >= tau, so >= tau, delta, confidence, "wilson", o)
+                )
         for o, v in res.items():
             out.setdefault(o, []).extend(v)
     return out

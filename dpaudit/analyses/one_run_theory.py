@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
+from dpaudit.accounting.gaussian import gdp_epsilon
 from dpaudit.estimators.one_run import epsilon_lower_bound
-from dpaudit.mechanisms.one_run_ideal import gaussian_epsilon
 
 
 def correct_guesses_curve(
@@ -132,7 +132,7 @@ def gaussian_guesses_curve(
                 "accuracy": acc,
             }
         )
-    upper = gaussian_epsilon(2.0 / sigma, delta)
+    upper = gdp_epsilon(delta, 2.0 / sigma)
     rows += [{"x": r, "y": upper, "series": "Gaussian upper bound"} for r in guesses]
     return pd.DataFrame(rows)
 
@@ -159,7 +159,7 @@ def gaussian_delta_curve(
                 }
             )
     rows += [
-        {"x": d, "y": gaussian_epsilon(2.0 / sigma, d), "series": "Gaussian upper bound"}
+        {"x": d, "y": gdp_epsilon(d, 2.0 / sigma), "series": "Gaussian upper bound"}
         for d in deltas
     ]
     return pd.DataFrame(rows)

@@ -116,11 +116,8 @@ def audit_bgm(
     ``selection`` ``same_data`` is the paper's practice (Algorithm 5, threshold on the same
     runs; ``valid`` False); ``heldout`` gives a valid bound on half the runs.
     """
-    s1 = bg.simulate_scores(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, True, batch_size, seed
-    )
-    s0 = bg.simulate_scores(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, False, batch_size, seed
+    s1, s0 = bg.simulate_both(
+        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, batch_size, seed
     )
     member = np.concatenate([np.ones(s1.size, np.int8), np.zeros(s0.size, np.int8)])
     res = multi_run.cp_audit(np.concatenate([s1, s0]), member, delta, confidence, selection)

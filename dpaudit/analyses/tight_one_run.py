@@ -26,10 +26,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from dpaudit.analyses import tight_one_run_comparison as cmp
 from dpaudit.analyses.one_run_theory import gaussian_accuracy
 from dpaudit.estimators import fdp_one_run as fdp
 from dpaudit.estimators import one_run
-from dpaudit.mechanisms import fdp_one_run_sim as sim
 
 #: mechanism -> (null family of the paper, its parameter's name).
 MECHANISMS: dict[str, tuple[str, str]] = {
@@ -81,7 +81,7 @@ def point(
     if not (isinstance(n, int) and isinstance(r, int) and 1 <= r <= n):
         raise ValueError(f"need integers 1 <= r <= n, got n={n!r}, r={r!r}")
     if guessing == "independent":
-        c = sim.idealised_point(family, float(theta), n, r, delta, confidence, q)
+        c = cmp.idealised_point(family, float(theta), n, r, delta, confidence, q)
         wrong, ours, theirs = c.wrong, c.fdp_epsilon, c.one_run_epsilon
     else:
         if not theta > 0:

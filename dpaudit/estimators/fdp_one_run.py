@@ -27,7 +27,7 @@ family (mu-GDP, Laplace, f_{eps,delta}, subsampled Gaussian). The paper's reduct
 
 Soundness caveats (docs/estimators/fdp_one_run.md, findings): Theorem 1 fails for the
 f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
-:func:`pathological_rejection_rate`); that is left as printed. The V_k of Theorem 3 are not
+:mod:`dpaudit.mechanisms.fdp_pathological`); that is left as printed. The V_k of Theorem 3 are not
 independent: Eq. (26) alone falls below the true tail when few errors are expected, so the
 default p-value is max(Eq. 26, exact tail), which is what the paper's Eq. (19) needs.
 """
@@ -37,9 +37,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 from scipy import optimize, special, stats
+
+from dpaudit.accounting.gaussian import epsilon_of_profile, gdp_delta
 
 #: The null families, and the name of each one's parameter (larger = less private).
 FAMILIES: dict[str, str] = {
@@ -84,6 +87,8 @@ PARAM_MAX = 200.0
 PARAM_TOL = 1e-7
 #: Bound on the normal score the exact-tail search solves (p between about e^-1250 and 1).
 Z_CLIP = 50.0
+#: Relative tolerance of Algorithm 2's root find in epsilon.
+ALGORITHM2_RTOL = 1e-12
 
 
 def canonical_family(family: str) -> str:
@@ -675,15 +680,6 @@ def p_value(
 # --------------------------------------------------------------------------------------------
 
 
-def gdp_delta(epsilon: float, mu: float) -> float:
-    """delta(eps) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)."""
-    if mu <= 0:
-        return 0.0
-    a = special.log_ndtr(-epsilon / mu + mu / 2)
-    b = epsilon + special.log_ndtr(-epsilon / mu - mu / 2)
-    return float(np.exp(a) * -np.expm1(b - a)) if b < a else 0.0
-
-
 def sgm_delta(epsilon: float, mu: float, q: float) -> float:
     """delta(eps) of the pair P = N(0,1), Q = (1-q)N(0,1) + qN(mu,1): the larger of the two
     hockey-stick divergences, each in closed form."""
@@ -714,15 +710,11 @@ def to_epsilon(family: str, theta: float, delta: float, q: float | None = None) 
         return max(0.0, theta + 2 * math.log1p(-delta))
     if delta <= 0:
         return math.inf if theta > 0 else 0.0
-    prof = (
-        (lambda e: gdp_delta(e, theta)) if family == "gdp" else (lambda e: sgm_delta(e, theta, q))
-    )
-    if prof(0.0) <= delta:
+    if theta <= 0:  # identical distributions
         return 0.0
-    hi = 1.0
-    while prof(hi) > delta:
-        hi *= 2
-    return float(optimize.brentq(lambda e: prof(e) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12))
+    if family == "gdp":
+        return epsilon_of_profile(lambda e: gdp_delta(e, theta), delta, rtol=ALGORITHM2_RTOL)
+    return epsilon_of_profile(lambda e: sgm_delta(e, theta, q), delta, rtol=ALGORITHM2_RTOL)
 
 
 def from_epsilon(family: str, epsilon: float, delta: float, q: float | None = None) -> float:
@@ -924,63 +916,21 @@ def released_guesses(
 
 
 # --------------------------------------------------------------------------------------------
-# Our counterexample to Theorem 1 (Xiang et al. 2025) for f_{eps,delta}, delta > 0
+# The test's rejections of a true f_{eps,delta} null (the Theorem 1 counterexample mechanism is
+# dpaudit.mechanisms.fdp_pathological.Pathological)
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Pathological:
-    """Steinke et al.'s pathological (eps, delta)-DP algorithm (their Alg. 2), constant
-    corrected (ours): r guesses on a random set U; with probability beta (X = 1) each is right with
-    probability e^eps/(1+e^eps) + gamma, else e^eps/(1+e^eps); gamma = n delta /
-    (r beta (1 + e^eps))."""
+class WrongCountLaw(Protocol):
+    """An (eps, delta)-DP mechanism's n bits, r released guesses and the law of the number of
+    wrong guesses (pmf over 0..r)."""
 
     n: int
     r: int
     epsilon: float
     delta: float
-    beta: float
 
-    @property
-    def gamma(self) -> float:
-        return self.n * self.delta / (self.r * self.beta * (1 + math.exp(self.epsilon)))
-
-    @property
-    def accuracy(self) -> tuple[float, float]:
-        base = float(special.expit(self.epsilon))
-        acc1 = base + self.gamma
-        if acc1 > 1 + 1e-12:
-            raise ValueError(
-                f"beta={self.beta} too small: needs beta >= n delta / r = "
-                f"{self.n * self.delta / self.r}"
-            )
-        return base, min(1.0, acc1)
-
-    def hockey_stick(self) -> float:
-        """The exact per-bit hockey-stick divergence H_{e^eps}(M(b_i=1) || M(b_i=0)) given
-        the other bits: (r/n) sum_k C(r-1,k) [sum_X P(X) a_X^k (1-a_X)^{r-1-k} (a_X - e^eps
-        (1-a_X))]_+ over the k other correct guesses (guess_i = 1; guess_i = 0 contributes
-        nothing). Equal to delta: the algorithm is (eps, delta)-DP per bit (Eq. 8)."""
-        a0, a1 = self.accuracy
-        k = np.arange(self.r)
-        e = math.exp(self.epsilon)
-        terms = np.zeros(self.r)
-        for px, a in ((1 - self.beta, a0), (self.beta, a1)):
-            terms = terms + px * stats.binom.pmf(k, self.r - 1, a) * (a - e * (1 - a))
-        return float(self.r / self.n * np.sum(np.maximum(terms, 0.0)))
-
-    def sample_wrong(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """Number of wrong released guesses in ``size`` independent runs."""
-        a0, a1 = self.accuracy
-        x = rng.random(size) < self.beta
-        return rng.binomial(self.r, np.where(x, 1 - a1, 1 - a0))
-
-    def wrong_pmf(self) -> np.ndarray:
-        a0, a1 = self.accuracy
-        u = np.arange(self.r + 1)
-        return (1 - self.beta) * stats.binom.pmf(u, self.r, 1 - a0) + self.beta * stats.binom.pmf(
-            u, self.r, 1 - a1
-        )
+    def wrong_pmf(self) -> np.ndarray: ...
 
 
 def rejection_table(
@@ -1002,9 +952,11 @@ def rejection_table(
 
 
 def pathological_rejection_rate(
-    mech: Pathological, confidence: float = 0.95, tail: str = "chernoff"
+    mech: WrongCountLaw, confidence: float = 0.95, tail: str = "chernoff"
 ) -> float:
     """Exact probability that the paper's test (family approx_dp at the mechanism's own
-    (eps, delta)) rejects the TRUE null on the pathological mechanism."""
+    (eps, delta)) rejects the TRUE null, for a mechanism whose number of wrong released guesses
+    has the law ``mech.wrong_pmf()`` (e.g. the pathological mechanism of
+    :mod:`dpaudit.mechanisms.fdp_pathological`)."""
     rej = rejection_table(mech.n, mech.r, mech.epsilon, mech.delta, confidence, tail)
     return float(np.sum(mech.wrong_pmf()[rej]))

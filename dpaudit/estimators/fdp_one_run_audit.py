@@ -17,15 +17,17 @@ multiple testing; the selection rules mirror the one-run estimator (:mod:`.one_r
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from dpaudit.defaults import estimator_defaults, fill_defaults
 from dpaudit.estimators import fdp_one_run as fdp
+from dpaudit.estimators import selection_rules as rules
 from dpaudit.scores import ScoreFile, ScoreFileError
 
-SELECTIONS = ("fixed", "grid_max_uncorrected", "bonferroni", "sample_split")
+SELECTIONS = rules.ONE_RUN_SELECTIONS
 
 
 def default_r_grid(n: int) -> list[int]:
@@ -111,52 +113,48 @@ def audit_scores(
             return 1.0
         return fdp.p_value(nn, r, wrong, family, theta_claim, delta, q, tail)
 
-    def bound_at(sc, mem, r, conf):
-        kp, km, wrong = fdp.released_guesses(sc, mem, r, guess)
-        b = fdp.epsilon_lower_bound(len(sc), r, wrong, family, delta, conf, q, tail)
-        return b, kp, km
+    def bound_on(part: slice | np.ndarray) -> rules.BoundAt:
+        sc, mem = score[part], membership[part]
+
+        def bound_at(r: int, level: float) -> tuple[fdp.FdpBound, int, int]:
+            kp, km, wrong = fdp.released_guesses(sc, mem, r, guess)
+            b = fdp.epsilon_lower_bound(len(sc), r, wrong, family, delta, level, q, tail)
+            return b, kp, km
+
+        return bound_at
 
     rows: list[dict[str, Any]] = []
     for sel in selections:
-        if sel == "fixed":
-            if r_fixed is None:
-                raise ValueError("selection 'fixed' needs params r (or r_fraction)")
-            b, kp, km = bound_at(score, membership, int(r_fixed), confidence)
-            p = claimed_p(n, b.r, b.wrong)
-            rows.append(_row(sel, b, kp, km, confidence, confidence, 1, True, p, guess))
-        elif sel in ("grid_max_uncorrected", "bonferroni"):
-            g = len(grid)
-            level = confidence if sel == "grid_max_uncorrected" else 1 - (1 - confidence) / g
-            best = None
-            for r in grid:
-                b, kp, km = bound_at(score, membership, r, level)
-                if best is None or b.epsilon > best[0].epsilon:
-                    best = (b, kp, km)
-            b, kp, km = best
-            p = claimed_p(n, b.r, b.wrong)
-            if sel == "bonferroni":
-                p = min(1.0, p * g)
-            rows.append(_row(sel, b, kp, km, confidence, level, g, sel == "bonferroni", p, guess))
-        elif sel == "sample_split":
-            rng = np.random.default_rng(split_seed)
-            perm = rng.permutation(n)
-            a, bh = perm[: n // 2], perm[n // 2 :]
+        rule = rules.strategy(sel, grid, r_fixed, split_seed, "params r (or r_fraction)")
+        bound_at, held_out = bound_on(slice(None)), None
+        if isinstance(rule, rules.Explicit):
+            rule = rules.Explicit(int(rule.candidate))
+        elif isinstance(rule, rules.Split):
+            a, bh = rule.halves(n)
             na, nb = len(a), len(bh)
             if na < 1:
                 raise ValueError("sample_split needs at least 2 canaries")
             grid_a = sorted({max(1, min(na, round(r * na / n))) for r in grid})
-            best = None
-            for r in grid_a:
-                b, _, _ = bound_at(score[a], membership[a], r, confidence)
-                if best is None or b.epsilon > best.epsilon:
-                    best = b
-            rb = max(1, min(nb, round(best.r * nb / na)))
-            b, kp, km = bound_at(score[bh], membership[bh], rb, confidence)
-            p = claimed_p(nb, b.r, b.wrong)
-            rows.append(_row(sel, b, kp, km, confidence, confidence, 1, True, p, guess))
-        else:
-            raise ValueError(f"unknown selection {sel!r}; allowed: {', '.join(SELECTIONS)}")
+            bound_at = bound_on(bh)
+            held_out = rules.HeldOut(grid_a, bound_on(a), partial(_rescale, n_from=na, n_to=nb))
+        picked = rules.select(rule, confidence, bound_at, key=_epsilon_of, held_out=held_out)
+        b, kp, km = picked.result
+        p = claimed_p(b.n, b.r, b.wrong)
+        if isinstance(rule, rules.Bonferroni):
+            p = min(1.0, p * picked.grid_size)
+        rows.append(
+            _row(sel, b, kp, km, confidence, picked.level, picked.grid_size, picked.valid, p, guess)
+        )
     return rows
+
+
+def _rescale(r: int, n_from: int, n_to: int) -> int:
+    """A guess count chosen on ``n_from`` canaries, carried over to ``n_to`` (in [1, n_to])."""
+    return max(1, min(n_to, round(r * n_to / n_from)))
+
+
+def _epsilon_of(bound: tuple[fdp.FdpBound, int, int]) -> float:
+    return bound[0].epsilon
 
 
 def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:

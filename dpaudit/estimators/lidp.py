@@ -23,10 +23,12 @@ numbers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpaudit.estimators import selection_rules as rules
 from dpaudit.estimators import xbern
 from dpaudit.estimators.xbern import XBernInputError, XBernSummary
 
@@ -40,13 +42,8 @@ GRID_INDEX_BLOCK = 2**16
 
 
 def check_confidence(confidence: float) -> float:
-    try:
-        c = float(confidence)
-    except (TypeError, ValueError):
-        raise XBernInputError(f"confidence must be a number, got {confidence!r}") from None
-    if not 0.0 < c < 1.0:
-        raise XBernInputError(f"confidence must lie in (0, 1), got {confidence!r}")
-    return c
+    """``confidence`` as a float in (0, 1), or a clear error."""
+    return xbern.check_open_unit(confidence, "confidence")
 
 
 def check_delta(delta: float) -> float:
@@ -63,6 +60,35 @@ def epsilon_from_bounds(p1_lower, p0_upper, delta: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         eps = np.log(p1 / p0)
     return np.where((p1 > 0) & (p0 > 0) & np.isfinite(eps), np.maximum(eps, 0.0), 0.0)
+
+
+#: How the two score arrays are named in errors (the order check adds the canaries' role).
+SCORE_NAMES = ("score_in", "score_out")
+
+
+def _check_inputs(
+    check: Callable[[np.ndarray, str], np.ndarray],
+    inserted: np.ndarray,
+    null: np.ndarray,
+    names: tuple[str, str],
+    confidence: float,
+    delta: float,
+    order: int,
+    interval: str,
+    same_trials: bool = False,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Validate the inserted and null arrays with ``check``, confidence, delta, and that each
+    side has K >= ``order`` canaries; ``same_trials``: both must have the same rows."""
+    inserted, null = check(inserted, names[0]), check(null, names[1])
+    if same_trials and inserted.shape[0] != null.shape[0]:
+        raise XBernInputError(
+            f"{names[0]} has {inserted.shape[0]} trials but {names[1]} has {null.shape[0]}"
+        )
+    confidence, delta = check_confidence(confidence), check_delta(delta)
+    for arr, name, role in ((inserted, names[0], "inserted"), (null, names[1], "null")):
+        what = name if "(" in name else f"{name} ({role} canaries)"
+        xbern.check_order(order, arr.shape[1], interval, what)
+    return inserted, null, confidence, delta
 
 
 @dataclass
@@ -111,12 +137,16 @@ def epsilon_lower_bound(
 
     ``beta = 1 - confidence`` is split in half between the two sides.
     """
-    confidence = check_confidence(confidence)
-    delta = check_delta(delta)
-    x = xbern.check_binary(x, "x (inserted canaries)")
-    y = xbern.check_binary(y, "y (null canaries)")
-    xbern.check_order(order, x.shape[1], interval, "x (inserted canaries)")
-    xbern.check_order(order, y.shape[1], interval, "y (null canaries)")
+    x, y, confidence, delta = _check_inputs(
+        xbern.check_binary,
+        x,
+        y,
+        ("x (inserted canaries)", "y (null canaries)"),
+        confidence,
+        delta,
+        order,
+        interval,
+    )
     sx = XBernSummary.from_binary(x, order)
     sy = XBernSummary.from_binary(y, order)
     beta = 1.0 - confidence
@@ -336,12 +366,9 @@ def epsilon_curve(
     variant: str = "printed",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(eps_hat, p1_lower, p0_upper) at every threshold of ``grid`` (statistic: score >= tau)."""
-    confidence = check_confidence(confidence)
-    delta = check_delta(delta)
-    score_in = check_scores(score_in, "score_in")
-    score_out = check_scores(score_out, "score_out")
-    xbern.check_order(order, score_in.shape[1], interval, "score_in (inserted canaries)")
-    xbern.check_order(order, score_out.shape[1], interval, "score_out (null canaries)")
+    score_in, score_out, confidence, delta = _check_inputs(
+        check_scores, score_in, score_out, SCORE_NAMES, confidence, delta, order, interval
+    )
     grid = np.sort(np.asarray(grid, dtype=float))
     sx = summaries_over_grid(score_in, grid, order)
     sy = summaries_over_grid(score_out, grid, order)
@@ -429,55 +456,76 @@ def audit_scores(
       * ``"in_sample"``: tuned and evaluated on the same (evaluation) trials (the released
         code's "reuse" mode, "for testing only"); NOT a valid bound (``valid=False``).
     """
-    score_in = check_scores(score_in, "score_in")
-    score_out = check_scores(score_out, "score_out")
-    if score_in.shape[0] != score_out.shape[0]:
-        raise XBernInputError(
-            f"score_in has {score_in.shape[0]} trials but score_out has {score_out.shape[0]}"
-        )
-    confidence = check_confidence(confidence)
-    delta = check_delta(delta)
-    xbern.check_order(order, score_in.shape[1], interval, "score_in (inserted canaries)")
-    xbern.check_order(order, score_out.shape[1], interval, "score_out (null canaries)")
-    kw = dict(confidence=confidence, interval=interval, order=order, variant=variant)
+    score_in, score_out, confidence, delta = _check_inputs(
+        check_scores,
+        score_in,
+        score_out,
+        SCORE_NAMES,
+        confidence,
+        delta,
+        order,
+        interval,
+        same_trials=True,
+    )
+    kw = dict(interval=interval, order=order, variant=variant)
     n = score_in.shape[0]
     h = check_heldout_trials(heldout_trials, n)
     rows = slice(h, n)  # the evaluation trials (slices: views, no copies of the scores)
-    source = ""
-    if isinstance(threshold, str):
-        if threshold == "heldout":
-            if h:
-                tune, ev, source = slice(0, h), rows, "file_rows"
-            else:
-                tune, ev = split_trials(n, heldout_fraction, split_seed)
-                source = "random_split"
-            valid = True
-        elif threshold == "in_sample":
-            tune = ev = rows
-            valid = False
+    rule = threshold_rule(threshold, heldout_fraction, split_seed)
+    source, tune, ev = "", None, rows
+    if isinstance(rule, rules.Split):
+        if h:
+            tune, source = slice(0, h), "file_rows"
         else:
-            raise XBernInputError(
-                f"threshold must be a number, 'heldout' or 'in_sample', got {threshold!r}"
-            )
-        tau, tuned_eps = tune_threshold(
-            score_in[tune], score_out[tune], delta, grid_size=grid_size, **kw
+            tune, ev = split_trials(n, rule.fraction, rule.seed)
+            source = "random_split"
+    elif isinstance(rule, rules.Uncorrected):
+        tune = rows
+    tuned = {"epsilon": float("nan"), "n": 0}
+
+    def bound_at(tau: float, level: float) -> LiDPBound:
+        return epsilon_lower_bound(score_in[ev] >= tau, score_out[ev] >= tau, delta, level, **kw)
+
+    def maximise(grid, level: float) -> tuple[float, LiDPBound | None]:
+        """tau* on the tuning trials (App. E.1); its bound when those are the evaluation
+        trials too (in-sample)."""
+        tau, tuned["epsilon"] = tune_threshold(
+            score_in[tune], score_out[tune], delta, level, grid_size=grid_size, **kw
         )
-        n_tune = len(tune) if isinstance(tune, np.ndarray) else len(range(n)[tune])
-    else:
-        tau = float(threshold)
-        if not np.isfinite(tau):
-            raise XBernInputError(f"a fixed threshold must be finite, got {threshold!r}")
-        ev, valid, tuned_eps, n_tune = rows, True, float("nan"), 0
-    res = epsilon_lower_bound(score_in[ev] >= tau, score_out[ev] >= tau, delta, **kw)
+        tuned["n"] = len(tune) if isinstance(tune, np.ndarray) else len(range(n)[tune])
+        return tau, (bound_at(tau, level) if tune is ev else None)
+
+    held = rules.HeldOut((), None, float, maximise) if isinstance(rule, rules.Split) else None
+    picked = rules.select(rule, confidence, bound_at, maximise=maximise, held_out=held)
     return LiDPAudit(
-        **res.as_row(),
-        threshold=tau,
+        **picked.result.as_row(),
+        threshold=picked.candidate,
         threshold_mode=threshold if isinstance(threshold, str) else "fixed",
-        n_tune=n_tune,
-        tuned_epsilon=tuned_eps,
-        valid=valid,
+        n_tune=tuned["n"],
+        tuned_epsilon=tuned["epsilon"],
+        valid=picked.valid,
         heldout_source=source,
     )
+
+
+def threshold_rule(
+    threshold: float | str, heldout_fraction: float, split_seed: int
+) -> rules.Strategy:
+    """The selection strategy (:mod:`.selection_rules`) of a threshold mode: a number is
+    :class:`~.selection_rules.Explicit`, ``heldout`` a :class:`~.selection_rules.Split` and
+    ``in_sample`` the :class:`~.selection_rules.Uncorrected` maximum over the grid."""
+    if isinstance(threshold, str):
+        if threshold == "heldout":
+            return rules.Split(split_seed, heldout_fraction)
+        if threshold == "in_sample":
+            return rules.Uncorrected(())
+        raise XBernInputError(
+            f"threshold must be a number, 'heldout' or 'in_sample', got {threshold!r}"
+        )
+    tau = float(threshold)
+    if not np.isfinite(tau):
+        raise XBernInputError(f"a fixed threshold must be finite, got {threshold!r}")
+    return rules.Explicit(tau)
 
 
 def check_heldout_trials(heldout_trials: int, n: int) -> int:

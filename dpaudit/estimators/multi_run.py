@@ -33,11 +33,13 @@ tests/test_multi_run.py), so it is an estimate, never a valid bound.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
+
+from dpaudit.accounting.gaussian import gdp_epsilon, gdp_mu_from_rates
+from dpaudit.estimators import selection_rules as rules
 
 SELECTIONS = ("same_data", "heldout")
 
@@ -286,23 +288,93 @@ def stratified_split(
     return np.sort(np.concatenate(sel)), np.sort(np.concatenate(ev))
 
 
-def _choose_threshold(
+def threshold_rule(selection: str, select_fraction: float, split_seed: int) -> rules.Strategy:
+    """The selection strategy (:mod:`.selection_rules`) behind a selection name: ``same_data``
+    is the uncorrected maximum over every threshold (filled in by the caller), ``heldout`` a
+    split."""
+    if selection == "same_data":
+        return rules.Uncorrected(())
+    if selection == "heldout":
+        return rules.Split(split_seed, select_fraction)
+    raise ValueError(f"unknown selection {selection!r}; allowed: {list(SELECTIONS)}")
+
+
+def _maximiser(sw: Sweep, objective, eval_n1: int | None = None, eval_n0: int | None = None):
+    """Maximise ``objective`` over the thresholds of ``sw`` (:func:`argmax_over_thresholds`);
+    with ``eval_n1``/``eval_n0`` the error *rates* are projected onto those sample sizes (so the
+    Clopper-Pearson widths are those of the later bound). Returns (index, (value, a, b))."""
+
+    def maximise(grid, level: float):
+        k0, n0, k1, n1 = sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members
+        if eval_n1 is not None:
+            k0, n0 = k0 * (eval_n0 / n0), eval_n0
+            k1, n1 = k1 * (eval_n1 / n1), eval_n1
+        j, value, a, b = argmax_over_thresholds(k0, n0, k1, n1, level, objective)
+        return j, (value, a, b)
+
+    return maximise
+
+
+def _threshold_audit(
     score: np.ndarray,
     membership: np.ndarray,
-    delta: float,
-    level: float,
-    eval_n1: int,
-    eval_n0: int,
-) -> float:
-    """The threshold maximising Eq. 1 on the selection runs, with its error *rates* projected
-    onto the evaluation sample sizes (so the Clopper-Pearson widths are those of the bound)."""
-    sw = sweep(score, membership)
-    k0 = sw.false_pos * (eval_n0 / sw.n_nonmembers)
-    k1 = sw.false_neg * (eval_n1 / sw.n_members)
-    j, _, _, _ = argmax_over_thresholds(
-        k0, eval_n0, k1, eval_n1, level, lambda x, y: epsilon_from_rates(x, y, delta)
+    confidence: float,
+    selection: str,
+    select_fraction: float,
+    split_seed: int,
+    objective,
+    project: bool,
+) -> tuple[float, bool, float, float, float, int, int, int, int, int, float]:
+    """The threshold choice shared by :func:`cp_audit` and :func:`gdp_fit`: (value, valid of the
+    selection, threshold, fpr_upper, fnr_upper, false_pos, false_neg, n_members, n_nonmembers,
+    n_select, per-rate level). ``project``: choose a held-out threshold with the rates projected
+    onto the evaluation sizes."""
+    score, membership = check_scores(score, membership)
+    level = rate_level(confidence)
+    rule = threshold_rule(selection, select_fraction, split_seed)
+    if isinstance(rule, rules.Uncorrected):
+        sw = sweep(score, membership)
+        rule = rules.Uncorrected(range(len(sw.threshold)))  # candidates: threshold indices
+        picked = rules.select(rule, level, bound_at=None, maximise=_maximiser(sw, objective))
+        j = picked.candidate
+        value, a, b = picked.result
+        return (
+            value,
+            rule.valid,
+            float(sw.threshold[j]),
+            a,
+            b,
+            int(sw.false_pos[j]),
+            int(sw.false_neg[j]),
+            sw.n_members,
+            sw.n_nonmembers,
+            0,
+            level,
+        )
+    sel, ev = stratified_split(membership, rule.fraction, rule.seed)
+    s_ev, m_ev = score[ev], membership[ev]
+    n1 = int(m_ev.sum())
+    n0 = int(ev.size - n1)
+    sw_sel = sweep(score[sel], membership[sel])
+
+    def bound_at(tau: float, lvl: float):
+        fp = int(np.sum((s_ev > tau) & (m_ev == 0)))
+        fn = int(np.sum((s_ev <= tau) & (m_ev == 1)))
+        a = float(cp_upper(fp, n0, lvl))
+        b = float(cp_upper(fn, n1, lvl))
+        return float(objective(a, b)), a, b, fp, fn
+
+    held = rules.HeldOut(
+        grid=range(len(sw_sel.threshold)),
+        bound_at=None,
+        transfer=lambda j: float(sw_sel.threshold[j]),
+        maximise=_maximiser(sw_sel, objective, n1, n0)
+        if project
+        else _maximiser(sw_sel, objective),
     )
-    return float(sw.threshold[j])
+    picked = rules.select(rule, level, bound_at, held_out=held)
+    value, a, b, fp, fn = picked.result
+    return (value, rule.valid, picked.candidate, a, b, fp, fn, n1, n0, int(sel.size), level)
 
 
 def cp_audit(
@@ -322,85 +394,22 @@ def cp_audit(
     bounded at :func:`rate_level` ``(confidence)``.
     """
     check_level(confidence, delta)
-    score, membership = check_scores(score, membership)
-    level = rate_level(confidence)
-    if selection == "same_data":
-        sw = sweep(score, membership)
-        j, eps, a, b = argmax_over_thresholds(
-            sw.false_pos,
-            sw.n_nonmembers,
-            sw.false_neg,
-            sw.n_members,
-            level,
-            lambda x, y: epsilon_from_rates(x, y, delta),
-        )
-        return MultiRunResult(
-            selection,
-            eps,
-            False,
-            float(sw.threshold[j]),
-            a,
-            b,
-            int(sw.false_pos[j]),
-            int(sw.false_neg[j]),
-            sw.n_members,
-            sw.n_nonmembers,
-            0,
-            confidence,
-            level,
-        )
-    if selection == "heldout":
-        sel, ev = stratified_split(membership, select_fraction, split_seed)
-        n1 = int(membership[ev].sum())
-        n0 = int(ev.size - n1)
-        tau = _choose_threshold(score[sel], membership[sel], delta, level, n1, n0)
-        s_ev, m_ev = score[ev], membership[ev]
-        fp = int(np.sum((s_ev > tau) & (m_ev == 0)))
-        fn = int(np.sum((s_ev <= tau) & (m_ev == 1)))
-        a = float(cp_upper(fp, n0, level))
-        b = float(cp_upper(fn, n1, level))
-        eps = float(epsilon_from_rates(a, b, delta))
-        return MultiRunResult(
-            selection, eps, True, tau, a, b, fp, fn, n1, n0, int(sel.size), confidence, level
-        )
-    raise ValueError(f"unknown selection {selection!r}; allowed: {list(SELECTIONS)}")
+    eps, valid, *rest = _threshold_audit(
+        score,
+        membership,
+        confidence,
+        selection,
+        select_fraction,
+        split_seed,
+        lambda x, y: epsilon_from_rates(x, y, delta),
+        project=True,
+    )
+    return MultiRunResult(selection, float(eps), valid, *rest[:8], confidence, rest[8])
 
 
 # --------------------------------------------------------------------------------------------
 # Gaussian DP (Dong, Roth, Su 2022) and the GDP fit of Nasr et al. 2023
 # --------------------------------------------------------------------------------------------
-
-
-def gdp_delta(mu: float, epsilon: float) -> float:
-    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).
-
-    (Dong, Roth, Su 2022, Corollary 2.13; the exact curve of the Gaussian mechanism with
-    sensitivity / noise = mu.) Computed in the log domain to stay accurate in the tails.
-    """
-    if mu <= 0:
-        return 0.0
-    la = special.log_ndtr(-epsilon / mu + mu / 2)
-    lb = epsilon + special.log_ndtr(-epsilon / mu - mu / 2)
-    if lb >= la:
-        return 0.0
-    return float(math.exp(la) * -math.expm1(lb - la))
-
-
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The smallest epsilon >= 0 with delta(epsilon) <= ``delta`` for mu-GDP (0 if mu <= 0)."""
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1) for a GDP epsilon, got {delta!r}")
-    if not mu > 0 or gdp_delta(mu, 0.0) <= delta:
-        return 0.0
-    hi = 1.0
-    while gdp_delta(mu, hi) > delta:
-        hi *= 2.0
-    return float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-12))
-
-
-def gdp_mu(fpr_upper: np.ndarray, fnr_upper: np.ndarray) -> np.ndarray:
-    """mu of the GDP trade-off curve through (alpha, beta): Phi^-1(1 - alpha) - Phi^-1(beta)."""
-    return stats.norm.isf(np.asarray(fpr_upper)) - stats.norm.ppf(np.asarray(fnr_upper))
 
 
 def gdp_fit(
@@ -422,55 +431,19 @@ def gdp_fit(
     check_level(confidence, delta)
     if not delta > 0:
         raise ValueError("gdp_fit needs delta > 0 (mu-GDP with mu > 0 has no finite eps at 0)")
-    score, membership = check_scores(score, membership)
-    level = rate_level(confidence)
-    if selection == "same_data":
-        sw = sweep(score, membership)
-        n_select = 0
-    elif selection == "heldout":
-        sel, ev = stratified_split(membership, select_fraction, split_seed)
-        sw_sel = sweep(score[sel], membership[sel])
-        j_sel, _, _, _ = argmax_over_thresholds(
-            sw_sel.false_pos,
-            sw_sel.n_nonmembers,
-            sw_sel.false_neg,
-            sw_sel.n_members,
-            level,
-            gdp_mu,
-        )
-        tau = float(sw_sel.threshold[j_sel])
-        s_ev, m_ev = score[ev], membership[ev]
-        n1 = int(m_ev.sum())
-        sw = Sweep(
-            threshold=np.array([tau]),
-            false_pos=np.array([int(np.sum((s_ev > tau) & (m_ev == 0)))]),
-            false_neg=np.array([int(np.sum((s_ev <= tau) & (m_ev == 1)))]),
-            n_members=n1,
-            n_nonmembers=int(ev.size - n1),
-        )
-        n_select = int(sel.size)
-    else:
-        raise ValueError(f"unknown selection {selection!r}; allowed: {list(SELECTIONS)}")
-    j, mu_j, a, b = argmax_over_thresholds(
-        sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members, level, gdp_mu
-    )
-    eps = gdp_epsilon(mu_j, delta) if mu_j > 0 else 0.0
-    return MultiRunResult(
-        selection,
-        eps,
-        False,
-        float(sw.threshold[j]),
-        a,
-        b,
-        int(sw.false_pos[j]),
-        int(sw.false_neg[j]),
-        sw.n_members,
-        sw.n_nonmembers,
-        n_select,
+    mu_j, _, *rest = _threshold_audit(
+        score,
+        membership,
         confidence,
-        level,
-        mu=mu_j,
+        selection,
+        select_fraction,
+        split_seed,
+        gdp_mu_from_rates,
+        project=False,
     )
+    mu_j = float(mu_j)
+    eps = gdp_epsilon(delta, mu_j) if mu_j > 0 else 0.0
+    return MultiRunResult(selection, eps, False, *rest[:8], confidence, rest[8], mu=mu_j)
 
 
 def max_attainable(

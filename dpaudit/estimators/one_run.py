@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import special, stats
 
+from dpaudit.estimators import selection_rules as rules
+
 #: Bisection steps after bracketing, as in the paper's Appendix D code.
 BISECTION_STEPS = 30
 
@@ -152,15 +154,6 @@ class OneRunResult:
         return asdict(self)
 
 
-def _best(rows, m: int, delta: float, confidence: float):
-    best = None
-    for kp, km, r, v in rows:
-        eps = epsilon_lower_bound(m, r, v, delta, confidence)
-        if best is None or eps > best[0]:
-            best = (eps, kp, km, r, v)
-    return best
-
-
 def audit_scores(
     score: np.ndarray,
     membership: np.ndarray,
@@ -171,7 +164,8 @@ def audit_scores(
     fixed: tuple[int, int] | None = None,
     split_seed: int = 0,
 ) -> list[OneRunResult]:
-    """One-run lower bounds for one model's canary scores, one result per selection rule.
+    """One-run lower bounds for one model's canary scores, one result per selection rule
+    (strategies of :mod:`.selection_rules`).
 
     ``score`` and ``membership`` are 1-D over the m randomized canaries (higher score = IN).
     """
@@ -182,39 +176,67 @@ def audit_scores(
     grid = list(grid) if grid is not None else default_grid(m)
     out: list[OneRunResult] = []
     for sel in selections:
-        if sel == "fixed":
-            if fixed is None:
-                raise ValueError("selection 'fixed' needs fixed=(k_plus, k_minus)")
-            r, v = guess_counts(score, membership, *fixed)
-            eps = epsilon_lower_bound(m, r, v, delta, confidence)
-            out.append(OneRunResult(sel, eps, *fixed, r, v, m, confidence, confidence, 1, True))
-        elif sel in ("grid_max_uncorrected", "bonferroni"):
-            rows = _guess_table(score, membership, grid)
-            g = len(rows)
-            level = confidence if sel == "grid_max_uncorrected" else 1 - (1 - confidence) / g
-            eps, kp, km, r, v = _best(rows, m, delta, level)
-            out.append(
-                OneRunResult(sel, eps, kp, km, r, v, m, confidence, level, g, sel == "bonferroni")
+        rule = rules.strategy(sel, grid, fixed, split_seed, "fixed=(k_plus, k_minus)")
+        if isinstance(rule, rules.Bonferroni | rules.Uncorrected):
+            # candidates: the (k+, k-, r, correct) rows of the grid points that fit
+            rule = type(rule)(_guess_table(score, membership, grid))
+        bound_at, held_out = _bound_functions(rule, score, membership, grid, delta)
+        picked = rules.select(rule, confidence, bound_at, key=_epsilon_of, held_out=held_out)
+        kp, km = picked.candidate[:2]
+        eps, r, v, mm = picked.result
+        level = picked.level
+        out.append(
+            OneRunResult(
+                sel, eps, kp, km, r, v, mm, confidence, level, picked.grid_size, picked.valid
             )
-        elif sel == "sample_split":
-            rng = np.random.default_rng(split_seed)
-            perm = rng.permutation(m)
-            a, b = perm[: m // 2], perm[m // 2 :]
-            ma, mb = len(a), len(b)
-            # Choose the guess *fractions* on half A, apply them to half B.
-            rows_a = _guess_table(score[a], membership[a], default_grid(ma, _ks(grid, ma, m)))
-            _, kp_a, km_a, _, _ = _best(rows_a, ma, delta, confidence)
-            kp = round(kp_a * mb / ma)
-            km = round(km_a * mb / ma)
-            r, v = guess_counts(score[b], membership[b], kp, km)
-            eps = epsilon_lower_bound(mb, r, v, delta, confidence) if r else 0.0
-            out.append(OneRunResult(sel, eps, kp, km, r, v, mb, confidence, confidence, 1, True))
-        else:
-            raise ValueError(
-                f"unknown selection {sel!r}; allowed: fixed, grid_max_uncorrected, "
-                "bonferroni, sample_split"
-            )
+        )
     return out
+
+
+def _epsilon_of(bound: tuple[float, int, int, int]) -> float:
+    return bound[0]
+
+
+def _bound_functions(
+    rule: rules.Strategy,
+    score: np.ndarray,
+    membership: np.ndarray,
+    grid: Sequence[tuple[int, int]],
+    delta: float,
+) -> tuple[rules.BoundAt, rules.HeldOut | None]:
+    """(bound_at, held_out) for :func:`rules.select`; a bound is the tuple
+    (epsilon, r, correct, m of the part bounded)."""
+    m = len(score)
+
+    def on_rows(mm: int) -> rules.BoundAt:
+        def bound_at(row: tuple[int, int, int, int], level: float):
+            _, _, r, v = row
+            return epsilon_lower_bound(mm, r, v, delta, level), r, v, mm
+
+        return bound_at
+
+    if isinstance(rule, rules.Split):
+        # Choose the guess *fractions* on half A, apply them to half B.
+        a, b = rule.halves(m)
+        ma, mb = len(a), len(b)
+        rows_a = _guess_table(score[a], membership[a], default_grid(ma, _ks(grid, ma, m)))
+
+        def transfer(row: tuple[int, int, int, int]) -> tuple[int, int]:
+            return round(row[0] * mb / ma), round(row[1] * mb / ma)
+
+        def bound_b(pair: tuple[int, int], level: float):
+            r, v = guess_counts(score[b], membership[b], *pair)
+            return (epsilon_lower_bound(mb, r, v, delta, level) if r else 0.0), r, v, mb
+
+        return bound_b, rules.HeldOut(rows_a, on_rows(ma), transfer)
+    if isinstance(rule, rules.Explicit):
+
+        def bound_fixed(pair: tuple[int, int], level: float):
+            r, v = guess_counts(score, membership, *pair)
+            return epsilon_lower_bound(m, r, v, delta, level), r, v, m
+
+        return bound_fixed, None
+    return on_rows(m), None
 
 
 def _ks(grid: Sequence[tuple[int, int]], m_half: int, m: int) -> list[int]:

@@ -75,15 +75,20 @@ class XBernInputError(ValueError):
 # ---------------------------------------------------------------------------------------------
 
 
+def check_open_unit(value: float, name: str) -> float:
+    """``value`` as a float in (0, 1), or an :class:`XBernInputError` naming it."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise XBernInputError(f"{name} must be a number, got {value!r}") from None
+    if not 0.0 < v < 1.0:
+        raise XBernInputError(f"{name} must lie in (0, 1), got {value!r}")
+    return v
+
+
 def check_beta(beta: float) -> float:
     """``beta`` as a float in (0, 1), or a clear error."""
-    try:
-        b = float(beta)
-    except (TypeError, ValueError):
-        raise XBernInputError(f"failure probability beta must be a number, got {beta!r}") from None
-    if not 0.0 < b < 1.0:
-        raise XBernInputError(f"failure probability beta must lie in (0, 1), got {beta!r}")
-    return b
+    return check_open_unit(beta, "failure probability beta")
 
 
 def check_order(order: int, K: int, interval: str = "wilson", what: str = "x") -> int:
@@ -318,34 +323,34 @@ def _bisect(f: VarianceFn, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return 0.5 * (lo + hi)
 
 
+def _bernstein_bound(mu_hat, var: VarianceFn, n: int, log_term: float, upper: bool):
+    """The root x of +-(x - mu_hat) - sqrt(2 L var(x) / n) = 2 L / (3 n) on the side of mu_hat
+    given by ``upper`` (in [mu_hat, 1], else 1; or in [0, mu_hat], else 0)."""
+    mu_hat = np.asarray(mu_hat, dtype=float)
+    sign = 1.0 if upper else -1.0
+    fallback = 1.0 if upper else 0.0
+
+    def f(x):
+        return (
+            sign * (x - mu_hat) - np.sqrt(2.0 * log_term * var(x) / n) - 2.0 * log_term / (3.0 * n)
+        )
+
+    end = np.full_like(mu_hat, fallback)
+    has_root = f(end) > 0
+    if mu_hat.ndim == 0 and not has_root:
+        return np.asarray(fallback)
+    root = _bisect(f, mu_hat, end) if upper else _bisect(f, end, mu_hat)
+    return np.where(has_root, root, fallback)
+
+
 def _bernstein_lower(mu_hat, var: VarianceFn, n: int, log_term: float) -> np.ndarray:
     """The x in [0, mu_hat] with mu_hat - x - sqrt(2 L var(x) / n) = 2 L / (3 n), else 0."""
-    mu_hat = np.asarray(mu_hat, dtype=float)
-
-    def g(x):
-        return mu_hat - x - np.sqrt(2.0 * log_term * var(x) / n) - 2.0 * log_term / (3.0 * n)
-
-    zero = np.zeros_like(mu_hat)
-    has_root = g(zero) > 0
-    if mu_hat.ndim == 0 and not has_root:
-        return np.asarray(0.0)
-    root = _bisect(g, zero, mu_hat)
-    return np.where(has_root, root, 0.0)
+    return _bernstein_bound(mu_hat, var, n, log_term, upper=False)
 
 
 def _bernstein_upper(mu_hat, var: VarianceFn, n: int, log_term: float) -> np.ndarray:
     """The x in [mu_hat, 1] with x - mu_hat - sqrt(2 L var(x) / n) = 2 L / (3 n), else 1."""
-    mu_hat = np.asarray(mu_hat, dtype=float)
-
-    def h(x):
-        return x - mu_hat - np.sqrt(2.0 * log_term * var(x) / n) - 2.0 * log_term / (3.0 * n)
-
-    one = np.ones_like(mu_hat)
-    has_root = h(one) > 0
-    if mu_hat.ndim == 0 and not has_root:
-        return np.asarray(1.0)
-    root = _bisect(h, mu_hat, one)
-    return np.where(has_root, root, 1.0)
+    return _bernstein_bound(mu_hat, var, n, log_term, upper=True)
 
 
 def _var_bernoulli(x):

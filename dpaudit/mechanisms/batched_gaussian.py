@@ -164,6 +164,23 @@ def simulate_scores(
     return out
 
 
+def simulate_both(
+    runs: int,
+    steps_per_epoch: int,
+    epochs: int,
+    sigma: float,
+    threat_model: str,
+    batch_size: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores of the ``runs`` runs on D, scores of the ``runs`` runs on D'), same seed."""
+    args = (runs, steps_per_epoch, epochs, sigma, threat_model)
+    return (
+        simulate_scores(*args, True, batch_size, seed),
+        simulate_scores(*args, False, batch_size, seed),
+    )
+
+
 def bgm_score_file(
     runs_per_hypothesis: int,
     steps_per_epoch: int,
@@ -188,11 +205,8 @@ def bgm_score_file(
     """
     from dpaudit.mechanisms import shuffle_reference as ref
 
-    s1 = simulate_scores(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, True, batch_size, seed
-    )
-    s0 = simulate_scores(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, False, batch_size, seed
+    s1, s0 = simulate_both(
+        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, batch_size, seed
     )
     poisson = None
     if claimed_epsilon is None or reference_lines:

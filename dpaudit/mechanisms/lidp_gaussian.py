@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 
+from dpaudit.accounting.gaussian import gdp_epsilon
 from dpaudit.scores import ScoreFile, write
 
 #: Trials sampled per vectorised block (bounds memory at CHUNK * p^2 doubles).
@@ -74,23 +75,12 @@ def epsilon_rdp(sigma: float, delta: float) -> float:
 
 
 def epsilon_exact(sigma: float, delta: float) -> float:
-    """Smallest eps with Phi(1/(2s) - eps s) - e^eps Phi(-1/(2s) - eps s) <= delta."""
+    """Smallest eps with Phi(1/(2s) - eps s) - e^eps Phi(-1/(2s) - eps s) <= delta: the exact
+    curve of the Gaussian mechanism with sensitivity 1, i.e. (1/s)-GDP
+    (:func:`dpaudit.accounting.gaussian.gdp_epsilon`)."""
     if sigma <= 0 or not 0 < delta < 1:
         raise ValueError(f"need sigma > 0 and delta in (0, 1), got {sigma}, {delta}")
-
-    def excess(eps: float) -> float:
-        return (
-            special.ndtr(0.5 / sigma - eps * sigma)  # the standard normal CDF
-            - math.exp(eps) * special.ndtr(-0.5 / sigma - eps * sigma)
-            - delta
-        )
-
-    if excess(0.0) <= 0:
-        return 0.0
-    hi = 1.0
-    while excess(hi) > 0:
-        hi *= 2
-    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
+    return gdp_epsilon(delta, 1.0 / sigma)
 
 
 Accountant = Literal["rdp", "exact"]

@@ -14,14 +14,21 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from dpaudit.accounting.gaussian import gaussian_epsilon as _gaussian_epsilon
+from dpaudit.accounting.gaussian import gdp_epsilon
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 
 
-def gaussian_epsilon(mu: float, delta: float) -> float:
-    """The exact epsilon(delta) of mu-GDP (Balle and Wang 2018, Thm 8): see
-    :func:`dpaudit.accounting.gaussian.gaussian_epsilon` (argument order mu, delta here)."""
-    return float(_gaussian_epsilon(delta, mu))
+def gaussian_game(
+    bits: np.ndarray, low: float, high: float, sigma: float, rng: np.random.Generator
+) -> np.ndarray:
+    """The per-bit Gaussian game: score_i = (``high`` if bit i is 1 else ``low``) + N(0, sigma^2),
+    independently per bit; it is mu-GDP per bit with mu = |high - low| / sigma.
+
+    The one idealised Gaussian setting of both one-run papers (Steinke, Nasr, Jagielski 2023,
+    Fig. 10: low, high = -1, 1; Xiang et al. 2025, Figs. 3 and 5: low, high = 0, mu, sigma 1).
+    The noise is drawn after the bits, one normal per bit, in bit order.
+    """
+    return np.where(np.asarray(bits) == 1, high, low) + rng.normal(0.0, sigma, size=len(bits))
 
 
 def _meta(experiment: str, setting: str, seed: int, eps: float, delta: float, **extra) -> dict:
@@ -45,13 +52,13 @@ def gaussian_score_file(
     """One run of the idealised Gaussian setting with ``m`` canaries (Fig. 10)."""
     rng = np.random.default_rng(seed)
     s = rng.integers(0, 2, size=m)
-    score = (2 * s - 1) + rng.normal(0.0, sigma, size=m)
+    score = gaussian_game(s, -1.0, 1.0, sigma, rng)
     mu = 2.0 / sigma
     meta = _meta(
         experiment,
         setting or f"sigma{sigma:g}",
         seed,
-        gaussian_epsilon(mu, delta),
+        gdp_epsilon(delta, mu),
         delta,
         mechanism="gaussian",
         mu=mu,

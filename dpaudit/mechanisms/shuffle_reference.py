@@ -30,6 +30,8 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+from dpaudit.accounting.gaussian import epsilon_of_profile
+
 
 def poisson_epsilon(
     sigma: float,
@@ -126,12 +128,6 @@ def shuffle_lower_bound(sigma: float, steps_per_epoch: int, delta: float, epochs
             f"shuffle_lower_bound implements the single-epoch bound only, got epochs={epochs}"
         )
 
-    def gap(eps: float) -> float:
-        return shuffle_delta_lower_bound(eps, sigma, steps_per_epoch) - delta
-
-    if gap(0.0) <= 0:
-        return 0.0
-    hi = 1.0
-    while gap(hi) > 0:
-        hi *= 2.0
-    return float(optimize.brentq(gap, 0.0, hi, xtol=1e-6))
+    return epsilon_of_profile(
+        lambda eps: shuffle_delta_lower_bound(eps, sigma, steps_per_epoch), delta, xtol=1e-6
+    )
