@@ -306,7 +306,7 @@ def test_score_files_are_accepted_by_the_estimators_of_their_design(data, design
 
 def test_one_run_engine_divergence_names_the_job(data):
     """The Opacus one-model engine (run_setting): a NaN score names the job, not '<memory>'."""
-    from dpaudit.training.one_run import run_setting
+    from dpaudit.training.opacus_engine import run_setting
 
     with pytest.raises(TrainingDiverged, match="experiment 'e', setting 's', seed 1: .*lr"):
         run_setting(
