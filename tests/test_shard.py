@@ -270,8 +270,9 @@ def test_cli_train_shard_writes_score_file_and_removes_checkpoint(tmp_path, caps
     assert not (tmp_path / "s.npz.ckpt").exists()
     bad = tmp_path / "bad.yaml"
     bad.write_text("desgn: one_run\n")
-    with pytest.raises(SystemExit, match="unknown key"):
-        main(["train-shard", "--run", str(bad), "--data", "synthetic", "--out", str(out)])
+    capsys.readouterr()
+    assert main(["train-shard", "--run", str(bad), "--data", "synthetic", "--out", str(out)]) == 2
+    assert f"{bad}: unknown key(s) ['desgn']" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
