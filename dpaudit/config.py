@@ -120,6 +120,7 @@ def validate_config(
     if not isinstance(config, dict):
         raise ConfigError(f"config: the top level must be a mapping, got {type(config).__name__}")
     _check_experiments_block(config, require_experiments)
+    _check_removed_keys(config)
     validator = DefaultFillingValidator(load_schema() if schema is None else schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
@@ -211,36 +212,28 @@ def _check_mechanism_params(exp: str, block: dict[str, Any]) -> None:
                 )
 
 
-#: What the one-model Opacus trainer (dpaudit.training.one_run) supports; everything else
-#: needs ``trainer: vectorized`` (dpaudit.training.shard).
-OPACUS_SUPPORTS = {
-    "design": ("one_run",),
-    "threat_model": ("black_box_loss",),
-    "canaries.type": ("random_input",),
-    "train.sampler": ("poisson",),
-}
+def _check_removed_keys(config: dict[str, Any]) -> None:
+    """A removed key (an experiment's ``trainer``) is an error naming its replacement."""
+    experiments = config.get("experiments")
+    for exp, block in (experiments if isinstance(experiments, dict) else {}).items():
+        if isinstance(block, dict) and "trainer" in block:
+            raise ConfigError(
+                f"config key experiments.{exp}.trainer: removed; the engine is train.engine "
+                "(trainer opacus -> train.engine: opacus; trainer vectorized -> train.engine: "
+                "auto, stacked or func)"
+            )
 
 
 def _check_trainer(exp: str, block: dict[str, Any]) -> None:
-    if block.get("kind") != "train" or block.get("trainer", "opacus") != "opacus":
+    """An experiment trained by Opacus (``train.engine: opacus``) uses only what that engine
+    supports."""
+    from dpaudit.training.job import opacus_problem
+
+    if block.get("kind") != "train" or block.get("train", {}).get("engine") != "opacus":
         return
-    values = {
-        "design": block.get("design"),
-        "threat_model": block.get("threat_model"),
-        "canaries.type": block.get("canaries", {}).get("type"),
-        "train.sampler": block.get("train", {}).get("sampler"),
-    }
-    for key, allowed in OPACUS_SUPPORTS.items():
-        if values[key] is not None and values[key] not in allowed:
-            raise ConfigError(
-                f"config key experiments.{exp}.{key}: {values[key]!r} needs "
-                f"'trainer: vectorized'; allowed with trainer opacus: {list(allowed)}"
-            )
-    for key in ("noise_multiplier", "steps", "buffer_size", "model_chunk"):
-        if block.get("train", {}).get(key) is not None:
-            raise ConfigError(
-                f"config key experiments.{exp}.train.{key}: only for 'trainer: vectorized'"
-            )
+    problem = opacus_problem(block, block.get("shards", 1))
+    if problem is not None:
+        raise ConfigError(f"config key experiments.{exp}.{problem[0]}: {problem[1]}")
 
 
 def _check_estimators_apply(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
@@ -286,7 +279,7 @@ def _check_settings(exp: str, block: dict[str, Any]) -> None:
             )
 
 
-#: Default canary pool of the vectorized trainer's LiDP design (dpaudit.training.shard).
+#: Default canary pool of the vectorised engine's LiDP design (dpaudit.training.shard).
 LIDP_DEFAULT_POOL = 1000
 _RECORD_CANARIES = ("mislabeled", "in_distribution")
 
@@ -365,7 +358,7 @@ def nominal_sampling(block: dict[str, Any]) -> tuple[float, int]:
         block.get("design", "one_run"), 0.5
     )
     n = max(1, round(n_train + expected_in))
-    if block.get("trainer", "opacus") == "opacus":
+    if t.get("engine") == "opacus":
         batches = math.ceil(n / b)
         return 1.0 / batches, int(t["epochs"]) * batches
     steps = t["steps"] or int(t["epochs"]) * max(1, round(n / b))

@@ -46,21 +46,12 @@ def kind_pattern(*kinds):
     return "|".join(names) if names else "(?!)"
 
 
-def trainer_pattern(trainer):
-    """A wildcard pattern matching the train experiments that use ``trainer``."""
-    names = [
-        name
-        for name, exp in EXPERIMENTS.items()
-        if exp["kind"] == "train" and exp["trainer"] == trainer
-    ]
-    return "|".join(names) if names else "(?!)"
-
-
 def seed_score_files(experiment, setting, seed):
-    """The score files of one (setting, seed): one, or one per shard (vectorized trainer)."""
+    """The score files of one (setting, seed): one per shard (train; an Opacus-trained
+    experiment has one shard), or one (simulate)."""
     exp = EXPERIMENTS[experiment]
     stem = f"results/{experiment}/scores/{setting}/seed{seed}"
-    if exp["kind"] == "train" and exp["trainer"] == "vectorized":
+    if exp["kind"] == "train":
         return [f"{stem}.shard{shard}.npz" for shard in range(exp["shards"])]
     return [f"{stem}.npz"]
 
@@ -110,8 +101,8 @@ def _setting(wildcards, settings):
 
 
 def train_params(wildcards):
-    """Everything a training job reads from the config, so that Snakemake reruns exactly the
-    settings whose parameters changed."""
+    """The run spec of a training job (dpaudit.training.job.train_job): all it reads
+    from the config, so Snakemake reruns the settings whose parameters changed."""
     exp = EXPERIMENTS[wildcards.experiment]
     target = _setting(wildcards, train_settings(exp))
     train = {

@@ -1,34 +1,26 @@
-"""Snakemake adapter: train one model of one setting and write its score file."""
+"""Snakemake adapter: one training job (any engine) -> its score file (dpaudit.training.job)."""
 
 import torch
 
-from dpaudit import scores
 from dpaudit.data.prepare import load_prepared
 from dpaudit.joblog import job_log
-from dpaudit.training.one_run import run_setting
+from dpaudit.training.job import train_job
 
 log = job_log(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 run = snakemake.params.run
-log.info(
-    "experiment=%s setting=%s seed=%s run=%s",
-    snakemake.wildcards.experiment,
-    snakemake.wildcards.setting,
-    snakemake.wildcards.seed,
-    run,
-)
-sf = run_setting(
+wc = snakemake.wildcards
+log.info("experiment=%s setting=%s seed=%s shard=%s run=%s", wc.experiment, wc.setting,
+         wc.seed, wc.shard, run)
+sf = train_job(
     load_prepared(snakemake.input.dataset)[0],
-    experiment=snakemake.wildcards.experiment,
-    setting=snakemake.wildcards.setting,
-    seed=int(snakemake.wildcards.seed),
-    model=run["model"],
-    canaries=run["canaries"],
-    train=run["train"],
-    target_epsilon=run["target_epsilon"],
+    experiment=wc.experiment,
+    setting=wc.setting,
+    seed=int(wc.seed),
+    shard=int(wc.shard),
+    run_spec=run,
+    out=snakemake.output.scores,
     device=snakemake.params.device,
 )
-scores.write(snakemake.output.scores, sf)
-log.info(
-    "claimed epsilon %s, test accuracy %.4f", sf.meta["claimed_epsilon"], sf.meta["test_accuracy"]
-)
+log.info("claimed epsilon %s, test accuracy %.4f; %d trial(s) x %d canaries",
+         sf.meta["claimed_epsilon"], sf.meta["test_accuracy"], sf.n_trials, sf.n_canaries)

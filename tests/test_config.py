@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -246,8 +247,8 @@ def test_audit_config_errors_name_the_file(tmp_path):
 
 
 def test_canaries_beyond_the_dataset_pool_are_rejected():
-    exp = {"kind": "train", "trainer": "vectorized",
-           "canaries": {"type": "mislabeled", "m": 100}, "dataset": {"canary_pool": 50}}
+    exp = {"kind": "train", "canaries": {"type": "mislabeled", "m": 100},
+           "dataset": {"canary_pool": 50}}
     with pytest.raises(ConfigError) as err:
         validate_config(_exp_cfg(exp), SCHEMA)
     msg = str(err.value)
@@ -258,10 +259,38 @@ def test_canaries_beyond_the_dataset_pool_are_rejected():
 
 
 def test_canaries_beyond_the_pool_size_are_rejected():
-    exp = {"kind": "train", "trainer": "vectorized", "design": "lidp",
-           "canaries": {"k": 8, "pool_size": 10}}
+    exp = {"kind": "train", "design": "lidp", "canaries": {"k": 8, "pool_size": 10}}
     with pytest.raises(ConfigError, match=r"experiments\.x\.canaries\.k: design 'lidp' needs 16"):
         validate_config(_exp_cfg(exp), SCHEMA)
+
+
+def test_removed_trainer_key_names_train_engine():
+    """The old ``trainer`` key is an error that names its replacement, train.engine."""
+    for old, new in (("opacus", "train.engine: opacus"), ("vectorized", "train.engine: auto")):
+        with pytest.raises(ConfigError, match=r"experiments\.x\.trainer: removed") as err:
+            validate_config(_exp_cfg({"kind": "train", "trainer": old}), SCHEMA)
+        assert new in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("exp", "key"),
+    [
+        ({"design": "lidp"}, "experiments.x.design: 'lidp' needs train.engine auto"),
+        ({"canaries": {"type": "dirac"}}, "experiments.x.canaries.type: 'dirac' needs"),
+        ({"train": {"sampler": "shuffle"}}, "experiments.x.train.sampler: 'shuffle' needs"),
+        ({"train": {"steps": 5}}, "experiments.x.train.steps: only for train.engine auto"),
+        ({"shards": 2}, "experiments.x.shards: 2: train.engine opacus trains one model"),
+    ],
+)
+def test_opacus_engine_takes_only_what_it_can_train(exp, key):
+    """train.engine opacus: one shard, one_run, random_input, black_box_loss, Poisson; the
+    vectorised engine (the default) takes the same block."""
+    block = {"kind": "train", **exp}
+    block["train"] = {"engine": "opacus", **exp.get("train", {})}
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_config(_exp_cfg(block), SCHEMA)
+    del block["train"]["engine"]
+    validate_config(_exp_cfg(block), SCHEMA)
 
 
 def test_unreachable_target_epsilon_is_rejected():
@@ -372,7 +401,7 @@ def test_estimator_keys_that_need_another_key(block, key):
 
 def test_lidp_order_above_the_canary_count_is_rejected():
     est = {"l2": {"method": "lidp", "order": 2}}
-    exp = {"kind": "train", "trainer": "vectorized", "design": "lidp", "canaries": {"k": 1}}
+    exp = {"kind": "train", "design": "lidp", "canaries": {"k": 1}}
     with pytest.raises(ConfigError, match=r"estimator 'l2' has order 2 but canaries\.k has only 1"):
         validate_config(_exp_cfg(exp, est), SCHEMA)
     sim = {"kind": "simulate", "mechanism": "lidp_gaussian",

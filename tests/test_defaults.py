@@ -197,14 +197,13 @@ def test_cli_train_shard_trains_what_the_pipeline_trains(tmp_path):
     assert main([*argv, "--no-progress"]) == 0
     block = {
         "kind": "train",
-        "trainer": "vectorized",
         "model": {"name": "mlp"},
         "canaries": {"m": 6},
         "train": {"epochs": 1, "batch_size": 500, "models_per_shard": 1, "target_epsilons": []},
     }
     config = {"experiments": {"cli": block}, "estimators": {"o": {"method": "one_run"}}}
     exp = validate_config(config)["experiments"]["cli"]
-    pipeline = run_shard(  # the call of scripts/train_shard.py with rules/common.smk's params
+    pipeline = run_shard(  # what train_job runs for rules/common.smk's params
         make_synthetic(),
         experiment="cli",
         setting="default",

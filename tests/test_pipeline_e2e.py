@@ -122,7 +122,7 @@ def test_nonprivate_run_gives_positive_bound(run_dir):
 def test_permuted_membership_null_control(run_dir):
     """The noise-free run's scores with the membership bits permuted: the valid bound is 0 in
     nearly all repetitions (here at least 95 of 100)."""
-    sf = scores.read(run_dir / "results/tiny/scores/nonprivate/seed0.npz")
+    sf = scores.read(run_dir / "results/tiny/scores/nonprivate/seed0.shard0.npz")
     rng = np.random.default_rng(0)
     zeros = 0
     for _ in range(100):
@@ -142,7 +142,7 @@ def test_changing_confidence_reruns_no_training(run_dir, tmp_path):
     path = tmp_path / "conf.yaml"
     path.write_text(yaml.safe_dump(cfg))
     counts = job_counts(snakemake(run_dir, "-n", configfile=path).stdout)
-    assert not {"train", "train_shard", "prepare_dataset"} & set(counts)
+    assert not {"train", "prepare_dataset"} & set(counts)
     # one_run runs on tiny's 2 files and on the 3 vectorised one_run experiments' files
     assert counts["audit"] == 5 and counts["figure_eps"] == 4
 
@@ -181,14 +181,14 @@ def test_bad_config_fails_before_any_job(tmp_path, edit, key):
 
 
 def test_deleting_a_score_file_reruns_only_its_job(run_dir):
-    victim = run_dir / "results/tiny/scores/eps4/seed0.npz"
+    victim = run_dir / "results/tiny/scores/eps4/seed0.shard0.npz"
     saved = victim.read_bytes()
     victim.unlink()
     counts = job_counts(snakemake(run_dir, "-n").stdout)
     assert counts == {
         "train": 1, "audit": 1, "audit_table": 1, "figure_eps": 1, "report": 1, "all": 1
     }
-    snakemake(run_dir, "results/tiny/scores/eps4/seed0.npz")
+    snakemake(run_dir, "results/tiny/scores/eps4/seed0.shard0.npz")
     assert victim.read_bytes() == saved  # and it is reproduced bit for bit
 
 
@@ -237,7 +237,10 @@ def test_a_failing_job_leaves_its_error_in_its_log(run_dir, tmp_path):
 def test_same_config_gives_identical_score_files(run_dir, tmp_path):
     other = tmp_path / "again"
     other.mkdir()
-    targets = ["results/tiny/scores/eps4/seed0.npz", "results/tiny/scores/nonprivate/seed0.npz"]
+    targets = [
+        "results/tiny/scores/eps4/seed0.shard0.npz",
+        "results/tiny/scores/nonprivate/seed0.shard0.npz",
+    ]
     snakemake(other, *targets)
     for t in targets:
         assert (other / t).read_bytes() == (run_dir / t).read_bytes(), t

@@ -270,8 +270,9 @@ def test_cli_train_shard_writes_score_file_and_removes_checkpoint(tmp_path, caps
     assert not (tmp_path / "s.npz.ckpt").exists()
     bad = tmp_path / "bad.yaml"
     bad.write_text("desgn: one_run\n")
-    with pytest.raises(SystemExit, match="unknown key"):
-        main(["train-shard", "--run", str(bad), "--data", "synthetic", "--out", str(out)])
+    capsys.readouterr()
+    assert main(["train-shard", "--run", str(bad), "--data", "synthetic", "--out", str(out)]) == 2
+    assert f"{bad}: unknown key(s) ['desgn']" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -306,7 +307,7 @@ def test_score_files_are_accepted_by_the_estimators_of_their_design(data, design
 
 def test_one_run_engine_divergence_names_the_job(data):
     """The Opacus one-model engine (run_setting): a NaN score names the job, not '<memory>'."""
-    from dpaudit.training.one_run import run_setting
+    from dpaudit.training.opacus_engine import run_setting
 
     with pytest.raises(TrainingDiverged, match="experiment 'e', setting 's', seed 1: .*lr"):
         run_setting(

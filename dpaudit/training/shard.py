@@ -65,6 +65,7 @@ from dpaudit.training.stacked import StackedSequential
 from dpaudit.training.stacked import supports as stacked_supports
 from dpaudit.training.vectorized import (
     DPSGDConfig,
+    ModelSeeds,
     Recording,
     ShardData,
     ShardResult,
@@ -159,6 +160,42 @@ def _logit_confidence(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return zy - torch.logsumexp(other, dim=-1)
 
 
+@dataclass
+class _Canaries:
+    """The canaries of a shard: the options, the pool and who is in which trial.
+
+    ``cols[j]`` are the pool ids scored in trial ``j`` (the score file's ``canary_id``) and
+    ``member[j]`` which of them trial ``j`` trains on; ``expected_in`` is the expected number of
+    inserted canaries per trial (the nominal dataset size of the sample rate).
+    """
+
+    options: dict[str, Any]
+    gradient: bool
+    zero_out: bool
+    informed: bool
+    n_cols: int
+    pool_size: int
+    expected_in: float
+    cols: np.ndarray
+    member: np.ndarray
+
+
+@dataclass
+class _Examples:
+    """Every example the models of a shard may train on and the training set of each model.
+
+    Input canaries are the first ``pool_size`` rows of ``x``; gradient canaries are the items
+    ``n_inputs + k`` (the rows of ``grad_pool``: the pool, then the zero-out records).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    n_inputs: int
+    items: list[np.ndarray]
+    grad_pool: torch.Tensor | None
+    dirac_coords: np.ndarray | None
+
+
 def run_shard(
     data: dict[str, np.ndarray],
     *,
@@ -185,6 +222,114 @@ def run_shard(
     caller deletes it after writing the outputs). ``step_hook(step)`` runs after every step.
     ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); only the CPU is tested.
     """
+    t, c = _check_options(design, threat_model, train, canaries)
+    x_train, y_train = data["x_train"], data["y_train"]
+    n_classes = int(max(y_train.max(), data["y_test"].max())) + 1
+    shape = tuple(x_train.shape[1:])
+    n_models = int(t["models_per_shard"])
+    if n_models < 1:
+        raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
+    for key in ("model_chunk", "eval_examples"):
+        _check_positive_int_or_none(t, key)
+
+    def template_model():
+        return build_for_data(model, shape, n_classes)
+
+    n_params = sum(p.numel() for p in template_model().parameters())
+    seeds = [model_seeds(seed, setting, shard, j) for j in range(n_models)]
+    cans = _draw_canaries(design, c, seeds, n_params, n_classes)
+    examples = _shard_examples(data, cans, t, n_params, n_classes)
+    job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
+    cfg, claimed = _dpsgd_config(t, len(y_train), cans, target_epsilon, job)
+    wb_inputs = None
+    if threat_model == "white_box_dot" and not cans.gradient:
+        wb_inputs = np.unique(cans.cols)
+    try:
+        result = train_shard(
+            template_model,
+            ShardData(
+                torch.from_numpy(np.ascontiguousarray(examples.x)),
+                torch.from_numpy(np.ascontiguousarray(examples.y)),
+                examples.items,
+                examples.grad_pool,
+                (examples.n_inputs, examples.n_inputs + cans.pool_size) if cans.informed else None,
+            ),
+            seeds,
+            cfg,
+            Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
+            model_chunk=t["model_chunk"],
+            engine=t["engine"],
+            checkpoint=checkpoint,
+            checkpoint_every_s=float(t["checkpoint_every_s"]),
+            step_hook=step_hook,
+            progress=progress,
+            device=resolve_device(device),
+        )
+    except TrainingDiverged as exc:
+        raise TrainingDiverged(f"{job}: {exc}", exc.model, exc.step) from exc
+
+    template = template_model().to("meta")
+    score, observations = _canary_scores(threat_model, template, result, examples, cans, wb_inputs)
+    check_finite_scores(score, job, cfg.steps)
+    acc = _accuracy(template, result, data, t["eval_examples"])
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "experiment": experiment,
+        "setting": setting,
+        "seed": seed,
+        "shard": shard,
+        "design": design,
+        "threat_model": threat_model,
+        "score": SCORE_NAMES[threat_model],
+        "canary_type": c["type"],
+        "neighbouring": c["neighbouring"],
+        "adversary": c["adversary"],
+        "claimed_epsilon": claimed,
+        "target_epsilon": target_epsilon,
+        "delta": float(t["delta"]),
+        "accountant": f"opacus_{t['accountant']}_poisson" if claimed is not None else "none",
+        "sampler": t["sampler"],
+        "buffer_size": t["buffer_size"],
+        "noise_multiplier": cfg.noise_multiplier,
+        "sample_rate": cfg.sample_rate,
+        "steps": cfg.steps,
+        "steps_per_epoch": cfg.steps_per_epoch,
+        "batch_size": cfg.batch_size,
+        "lr": float(t["lr"]),
+        "max_grad_norm": float(t["max_grad_norm"]),
+        "models": n_models,
+        "n_train": len(y_train),
+        "n_params": n_params,
+        "canaries_per_trial": cans.n_cols,
+        "canary_pool_size": cans.pool_size,
+        "engine": result.meta["engine"],
+        "test_accuracy": float(np.mean(acc)),
+        "test_accuracy_examples": int(min(len(data["y_test"]), t["eval_examples"] or 10**12)),
+        "test_accuracy_per_model": [float(a) for a in acc],
+    }
+    if design == "lidp":
+        meta["lidp_variant"] = "replace_one"
+    if examples.dirac_coords is not None:  # canary_id indexes the pool: its coordinates
+        meta["dirac_coordinates"] = [int(v) for v in examples.dirac_coords]
+    sf = ScoreFile(score=score, membership=cans.member, canary_id=cans.cols, meta=meta, source=job)
+    return ShardOutput(sf, observations, result)
+
+
+#: The ``score`` entry of the meta: the statistic each threat model scores a canary with.
+SCORE_NAMES = {
+    "black_box_loss": "minus_loss",
+    "black_box_logit": "logit_confidence",
+    "white_box_dot": "sum_t_update_dot_clipped_canary_gradient",
+    "final_model_cosine": "minus_cosine_canary_final_params",
+    "per_step_dot": "sum_t_noisy_gradient_dot_unit_canary",
+}
+
+
+def _check_options(
+    design: str, threat_model: str, train: dict[str, Any], canaries: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``train`` and ``canaries`` blocks with their defaults, once the design, threat model,
+    canary type, adjacency and adversary are known to go together (else ``ValueError``)."""
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; allowed: {list(DESIGNS)}")
     if threat_model not in THREAT_MODELS:
@@ -225,22 +370,14 @@ def run_shard(
             "canaries.neighbouring: zero_out needs gradient canaries (the zero-out record has "
             "a zero gradient, which no input has)"
         )
-    x_train, y_train = data["x_train"], data["y_train"]
-    n_train = len(y_train)
-    n_classes = int(max(y_train.max(), data["y_test"].max())) + 1
-    shape = tuple(x_train.shape[1:])
-    n_models = int(t["models_per_shard"])
-    if n_models < 1:
-        raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
-    for key in ("model_chunk", "eval_examples"):
-        _check_positive_int_or_none(t, key)
+    return t, c
 
-    def template_model():
-        return build_for_data(model, shape, n_classes)
 
-    n_params = sum(p.numel() for p in template_model().parameters())
-
-    # ---- canaries per trial ------------------------------------------------------------------
+def _canary_layout(
+    design: str, c: dict[str, Any], n_params: int, n_classes: int
+) -> tuple[int, int, float]:
+    """(canaries per trial, pool size, expected inserted canaries per trial) of the design."""
+    gradient = c["type"] in GRADIENT_CANARIES
     if design == "one_run":
         n_cols = int(c["m"])
         pool_size = c["pool_size"] or n_cols
@@ -255,7 +392,7 @@ def run_shard(
         n_cols = 1
         pool_size = c["pool_size"] or 1
         expected_in = 0.5
-    if kind == "clipbkd":
+    if c["type"] == "clipbkd":
         if c["first_component"] is None or c["last_component"] is None:
             raise ValueError("clipbkd canaries need canaries.first_component and last_component")
         pool_size = c["pool_size"] or (c["last_component"] - c["first_component"])
@@ -266,12 +403,20 @@ def run_shard(
     if n_cols < 1:
         key = "m" if design == "one_run" else "k"
         raise ValueError(f"canaries.{key} must be >= 1 (canaries per trial), got {c[key]!r}")
-    c["pool_size"] = int(pool_size)
     if pool_size < n_cols:
         raise ValueError(f"canaries.pool_size {pool_size} < {n_cols} canaries per trial")
-    seeds = [model_seeds(seed, setting, shard, j) for j in range(n_models)]
-    cols = np.zeros((n_models, n_cols), dtype=np.int64)  # pool ids per trial
-    member = np.zeros((n_models, n_cols), dtype=np.int8)
+    return n_cols, int(pool_size), expected_in
+
+
+def _draw_canaries(
+    design: str, c: dict[str, Any], seeds: list[ModelSeeds], n_params: int, n_classes: int
+) -> _Canaries:
+    """The pool ids each trial scores and the coins that decide which of them it trains on
+    (one_run: a fair coin per canary; lidp: k inserted, k null; multi_run: one coin)."""
+    n_cols, pool_size, expected_in = _canary_layout(design, c, n_params, n_classes)
+    c["pool_size"] = pool_size
+    cols = np.zeros((len(seeds), n_cols), dtype=np.int64)  # pool ids per trial
+    member = np.zeros((len(seeds), n_cols), dtype=np.int8)
     for j, s in enumerate(seeds):
         if design == "one_run":
             cols[j] = np.arange(n_cols)
@@ -282,16 +427,43 @@ def run_shard(
             member[j, : len(ins)] = 1
         else:
             member[j, 0] = single_target_coin(s.canary)
+    zero_out = c["neighbouring"] == "zero_out"
+    if zero_out:  # every column holds a record (the canary or the zero-out record)
+        expected_in = n_cols
+    return _Canaries(
+        options=c,
+        gradient=c["type"] in GRADIENT_CANARIES,
+        zero_out=zero_out,
+        informed=c["adversary"] == "partially_informed",
+        n_cols=n_cols,
+        pool_size=pool_size,
+        expected_in=expected_in,
+        cols=cols,
+        member=member,
+    )
 
+
+def _shard_examples(
+    data: dict[str, np.ndarray],
+    cans: _Canaries,
+    t: dict[str, Any],
+    n_params: int,
+    n_classes: int,
+) -> _Examples:
+    """The examples of the shard (input canaries first, then the training data; gradient
+    canaries as vectors) and each model's training set (its inserted canaries first)."""
+    c, pool_size, n_cols = cans.options, cans.pool_size, cans.n_cols
+    x_train, y_train = data["x_train"], data["y_train"]
+    n_train = len(y_train)
     grad_pool = None
     dirac_coords = None
-    if gradient:
+    if cans.gradient:
         norm = float(t["max_grad_norm"])
-        if kind == "dirac":
+        if c["type"] == "dirac":
             v, dirac_coords = gradient_space.dirac(pool_size, n_params, norm, c["seed"])
         else:
             v = gradient_space.random_direction(pool_size, n_params, norm, c["seed"])
-        if zero_out:  # one zero-gradient record per column, used by OUT canaries
+        if cans.zero_out:  # one zero-gradient record per column, used by OUT canaries
             v = np.concatenate([v, np.zeros((n_cols, n_params), dtype=v.dtype)])
         grad_pool = torch.from_numpy(v)
         x_all, y_all = x_train, y_train
@@ -303,20 +475,29 @@ def run_shard(
         offset_train, n_inputs = pool_size, pool_size + n_train
     train_ids = np.arange(offset_train, offset_train + n_train)
     items = []
-    for j in range(n_models):
-        inserted = cols[j][member[j] == 1]
-        canary_items = (n_inputs + inserted) if gradient else inserted
-        if zero_out:
+    for cols, member in zip(cans.cols, cans.member, strict=True):
+        inserted = cols[member == 1]
+        canary_items = (n_inputs + inserted) if cans.gradient else inserted
+        if cans.zero_out:
             canary_items = np.concatenate(
-                [canary_items, n_inputs + pool_size + np.flatnonzero(member[j] == 0)]
+                [canary_items, n_inputs + pool_size + np.flatnonzero(member == 0)]
             )
         items.append(np.concatenate([canary_items, train_ids]).astype(np.int64))  # canaries first
+    return _Examples(x_all, y_all, n_inputs, items, grad_pool, dirac_coords)
 
-    # ---- hyper-parameters and the claimed epsilon ---------------------------------------------
+
+def _dpsgd_config(
+    t: dict[str, Any],
+    n_train: int,
+    cans: _Canaries,
+    target_epsilon: float | None,
+    job: str,
+) -> tuple[DPSGDConfig, float | None]:
+    """The DP-SGD hyper-parameters of the shard and the claimed epsilon: the sample rate and
+    steps of the nominal dataset (training data plus the expected inserted canaries), the noise
+    calibrated to ``target_epsilon`` (or ``train.noise_multiplier``; 0 without a target)."""
     b = int(t["batch_size"])
-    if zero_out:  # every column holds a record (the canary or the zero-out record)
-        expected_in = n_cols
-    n_nominal = max(1, round(n_train + expected_in))
+    n_nominal = max(1, round(n_train + cans.expected_in))
     q = min(1.0, b / n_nominal)
     t_epoch = max(1, round(n_nominal / b))
     steps = int(t["steps"]) if t["steps"] is not None else int(t["epochs"]) * t_epoch
@@ -325,7 +506,6 @@ def run_shard(
         sigma = float(t["noise_multiplier"])
     elif target_epsilon is None:
         sigma = 0.0
-    job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
     try:
         if sigma is None:
             sigma = calibrate_noise(target_epsilon, t["delta"], q, steps, t["accountant"])
@@ -342,114 +522,49 @@ def run_shard(
         sampler=SamplerSpec(t["sampler"], b, t["buffer_size"]),
         steps_per_epoch=t_epoch,
     )
+    return cfg, claimed
 
-    # ---- train ----------------------------------------------------------------------------------
-    wb_inputs = None
-    if threat_model == "white_box_dot" and not gradient:
-        wb_inputs = np.unique(cols)
-    try:
-        result = train_shard(
-            template_model,
-            ShardData(
-                torch.from_numpy(np.ascontiguousarray(x_all)),
-                torch.from_numpy(np.ascontiguousarray(y_all)),
-                items,
-                grad_pool,
-                (n_inputs, n_inputs + pool_size) if informed else None,
-            ),
-            seeds,
-            cfg,
-            Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
-            model_chunk=t["model_chunk"],
-            engine=t["engine"],
-            checkpoint=checkpoint,
-            checkpoint_every_s=float(t["checkpoint_every_s"]),
-            step_hook=step_hook,
-            progress=progress,
-            device=resolve_device(device),
-        )
-    except TrainingDiverged as exc:
-        raise TrainingDiverged(f"{job}: {exc}", exc.model, exc.step) from exc
 
-    # ---- score ----------------------------------------------------------------------------------
+def _canary_scores(
+    threat_model: str,
+    template: torch.nn.Module,
+    result: ShardResult,
+    examples: _Examples,
+    cans: _Canaries,
+    wb_inputs: np.ndarray | None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The (trials, canaries) scores of the threat model (higher means IN) and, for
+    ``per_step_dot``, the per-step observations; see the module docstring."""
     observations: dict[str, np.ndarray] = {}
-    template = template_model().to("meta")
+    cols, pool_size, grad_pool = cans.cols, cans.pool_size, examples.grad_pool
+    n_models = cols.shape[0]
     if threat_model in ("black_box_loss", "black_box_logit"):
-        logits = _all_logits(template, result, torch.from_numpy(x_all[:pool_size]))
-        yp = torch.from_numpy(y_all[:pool_size]).expand(n_models, -1)
+        logits = _all_logits(template, result, torch.from_numpy(examples.x[:pool_size]))
+        yp = torch.from_numpy(examples.y[:pool_size]).expand(n_models, -1)
         if threat_model == "black_box_loss":
             full = -F.cross_entropy(logits.transpose(1, 2), yp, reduction="none")
         else:
             full = _logit_confidence(logits, yp)
         score = np.take_along_axis(full.double().numpy(), cols, axis=1)
-    elif threat_model == "white_box_dot" and not gradient:
+    elif threat_model == "white_box_dot" and not cans.gradient:
         pos = np.searchsorted(wb_inputs, cols)  # type: ignore[arg-type]
         score = np.take_along_axis(result.white_box, pos, axis=1)  # type: ignore[arg-type]
     elif threat_model == "white_box_dot":
         diff = (result.flat("params0") - result.flat("params")).double()
-        full = (diff @ grad_pool[:pool_size].double().T).numpy()  # type: ignore[union-attr]
+        full = (diff @ grad_pool[:pool_size].double().T).numpy()  # type: ignore[index]
         score = np.take_along_axis(full, cols, axis=1)
     elif threat_model == "final_model_cosine":
         theta = result.flat("params").double()
-        vp = grad_pool[:pool_size].double()  # type: ignore[union-attr]
+        vp = grad_pool[:pool_size].double()  # type: ignore[index]
         cos = (theta @ vp.T) / (theta.norm(dim=1, keepdim=True) * vp.norm(dim=1)[None])
         score = np.take_along_axis(-cos.numpy(), cols, axis=1)
     else:  # per_step_dot: o_t = <g~_t, v/|v|>
-        vn = grad_pool[:pool_size].norm(dim=1).double().numpy()  # type: ignore[union-attr]
+        vn = grad_pool[:pool_size].norm(dim=1).double().numpy()  # type: ignore[index]
         obs = result.step_dots[:, :pool_size] / vn[None, :, None]  # type: ignore[index]
         obs = np.take_along_axis(obs, cols[:, :, None], axis=1)
         observations["step_dots"] = obs
         score = obs.sum(-1)
-
-    check_finite_scores(score, job, steps)
-    acc = _accuracy(template, result, data, t["eval_examples"])
-    meta = {
-        "format_version": FORMAT_VERSION,
-        "experiment": experiment,
-        "setting": setting,
-        "seed": seed,
-        "shard": shard,
-        "design": design,
-        "threat_model": threat_model,
-        "score": {
-            "black_box_loss": "minus_loss",
-            "black_box_logit": "logit_confidence",
-            "white_box_dot": "sum_t_update_dot_clipped_canary_gradient",
-            "final_model_cosine": "minus_cosine_canary_final_params",
-            "per_step_dot": "sum_t_noisy_gradient_dot_unit_canary",
-        }[threat_model],
-        "canary_type": kind,
-        "neighbouring": c["neighbouring"],
-        "adversary": c["adversary"],
-        "claimed_epsilon": claimed,
-        "target_epsilon": target_epsilon,
-        "delta": float(t["delta"]),
-        "accountant": f"opacus_{t['accountant']}_poisson" if claimed is not None else "none",
-        "sampler": t["sampler"],
-        "buffer_size": t["buffer_size"],
-        "noise_multiplier": sigma,
-        "sample_rate": q,
-        "steps": steps,
-        "steps_per_epoch": t_epoch,
-        "batch_size": b,
-        "lr": float(t["lr"]),
-        "max_grad_norm": float(t["max_grad_norm"]),
-        "models": n_models,
-        "n_train": n_train,
-        "n_params": n_params,
-        "canaries_per_trial": n_cols,
-        "canary_pool_size": pool_size,
-        "engine": result.meta["engine"],
-        "test_accuracy": float(np.mean(acc)),
-        "test_accuracy_examples": int(min(len(data["y_test"]), t["eval_examples"] or 10**12)),
-        "test_accuracy_per_model": [float(a) for a in acc],
-    }
-    if design == "lidp":
-        meta["lidp_variant"] = "replace_one"
-    if dirac_coords is not None:  # canary_id indexes the pool: its parameter coordinates
-        meta["dirac_coordinates"] = [int(v) for v in dirac_coords]
-    sf = ScoreFile(score=score, membership=member, canary_id=cols, meta=meta, source=job)
-    return ShardOutput(sf, observations, result)
+    return score, observations
 
 
 def check_finite_scores(score: np.ndarray, job: str, steps: int) -> None:

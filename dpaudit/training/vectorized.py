@@ -543,18 +543,115 @@ def train_shard(
     template, params, buffers = init_models(model_fn, seeds)
     params = {k: v.to(dev) for k, v in params.items()}
     buffers = {k: v.to(dev) for k, v in buffers.items()}
+    params0 = {k: v.clone() for k, v in params.items()}
+    ctx = _step_context(template, params, buffers, data, config, record, engine, model_chunk)
+    n_max = max(len(np.asarray(t)) for t in data.train_items)
+    t_epoch = config.steps_per_epoch or steps_per_epoch(max(n_max, 1), config.batch_size)
+    streams = [
+        ModelBatchStream(config.sampler, items, config.sample_rate, t_epoch, s.sampling)
+        for items, s in zip(data.train_items, seeds, strict=True)
+    ]
+    state = _TrainState.start(ctx, params, seeds, record)
+    fingerprint = _shard_fingerprint(config, seeds, data, ctx, record, template, params)
+    ckpt = Path(checkpoint) if checkpoint is not None else None
+    start = 0 if ckpt is None else state.resume(ckpt, fingerprint, config.steps)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=config.steps, initial=start, desc="DP-SGD shard", unit="step")
+    last_save = time.monotonic()
+    with torch.no_grad():
+        for step in range(start, config.steps):
+            batches = [s.batch(step) for s in streams]
+            for a in range(0, n_models, ctx.chunk):
+                _train_chunk(ctx, state, batches, a, min(a + ctx.chunk, n_models), step)
+            if bar is not None:
+                bar.update(1)
+            if step_hook is not None:
+                step_hook(step + 1)
+            if ckpt is not None and time.monotonic() - last_save >= checkpoint_every_s:
+                state.save(ckpt, fingerprint, step + 1)
+                last_save = time.monotonic()
+    if bar is not None:
+        bar.close()
+    return ShardResult(
+        params0={k: v.cpu() for k, v in params0.items()},
+        params={k: v.cpu() for k, v in state.params.items()},
+        white_box=None if state.white_box is None else state.white_box.double().cpu().numpy(),
+        step_dots=None if state.step_dots is None else state.step_dots.double().cpu().numpy(),
+        steps=config.steps,
+        meta={
+            "sampler": config.sampler.name,
+            "steps_per_epoch": t_epoch,
+            "model_chunk": ctx.chunk,
+            "engine": ctx.eng.name,
+            "n_params": ctx.n_params,
+        },
+    )
+
+
+@dataclass
+class _StepContext:
+    """What every DP-SGD step of a shard reads: the engine, the parameter layout, the examples
+    (on the device), the clipped gradient canaries and reusable buffers."""
+
+    eng: Any
+    config: DPSGDConfig
+    chunk: int
+    names: list[str]
+    shapes: list[torch.Size]
+    sizes: list[int]
+    n_params: int
+    dtype: torch.dtype
+    f64: torch.dtype
+    dev: torch.device
+    buffers: dict[str, torch.Tensor]
+    x: torch.Tensor
+    y: torch.Tensor
+    x_rows: torch.Tensor
+    x_sqnorm: torch.Tensor | None
+    vcan: torch.Tensor | None
+    partially_informed: tuple[int, int] | None
+    wb_ids: np.ndarray | None
+    wb_x: torch.Tensor | None
+    wb_y: torch.Tensor | None
+    noise_buf: torch.Tensor
+    flat_buf: torch.Tensor
+    x_buf: torch.Tensor | None = None
+
+    @property
+    def n_inputs(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def kg(self) -> int:
+        return 0 if self.vcan is None else int(self.vcan.shape[0])
+
+
+def _step_context(
+    template: nn.Module,
+    params: dict[str, torch.Tensor],
+    buffers: dict[str, torch.Tensor],
+    data: ShardData,
+    config: DPSGDConfig,
+    record: Recording,
+    engine: str,
+    model_chunk: int | None,
+) -> _StepContext:
+    """The step context of a shard: checks the gradient canaries and the recording against
+    the model and the data, picks the engine and the models per chunk."""
+    dev = next(iter(params.values())).device
     dtype = next(iter(params.values())).dtype
     names = list(params)
     shapes = [params[k].shape[1:] for k in names]
     sizes = [math.prod(s) for s in shapes]
     n_params = sum(sizes)
-    params0 = {k: v.clone() for k, v in params.items()}
     x = data.x.to(dev, dtype)
     y = data.y.to(dev).long()
     n_inputs = x.shape[0]
-    kg = data.n_grad_canaries
     vcan = None
-    if kg:
+    if data.n_grad_canaries:
         vcan = data.grad_canaries.to(dev, dtype)  # type: ignore[union-attr]
         if vcan.shape[1] != n_params:
             raise ValueError(
@@ -564,214 +661,281 @@ def train_shard(
     wb_ids = None if record.white_box_inputs is None else np.asarray(record.white_box_inputs)
     if wb_ids is not None and (wb_ids.min() < 0 or wb_ids.max() >= n_inputs):
         raise ValueError("white_box_inputs must be rows of x")
-    if record.step_dots and not kg:
+    if record.step_dots and vcan is None:
         raise ValueError("step_dots needs gradient canaries")
-
-    n_max = max(len(np.asarray(t)) for t in data.train_items)
-    t_epoch = config.steps_per_epoch or steps_per_epoch(max(n_max, 1), config.batch_size)
-    streams = [
-        ModelBatchStream(config.sampler, items, config.sample_rate, t_epoch, s.sampling)
-        for items, s in zip(data.train_items, seeds, strict=True)
-    ]
     eng = choose_engine(template, engine)
-    if model_chunk is None:
-        # the stacked engine keeps activations, not per-sample gradients, per model; small
-        # chunks keep the gathered inputs in cache and let the allocator reuse its buffers
-        # (large fresh buffers cost page faults every step): on one CPU core 8 models per
-        # chunk was fastest for logistic regression, the MLP and LeNet-5 (vs 4, 16, 32, 64)
-        model_chunk = (
-            STACKED_CHUNK
-            if eng.name == "stacked"
-            else default_model_chunk(n_params, config.batch_size)
-        )
     chunk = model_chunk
-    sigma_c = config.noise_multiplier * config.max_grad_norm
-    scale = config.lr / config.batch_size
-
-    f64 = torch.float64 if dev.type != "mps" else torch.float32
-    white_box = (
-        None if wb_ids is None else torch.zeros(n_models, len(wb_ids), dtype=f64, device=dev)
+    if chunk is None:
+        chunk = _default_chunk(eng.name, n_params, config.batch_size)
+    n_models = next(iter(params.values())).shape[0]
+    wb_index = None if wb_ids is None else torch.as_tensor(wb_ids, device=dev)
+    return _StepContext(
+        eng=eng,
+        config=config,
+        chunk=chunk,
+        names=names,
+        shapes=shapes,
+        sizes=sizes,
+        n_params=n_params,
+        dtype=dtype,
+        f64=torch.float64 if dev.type != "mps" else torch.float32,
+        dev=dev,
+        buffers=buffers,
+        x=x,
+        y=y,
+        x_rows=x.reshape(n_inputs, -1),
+        # squared norms of the (flattened) examples: the ghost norm of a first linear layer
+        x_sqnorm=x.reshape(n_inputs, -1).pow(2).sum(1) if eng.name == "stacked" else None,
+        vcan=vcan,
+        partially_informed=data.partially_informed,
+        wb_ids=wb_ids,
+        wb_x=None if wb_index is None else x[wb_index],
+        wb_y=None if wb_index is None else y[wb_index],
+        noise_buf=torch.empty(min(chunk, n_models), n_params, dtype=torch.float32),
+        flat_buf=torch.empty(min(chunk, n_models), n_params, dtype=dtype, device=dev),
     )
-    step_dots = (
-        torch.zeros(n_models, kg, config.steps, dtype=f64, device=dev) if record.step_dots else None
-    )
 
-    fingerprint = _fingerprint(
+
+def _default_chunk(engine: str, n_params: int, batch_size: int) -> int:
+    """Models per chunk when ``model_chunk`` is not given.
+
+    The stacked engine keeps activations, not per-sample gradients, per model; small chunks
+    keep the gathered inputs in cache and let the allocator reuse its buffers (large fresh
+    buffers cost page faults every step): on one CPU core 8 models per chunk was fastest for
+    logistic regression, the MLP and LeNet-5 (vs 4, 16, 32, 64). torch.func: a memory budget
+    (:func:`default_model_chunk`).
+    """
+    if engine == "stacked":
+        return STACKED_CHUNK
+    return default_model_chunk(n_params, batch_size)
+
+
+def _shard_fingerprint(
+    config: DPSGDConfig,
+    seeds: Sequence[ModelSeeds],
+    data: ShardData,
+    ctx: _StepContext,
+    record: Recording,
+    template: nn.Module,
+    params: dict[str, torch.Tensor],
+) -> str:
+    """What makes a checkpoint this shard's: config, seeds, data, recording, model, noise."""
+    return _fingerprint(
         {
             "config": asdict(config),
             "seeds": [asdict(s) for s in seeds],
             "data": _data_fingerprint(data),
-            "wb": None if wb_ids is None else wb_ids.tolist(),
+            "wb": None if ctx.wb_ids is None else ctx.wb_ids.tolist(),
             "step_dots": record.step_dots,
-            "dtype": str(dtype),
+            "dtype": str(ctx.dtype),
             # the architecture: a changed activation keeps every shape but is another run
             "model": repr(template),
             "shapes": {k: list(v.shape) for k, v in params.items()},
             "noise_stream": "torch-cpu-mt19937-per-model",
         }
     )
-    # one noise stream per model (torch's CPU Mersenne twister seeded with the model's noise
-    # seed), consumed step after step: a model gets the same noise alone or in any shard, and
-    # the streams' states are checkpointed so that a resumed shard continues them exactly
-    noise_gens = [torch.Generator().manual_seed(s.noise) for s in seeds]
-    noise_buf = torch.empty(min(chunk, n_models), n_params, dtype=torch.float32)
-    flat_buf = torch.empty(min(chunk, n_models), n_params, dtype=dtype, device=dev)
-    start = 0
-    ckpt = Path(checkpoint) if checkpoint is not None else None
-    expected = {"params": params, "white_box": white_box, "step_dots": step_dots}
-    state = None if ckpt is None else load_checkpoint(ckpt, fingerprint, expected, config.steps)
-    if state is not None:
-        start = int(state["step"])
-        params = state["params"]
-        for g, st in zip(noise_gens, state["noise_rng"].unbind(0), strict=True):
-            g.set_state(st.clone())
-        if white_box is not None:
-            white_box = state["white_box"]
-        if step_dots is not None:
-            step_dots = state["step_dots"]
-        log.info("resumed from %s at step %d of %d", ckpt, start, config.steps)
 
-    def save(step: int) -> None:
-        if ckpt is None:
-            return
+
+@dataclass
+class _TrainState:
+    """What a step changes (and a checkpoint holds): the parameters, the noise streams and the
+    recorded sums.
+
+    One noise stream per model (torch's CPU Mersenne twister seeded with the model's noise
+    seed), consumed step after step: a model gets the same noise alone or in any shard, and the
+    streams' states are checkpointed so that a resumed shard continues them exactly.
+    """
+
+    params: dict[str, torch.Tensor]
+    noise_gens: list[torch.Generator]
+    white_box: torch.Tensor | None
+    step_dots: torch.Tensor | None
+
+    @classmethod
+    def start(
+        cls,
+        ctx: _StepContext,
+        params: dict[str, torch.Tensor],
+        seeds: Sequence[ModelSeeds],
+        record: Recording,
+    ) -> _TrainState:
+        n_models, steps = len(seeds), ctx.config.steps
+        white_box = None
+        if ctx.wb_ids is not None:
+            white_box = torch.zeros(n_models, len(ctx.wb_ids), dtype=ctx.f64, device=ctx.dev)
+        step_dots = None
+        if record.step_dots:
+            step_dots = torch.zeros(n_models, ctx.kg, steps, dtype=ctx.f64, device=ctx.dev)
+        gens = [torch.Generator().manual_seed(s.noise) for s in seeds]
+        return cls(params, gens, white_box, step_dots)
+
+    def resume(self, path: Path, fingerprint: str, steps: int) -> int:
+        """Continue from checkpoint ``path`` if it is this run's; the step to start from."""
+        expected = {"params": self.params, "white_box": self.white_box, "step_dots": self.step_dots}
+        state = load_checkpoint(path, fingerprint, expected, steps)
+        if state is None:
+            return 0
+        self.params = state["params"]
+        for g, st in zip(self.noise_gens, state["noise_rng"].unbind(0), strict=True):
+            g.set_state(st.clone())
+        if self.white_box is not None:
+            self.white_box = state["white_box"]
+        if self.step_dots is not None:
+            self.step_dots = state["step_dots"]
+        start = int(state["step"])
+        log.info("resumed from %s at step %d of %d", path, start, steps)
+        return start
+
+    def save(self, path: Path, fingerprint: str, step: int) -> None:
+        """Write the state after ``step`` steps to checkpoint ``path`` (atomically)."""
         state = {
             "fingerprint": fingerprint,
             "step": step,
-            "params": params,
-            "noise_rng": torch.stack([g.get_state() for g in noise_gens]),
+            "params": self.params,
+            "noise_rng": torch.stack([g.get_state() for g in self.noise_gens]),
         }
-        if white_box is not None:
-            state["white_box"] = white_box
-        if step_dots is not None:
-            state["step_dots"] = step_dots
-        with atomic_path(ckpt) as tmp:
+        if self.white_box is not None:
+            state["white_box"] = self.white_box
+        if self.step_dots is not None:
+            state["step_dots"] = self.step_dots
+        with atomic_path(path) as tmp:
             torch.save(state, tmp)
 
-    bar = None
-    if progress:
-        from tqdm import tqdm
 
-        bar = tqdm(total=config.steps, initial=start, desc="DP-SGD shard", unit="step")
-    last_save = time.monotonic()
-    x_rows = x.reshape(n_inputs, -1)
-    row_numel = x_rows.shape[1]
-    x_buf: torch.Tensor | None = None
-    # squared norms of the (flattened) examples: the ghost norm of a first linear layer
-    x_sqnorm = x.reshape(n_inputs, -1).pow(2).sum(1) if eng.name == "stacked" else None
-    wb_x = None if wb_ids is None else x[torch.as_tensor(wb_ids, device=dev)]
-    wb_y = None if wb_ids is None else y[torch.as_tensor(wb_ids, device=dev)]
-    with torch.no_grad():
-        for step in range(start, config.steps):
-            batches = [s.batch(step) for s in streams]
-            for a in range(0, n_models, chunk):
-                b = min(a + chunk, n_models)
-                m = b - a
-                p_c = {k: params[k][a:b] for k in names}
-                buf_c = {k: v[a:b] for k, v in buffers.items()}
-                pi_rows = np.zeros(m, dtype=bool)
-                if data.partially_informed is not None:
-                    target, zero = data.partially_informed
-                    for i in range(m):
-                        bt = batches[a + i]
-                        if len(bt) and target not in bt and zero not in bt:
-                            pi_rows[i] = True
-                            batches[a + i] = bt[:-1]  # the last slot's gradient is replaced
-                inp = [bt[bt < n_inputs] for bt in batches[a:b]]
-                lens = np.fromiter((len(t) for t in inp), dtype=np.int64, count=m)
-                bmax = int(lens.max())
-                if bmax:
-                    # (m, bmax) example ids, padded with id 0 at weight 0
-                    real = np.arange(bmax) < lens[:, None]
-                    idx_np = np.zeros((m, bmax), dtype=np.int64)
-                    idx_np[real] = np.concatenate(inp)
-                    flat_idx = torch.from_numpy(idx_np.reshape(-1)).to(dev)
-                    w = torch.from_numpy(real).to(dev, dtype)
-                    # gathered into a buffer kept across chunks and steps: a fresh multi-MB
-                    # tensor per chunk costs more in page faults than the copy itself (~7x)
-                    need = m * bmax * row_numel
-                    if x_buf is None or x_buf.numel() < need:
-                        x_buf = torch.empty(need + need // 4, dtype=dtype, device=dev)
-                    xb = torch.index_select(
-                        x_rows, 0, flat_idx, out=x_buf[:need].view(m * bmax, row_numel)
-                    ).view(m, bmax, *x.shape[1:])
-                    yb = y.index_select(0, flat_idx).view(m, bmax)
-                    sqn = None if x_sqnorm is None else x_sqnorm.index_select(0, flat_idx)
-                    summed = eng.clipped_grad_sum(
-                        p_c,
-                        buf_c,
-                        xb,
-                        yb,
-                        w,
-                        config.max_grad_norm,
-                        x_sqnorm=None if sqn is None else sqn.view(m, bmax),
-                    )
-                    flat = torch.cat(
-                        [summed[k].reshape(m, -1) for k in names], dim=1, out=flat_buf[:m]
-                    )
-                else:
-                    flat = flat_buf[:m].zero_()
-                if kg:
-                    counts = torch.zeros(m, kg, dtype=dtype)
-                    for i, bt in enumerate(batches[a:b]):
-                        gc = bt[bt >= n_inputs] - n_inputs
-                        counts[i, torch.from_numpy(gc)] = 1
-                    if pi_rows.any():
-                        counts[
-                            torch.from_numpy(pi_rows), data.partially_informed[0] - n_inputs
-                        ] -= 1
-                    counts = counts.to(dev)
-                    flat.addmm_(counts, vcan)  # type: ignore[arg-type]
-                if sigma_c > 0:
-                    noise = noise_buf[:m]
-                    for i in range(m):
-                        noise[i].normal_(0.0, sigma_c, generator=noise_gens[a + i])
-                    flat.add_(noise.to(dev, dtype))
-                if step_dots is not None:
-                    g_tilde = flat / config.batch_size
-                    step_dots[a:b, :, step] = (g_tilde @ vcan.T).to(f64)  # type: ignore[union-attr]
-                update = flat.mul_(scale)  # theta_{t-1} - theta_t (in place: flat is ours)
-                _check_finite(update, a, step + 1, config)
-                if white_box is not None:
-                    direction = {}
-                    off = 0
-                    for k, size, shape in zip(names, sizes, shapes, strict=True):
-                        direction[k] = update[:, off : off + size].reshape(m, *shape)
-                        off += size
-                    white_box[a:b] += eng.clipped_dot(
-                        p_c,
-                        buf_c,
-                        wb_x.expand(m, *wb_x.shape),  # type: ignore[union-attr]
-                        wb_y.expand(m, *wb_y.shape),  # type: ignore[union-attr]
-                        config.max_grad_norm,
-                        direction,
-                    ).to(f64)
-                off = 0
-                for k, size, shape in zip(names, sizes, shapes, strict=True):
-                    params[k][a:b].sub_(update[:, off : off + size].view(m, *shape))
-                    off += size
-            if bar is not None:
-                bar.update(1)
-            if step_hook is not None:
-                step_hook(step + 1)
-            if ckpt is not None and time.monotonic() - last_save >= checkpoint_every_s:
-                save(step + 1)
-                last_save = time.monotonic()
-    if bar is not None:
-        bar.close()
-    return ShardResult(
-        params0={k: v.cpu() for k, v in params0.items()},
-        params={k: v.cpu() for k, v in params.items()},
-        white_box=None if white_box is None else white_box.double().cpu().numpy(),
-        step_dots=None if step_dots is None else step_dots.double().cpu().numpy(),
-        steps=config.steps,
-        meta={
-            "sampler": config.sampler.name,
-            "steps_per_epoch": t_epoch,
-            "model_chunk": chunk,
-            "engine": eng.name,
-            "n_params": n_params,
-        },
+def _train_chunk(
+    ctx: _StepContext, state: _TrainState, batches: list[np.ndarray], a: int, b: int, step: int
+) -> None:
+    """One DP-SGD step (0-based ``step``) of models ``a`` to ``b - 1`` (Abadi et al. 2016,
+    Algorithm 1): clipped gradient sum, gradient canaries, noise, recording, update."""
+    m = b - a
+    p_c = {k: state.params[k][a:b] for k in ctx.names}
+    buf_c = {k: v[a:b] for k, v in ctx.buffers.items()}
+    pi_rows = _partially_informed_rows(ctx, batches, a, b)
+    flat = _clipped_input_grad_sum(ctx, p_c, buf_c, batches[a:b])
+    if ctx.vcan is not None:
+        _add_gradient_canaries(ctx, flat, batches[a:b], pi_rows)
+    sigma_c = ctx.config.noise_multiplier * ctx.config.max_grad_norm
+    if sigma_c > 0:
+        noise = ctx.noise_buf[:m]
+        for i in range(m):
+            noise[i].normal_(0.0, sigma_c, generator=state.noise_gens[a + i])
+        flat.add_(noise.to(ctx.dev, ctx.dtype))
+    if state.step_dots is not None:
+        g_tilde = flat / ctx.config.batch_size
+        dots = g_tilde @ ctx.vcan.T  # type: ignore[union-attr]
+        state.step_dots[a:b, :, step] = dots.to(ctx.f64)
+    update = flat.mul_(ctx.config.lr / ctx.config.batch_size)  # theta_{t-1} - theta_t
+    _check_finite(update, a, step + 1, ctx.config)
+    if state.white_box is not None:
+        state.white_box[a:b] += _white_box_dots(ctx, p_c, buf_c, update)
+    for k, part in zip(ctx.names, _unflatten(ctx, update), strict=True):
+        state.params[k][a:b].sub_(part)
+
+
+def _partially_informed_rows(
+    ctx: _StepContext, batches: list[np.ndarray], a: int, b: int
+) -> np.ndarray:
+    """Which models of ``a..b-1`` have their batch's last gradient replaced by minus the
+    target's (Annamalai et al. Algorithm 1: batches holding neither the target nor the zero-out
+    record); their last slot is dropped from ``batches`` in place."""
+    pi_rows = np.zeros(b - a, dtype=bool)
+    if ctx.partially_informed is None:
+        return pi_rows
+    target, zero = ctx.partially_informed
+    for i in range(b - a):
+        bt = batches[a + i]
+        if len(bt) and target not in bt and zero not in bt:
+            pi_rows[i] = True
+            batches[a + i] = bt[:-1]  # the last slot's gradient is replaced
+    return pi_rows
+
+
+def _clipped_input_grad_sum(
+    ctx: _StepContext,
+    p_c: dict[str, torch.Tensor],
+    buf_c: dict[str, torch.Tensor],
+    batches: list[np.ndarray],
+) -> torch.Tensor:
+    """The sum of clipped per-sample gradients of the input examples of each model's batch,
+    flat (m, P), in ``ctx.flat_buf`` (zero for empty batches)."""
+    m = len(batches)
+    inp = [bt[bt < ctx.n_inputs] for bt in batches]
+    lens = np.fromiter((len(t) for t in inp), dtype=np.int64, count=m)
+    bmax = int(lens.max())
+    if not bmax:
+        return ctx.flat_buf[:m].zero_()
+    # (m, bmax) example ids, padded with id 0 at weight 0
+    real = np.arange(bmax) < lens[:, None]
+    idx_np = np.zeros((m, bmax), dtype=np.int64)
+    idx_np[real] = np.concatenate(inp)
+    flat_idx = torch.from_numpy(idx_np.reshape(-1)).to(ctx.dev)
+    w = torch.from_numpy(real).to(ctx.dev, ctx.dtype)
+    # gathered into a buffer kept across chunks and steps: a fresh multi-MB tensor per chunk
+    # costs more in page faults than the copy itself (~7x)
+    row_numel = ctx.x_rows.shape[1]
+    need = m * bmax * row_numel
+    if ctx.x_buf is None or ctx.x_buf.numel() < need:
+        ctx.x_buf = torch.empty(need + need // 4, dtype=ctx.dtype, device=ctx.dev)
+    xb = torch.index_select(
+        ctx.x_rows, 0, flat_idx, out=ctx.x_buf[:need].view(m * bmax, row_numel)
+    ).view(m, bmax, *ctx.x.shape[1:])
+    yb = ctx.y.index_select(0, flat_idx).view(m, bmax)
+    sqn = None if ctx.x_sqnorm is None else ctx.x_sqnorm.index_select(0, flat_idx)
+    summed = ctx.eng.clipped_grad_sum(
+        p_c,
+        buf_c,
+        xb,
+        yb,
+        w,
+        ctx.config.max_grad_norm,
+        x_sqnorm=None if sqn is None else sqn.view(m, bmax),
     )
+    return torch.cat([summed[k].reshape(m, -1) for k in ctx.names], dim=1, out=ctx.flat_buf[:m])
+
+
+def _add_gradient_canaries(
+    ctx: _StepContext, flat: torch.Tensor, batches: list[np.ndarray], pi_rows: np.ndarray
+) -> None:
+    """Add to ``flat`` the clipped vectors of the gradient canaries in each model's batch (minus
+    the target's in the partially informed rows ``pi_rows``)."""
+    counts = torch.zeros(len(batches), ctx.kg, dtype=ctx.dtype)
+    for i, bt in enumerate(batches):
+        gc = bt[bt >= ctx.n_inputs] - ctx.n_inputs
+        counts[i, torch.from_numpy(gc)] = 1
+    if pi_rows.any():
+        target = ctx.partially_informed[0]  # type: ignore[index]
+        counts[torch.from_numpy(pi_rows), target - ctx.n_inputs] -= 1
+    flat.addmm_(counts.to(ctx.dev), ctx.vcan)  # type: ignore[arg-type]
+
+
+def _unflatten(ctx: _StepContext, flat: torch.Tensor) -> list[torch.Tensor]:
+    """Views of a flat (m, P) tensor as the parameters' shapes (m, ...), in ``ctx.names`` order."""
+    m = flat.shape[0]
+    parts, off = [], 0
+    for size, shape in zip(ctx.sizes, ctx.shapes, strict=True):
+        parts.append(flat[:, off : off + size].view(m, *shape))
+        off += size
+    return parts
+
+
+def _white_box_dots(
+    ctx: _StepContext,
+    p_c: dict[str, torch.Tensor],
+    buf_c: dict[str, torch.Tensor],
+    update: torch.Tensor,
+) -> torch.Tensor:
+    """``<theta_{t-1} - theta_t, clip(grad loss(theta_{t-1}; c))>`` for the white-box input
+    canaries ``c`` (Steinke et al. 2023, §4.1), (m, canaries)."""
+    m = update.shape[0]
+    direction = dict(zip(ctx.names, _unflatten(ctx, update), strict=True))
+    return ctx.eng.clipped_dot(
+        p_c,
+        buf_c,
+        ctx.wb_x.expand(m, *ctx.wb_x.shape),  # type: ignore[union-attr]
+        ctx.wb_y.expand(m, *ctx.wb_y.shape),  # type: ignore[union-attr]
+        ctx.config.max_grad_norm,
+        direction,
+    ).to(ctx.f64)
 
 
 def stacked_logits(

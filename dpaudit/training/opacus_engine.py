@@ -1,4 +1,9 @@
-"""One training run of the one-run design, from config blocks to a score file.
+"""The Opacus engine of a training job: one model, from config blocks to a score file.
+
+The reference the vectorised engine (:mod:`dpaudit.training.shard`) is tested against; run
+through :func:`dpaudit.training.job.train_job` with ``train.engine: opacus`` (design
+``one_run``, ``random_input`` canaries, black-box loss, Poisson sampling; see
+:mod:`dpaudit.training.dpsgd` for the training loop).
 
 The experiment's canaries (their inputs and labels) depend only on the canary seed, so every
 setting audits the same canaries; the coins (who is IN), the initialisation, the batches and

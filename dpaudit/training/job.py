@@ -1,0 +1,230 @@
+"""One training job, whatever the engine: a run spec and a data set in, one score file out.
+
+:func:`train_job` is the single entry point of a training job (the Snakemake rule ``train``
+and ``dpaudit train`` / ``dpaudit train-shard`` call it). The run spec is a mapping with the
+keys ``design``, ``threat_model``, ``model``, ``canaries``, ``train`` and ``target_epsilon``;
+``train.engine`` chooses who trains:
+
+``opacus``   one model with Opacus's ``PrivacyEngine`` (:mod:`dpaudit.training.opacus_engine`):
+             the reference the vectorised engines are tested against; design ``one_run``,
+             ``random_input`` canaries, ``black_box_loss``, Poisson sampling; one shard (0) of
+             one model, ``train.models_per_shard`` is not used.
+``auto``     the vectorised engine (:mod:`dpaudit.training.shard`): ``train.models_per_shard``
+``stacked``  models trained together, every design, canary, sampler and threat model;
+``func``     per-sample gradients from the ghost-norm ``stacked`` engine or ``torch.func``
+             (``auto``: ``stacked`` where it applies).
+
+The job owns its files: the score file ``out`` is written atomically; a vectorised job keeps a
+checkpoint at ``<out>.ckpt`` while it trains (a killed job resumes from it) and removes it
+once the score file is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpaudit.defaults import SETTING_KEYS, fill_defaults, train_experiment_defaults
+from dpaudit.scores import ScoreFile
+
+#: ``train.engine``: the Opacus reference, or the vectorised engine's per-sample gradients.
+ENGINES = ("opacus", "auto", "stacked", "func")
+#: What the Opacus engine supports (key of the run spec: allowed values); the vectorised
+#: engines support every value.
+OPACUS_SUPPORTS: dict[str, tuple[str, ...]] = {
+    "design": ("one_run",),
+    "threat_model": ("black_box_loss",),
+    "canaries.type": ("random_input",),
+    "train.sampler": ("poisson",),
+}
+#: ``train`` keys only the vectorised engines read (the Opacus engine needs them null).
+VECTORISED_ONLY = ("noise_multiplier", "steps", "buffer_size", "model_chunk")
+#: Keys of a run spec.
+RUN_SPEC_KEYS = ("design", "threat_model", "model", "canaries", "train", "target_epsilon")
+
+
+def engine_of(run_spec: dict[str, Any]) -> str:
+    """The run spec's ``train.engine``; the schema's default (``auto``: the vectorised engine)
+    when not given."""
+    engine = (run_spec.get("train") or {}).get("engine") or fill_defaults("train")["engine"]
+    if engine not in ENGINES:
+        raise ValueError(f"train.engine {engine!r}; allowed: {list(ENGINES)}")
+    return engine
+
+
+def opacus_problem(run_spec: dict[str, Any], shards: int = 1) -> tuple[str, str] | None:
+    """``(key, why)`` if the Opacus engine cannot run ``run_spec`` (with ``shards`` shards per
+    seed), else None. Keys are dotted paths in the run spec (``canaries.type``)."""
+    canaries = run_spec.get("canaries") or {}
+    train = run_spec.get("train") or {}
+    values = {
+        "design": run_spec.get("design"),
+        "threat_model": run_spec.get("threat_model"),
+        "canaries.type": canaries.get("type"),
+        "train.sampler": train.get("sampler"),
+    }
+    for key, allowed in OPACUS_SUPPORTS.items():
+        if values[key] is not None and values[key] not in allowed:
+            return key, (
+                f"{values[key]!r} needs train.engine auto, stacked or func; allowed with "
+                f"train.engine opacus: {list(allowed)}"
+            )
+    for key in VECTORISED_ONLY:
+        if train.get(key) is not None:
+            return f"train.{key}", "only for train.engine auto, stacked or func"
+    if shards != 1:
+        return "shards", (
+            f"{shards}: train.engine opacus trains one model per (setting, seed); allowed: 1"
+        )
+    return None
+
+
+def checkpoint_path(out: str | Path) -> Path:
+    """Where the job for score file ``out`` keeps its checkpoint: ``<out>.ckpt``."""
+    out = Path(out)
+    return out.with_name(out.name + ".ckpt")
+
+
+def observations_path(out: str | Path) -> Path:
+    """Where per-step observations of score file ``out`` go: ``<stem>.observations.npz``."""
+    out = Path(out)
+    return out.with_name(out.name.removesuffix(".npz") + ".observations.npz")
+
+
+def complete_run_spec(run_spec: dict[str, Any]) -> dict[str, Any]:
+    """``run_spec`` with every key left out at the config schema's default, as the pipeline's
+    validated config fills them (the pipeline passes complete specs; this is for the CLI and
+    library callers). The ``train`` keys that choose settings (``target_epsilons``,
+    ``nonprivate``) are not part of a job's spec."""
+    experiment = train_experiment_defaults()
+    spec = {
+        "design": run_spec.get("design", experiment["design"]),
+        "threat_model": run_spec.get("threat_model", experiment["threat_model"]),
+        "model": fill_defaults("model", run_spec.get("model") or {}),
+        "canaries": fill_defaults("canaries", run_spec.get("canaries") or {}),
+        "train": {
+            k: v
+            for k, v in fill_defaults("train", run_spec.get("train") or {}).items()
+            if k not in SETTING_KEYS
+        },
+    }
+    if "target_epsilon" in run_spec:
+        spec["target_epsilon"] = run_spec["target_epsilon"]
+    return spec
+
+
+def train_job(
+    data: dict[str, np.ndarray],
+    *,
+    experiment: str,
+    setting: str,
+    seed: int,
+    shard: int,
+    run_spec: dict[str, Any],
+    out: str | Path,
+    device: str = "auto",
+    checkpoint: bool = True,
+    progress: bool = False,
+    observations: bool = False,
+) -> ScoreFile:
+    """Train shard ``shard`` of (``setting``, ``seed``) as ``run_spec`` says, write its score
+    file to ``out`` (atomically) and return it.
+
+    ``checkpoint``: keep ``<out>.ckpt`` while training (vectorised engines; removed once the
+    score file is written). ``observations``: also write the per-step observations of a
+    ``per_step_dot`` job to ``<stem>.observations.npz``. A run spec the engine cannot run
+    raises ``ValueError`` naming the key.
+    """
+    from dpaudit import scores
+
+    unknown = sorted(set(run_spec) - set(RUN_SPEC_KEYS))
+    if unknown:
+        raise ValueError(f"run spec: unknown key(s) {unknown}; allowed: {list(RUN_SPEC_KEYS)}")
+    run_spec = complete_run_spec(run_spec)
+    if engine_of(run_spec) == "opacus":
+        sf, obs = _train_opacus(data, experiment, setting, seed, shard, run_spec, device), {}
+        ckpt = None
+    else:
+        ckpt = checkpoint_path(out) if checkpoint else None
+        sf, obs = _train_vectorised(
+            data, experiment, setting, seed, shard, run_spec, ckpt, device, progress
+        )
+    scores.write(out, sf)
+    if observations and obs:
+        _write_observations(observations_path(out), obs)
+    if ckpt is not None:
+        ckpt.unlink(missing_ok=True)
+    return sf
+
+
+def _train_opacus(
+    data: dict[str, np.ndarray],
+    experiment: str,
+    setting: str,
+    seed: int,
+    shard: int,
+    run_spec: dict[str, Any],
+    device: str,
+) -> ScoreFile:
+    """One model with Opacus (:func:`dpaudit.training.opacus_engine.run_setting`)."""
+    from dpaudit.training.opacus_engine import run_setting
+
+    problem = opacus_problem(run_spec)
+    if problem is None and shard != 0:
+        problem = ("shard", f"{shard}: train.engine opacus trains one shard (0) per seed")
+    if problem is not None:
+        raise ValueError(f"run spec key {problem[0]}: {problem[1]}")
+    return run_setting(
+        data,
+        experiment=experiment,
+        setting=setting,
+        seed=seed,
+        model=run_spec["model"],
+        canaries=run_spec["canaries"],
+        train=run_spec["train"],
+        target_epsilon=run_spec.get("target_epsilon"),
+        device=device,
+    )
+
+
+def _train_vectorised(
+    data: dict[str, np.ndarray],
+    experiment: str,
+    setting: str,
+    seed: int,
+    shard: int,
+    run_spec: dict[str, Any],
+    checkpoint: Path | None,
+    device: str,
+    progress: bool,
+) -> tuple[ScoreFile, dict[str, np.ndarray]]:
+    """A shard of models with the vectorised engine (:func:`dpaudit.training.shard.run_shard`)."""
+    from dpaudit.training.shard import run_shard
+
+    result = run_shard(
+        data,
+        experiment=experiment,
+        setting=setting,
+        seed=seed,
+        shard=shard,
+        design=run_spec["design"],
+        threat_model=run_spec["threat_model"],
+        model=run_spec["model"],
+        canaries=run_spec["canaries"],
+        train=run_spec["train"],
+        target_epsilon=run_spec.get("target_epsilon"),
+        checkpoint=checkpoint,
+        progress=progress,
+        device=device,
+    )
+    return result.score_file, result.observations
+
+
+def _write_observations(path: Path, observations: dict[str, np.ndarray]) -> None:
+    """Write the observation arrays to ``path`` atomically."""
+    from dpaudit.io import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **observations)
