@@ -103,8 +103,8 @@ def audit_seed_groups(
     """Rows of estimator ``name`` on every seed of one setting (one list of paths per seed).
 
     A seed given as several files (training shards) is stacked with :func:`scores.concat`.
-    Every seed must give at least one row (an estimator that does not apply, or that returns
-    nothing, is an error naming the file), so that a complete audit table is never empty.
+    An estimator that does not apply to a seed's file is an error naming the file; one that
+    applies may return no rows for a file by design (LiDP's ``below_order: skip`` at K = 1).
     """
     from dpaudit import scores
 
@@ -115,8 +115,6 @@ def audit_seed_groups(
         files = [scores.read(path) for path in paths]
         sf = files[0] if len(files) == 1 else scores.concat(files)
         check_applies(sf, name, spec)
-        table = run_estimator(sf, name, spec)
-        if table.empty:
-            raise ScoreFileError(f"{sf.source}: estimator {name!r} returned no rows")
-        frames.append(table)
-    return pd.concat(frames, ignore_index=True)
+        frames.append(run_estimator(sf, name, spec))
+    frames = [frame for frame in frames if not frame.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ID_COLUMNS)

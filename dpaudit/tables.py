@@ -1,23 +1,28 @@
 """Tidy audit tables: writing and checking per-setting audit CSVs, concatenating, summarising.
 
-Every per-(estimator, setting) audit CSV the pipeline writes holds at least one row per seed and
-a column :data:`ROWS_COLUMN` with the file's row count on every row, so that a file damaged
-after it was written (cut to its header, cut mid-row or at a row boundary, emptied) is told
-apart from a complete one: :func:`read_audit_csv` raises an :class:`AuditTableError` naming the
-file and the row instead of merging a partial table.
+Every per-(estimator, setting) audit CSV the pipeline writes (:func:`write_audit_csv`) ends with
+a trailer line ``# dpaudit audit table: N data rows``, so that a file damaged after it was
+written (cut to its header, cut mid-row or at a row boundary, emptied) is told apart from a
+complete one, including a complete one with no rows (an estimator that skips a setting by
+design, e.g. LiDP's ``below_order: skip`` at K = 1): :func:`read_audit_csv` raises an
+:class:`AuditTableError` naming the file and the line instead of merging a partial table.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from dpaudit.audit import ID_COLUMNS
+from dpaudit.io import atomic_path
 
-#: Column holding the number of data rows of the per-setting file (checked, then dropped).
-ROWS_COLUMN = "rows_in_file"
+#: The last line of a per-setting audit CSV: its number of data rows.
+TRAILER = "# dpaudit audit table: {rows} data rows"
+_TRAILER = re.compile(r"# dpaudit audit table: (\d+) data rows")
 
 #: Columns that must hold a value in every row of an audit table.
 REQUIRED_COLUMNS = [
@@ -37,9 +42,18 @@ class AuditTableError(ValueError):
     """An audit CSV is missing, empty, truncated or malformed."""
 
 
-def with_row_count(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with :data:`ROWS_COLUMN` (its number of rows) appended, for writing."""
-    return table.assign(**{ROWS_COLUMN: len(table)})
+def write_audit_csv(path: str | Path, table: pd.DataFrame) -> None:
+    """Write a per-setting audit table as CSV plus the :data:`TRAILER` line, atomically.
+
+    A table without rows (an estimator that skips the setting by design) keeps the identity
+    columns as its header.
+    """
+    if table.empty and not len(table.columns):
+        table = pd.DataFrame(columns=ID_COLUMNS)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", newline="") as fh:
+            table.to_csv(fh, index=False)
+            fh.write(TRAILER.format(rows=len(table)) + "\n")
 
 
 def check_rows(table: pd.DataFrame, source: str) -> None:
@@ -64,11 +78,11 @@ def check_rows(table: pd.DataFrame, source: str) -> None:
 
 
 def read_audit_csv(path: str | Path) -> pd.DataFrame:
-    """Read one per-setting audit CSV written with :func:`with_row_count` and check it whole.
+    """Read one per-setting audit CSV written by :func:`write_audit_csv` and check it whole.
 
-    Raises :class:`AuditTableError` naming the file (and the line) if it is empty, holds only
-    a header, does not end with a newline, has fewer rows than it declares, or has a missing
-    value in a required column. The row-count column is dropped from the result.
+    Raises :class:`AuditTableError` naming the file (and the line) if it is empty, does not end
+    with a newline, lacks its trailer line, holds another number of rows than its trailer
+    declares, or has a missing value in a required column.
     """
     path = Path(path)
     src = str(path)
@@ -85,29 +99,30 @@ def read_audit_csv(path: str | Path) -> pd.DataFrame:
             f"{src}: the audit table does not end with a newline: its last row is cut; {hint}"
         )
     try:
-        table = pd.read_csv(path, keep_default_na=True)
-    except (pd.errors.ParserError, UnicodeDecodeError, csv.Error) as exc:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise AuditTableError(f"{src}: not a text file ({exc.reason}); {hint}") from exc
+    body, _, last = text[:-1].rpartition("\n")
+    match = _TRAILER.fullmatch(last.strip())
+    if match is None:
+        raise AuditTableError(
+            f"{src}: the audit table does not end with its row-count line "
+            f"({TRAILER.format(rows='N')!r}): it is truncated, or was not written by this "
+            f"version's audit rule; {hint}"
+        )
+    declared = int(match.group(1))
+    try:
+        table = pd.read_csv(io.StringIO(body + "\n"), keep_default_na=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
         raise AuditTableError(f"{src}: not a readable CSV audit table ({exc}); {hint}") from exc
-    if table.empty:
+    if len(table) != declared:
         raise AuditTableError(
-            f"{src}: the audit table holds only a header, but every audit job writes at least "
-            f"one row per seed: the file is truncated; {hint}"
+            f"{src}: the row-count line declares {declared} data row(s) but the file holds "
+            f"{len(table)}: the file is damaged; {hint}"
         )
-    if ROWS_COLUMN not in table.columns:
-        raise AuditTableError(
-            f"{src}: no '{ROWS_COLUMN}' column: not written by this version's audit rule, or "
-            f"its header is damaged; {hint}"
-        )
-    check_rows(table, src)
-    declared = pd.to_numeric(table[ROWS_COLUMN], errors="coerce")
-    wrong = declared.isna() | (declared != len(table))
-    if wrong.any():
-        pos = int(wrong.to_numpy().argmax())
-        raise AuditTableError(
-            f"{src}: line {pos + 2} declares {table[ROWS_COLUMN].iloc[pos]} row(s) but the file "
-            f"holds {len(table)}: the file is truncated or damaged; {hint}"
-        )
-    return table.drop(columns=ROWS_COLUMN)
+    if declared:
+        check_rows(table, src)
+    return table
 
 
 def concat_tables(paths: list[str | Path]) -> pd.DataFrame:

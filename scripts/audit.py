@@ -1,15 +1,16 @@
 """Snakemake adapter: run one estimator on the score files of every seed of one setting."""
 
 from dpaudit.audit import audit_seed_groups
-from dpaudit.io import write_csv
 from dpaudit.joblog import job_log
-from dpaudit.tables import with_row_count
+from dpaudit.tables import write_audit_csv
 
 log = job_log(snakemake.log[0])
-# one list per seed: the file, or its shards; every seed gives at least one row
+# one list per seed: the file, or its shards
 table = audit_seed_groups(
     snakemake.params.seed_files, snakemake.wildcards.estimator, snakemake.params.estimator
 )
 for seed, rows in table.groupby("seed", sort=False):
     log.info("seed %s: %d row(s); max epsilon %s", seed, len(rows), rows["epsilon"].max())
-write_csv(snakemake.output.table, with_row_count(table))
+write_audit_csv(snakemake.output.table, table)
+if table.empty:
+    log.info("no rows: the estimator skips this setting by design (e.g. LiDP below_order: skip)")

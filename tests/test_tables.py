@@ -1,4 +1,4 @@
-"""Per-setting audit CSVs: written with a row count, checked whole before they are merged."""
+"""Per-setting audit CSVs: written with a row-count trailer, checked whole before merging."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import pytest
 
 from dpaudit import scores
 from dpaudit.audit import audit_seed_groups
-from dpaudit.io import write_csv
 from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
 from dpaudit.scores import ScoreFileError
-from dpaudit.tables import AuditTableError, concat_tables, read_audit_csv, with_row_count
+from dpaudit.tables import AuditTableError, concat_tables, read_audit_csv, write_audit_csv
 
 SPEC = {"method": "one_run"}
 
@@ -30,7 +29,7 @@ def seed_files(tmp_path):
 def audit_csv(tmp_path, seed_files):
     """A per-setting audit CSV as the audit rule writes it."""
     path = tmp_path / "audit" / "one_run" / "eps2.csv"
-    write_csv(path, with_row_count(audit_seed_groups(seed_files, "one_run", SPEC)))
+    write_audit_csv(path, audit_seed_groups(seed_files, "one_run", SPEC))
     return path
 
 
@@ -40,7 +39,6 @@ def test_complete_table_round_trips(audit_csv, seed_files):
     assert len(table) == len(expected) > 2
     assert set(table["seed"]) == {0, 1}
     pd.testing.assert_series_equal(table["epsilon"], expected["epsilon"])
-    assert "rows_in_file" not in table.columns
     assert len(concat_tables([audit_csv, audit_csv])) == 2 * len(expected)
 
 
@@ -59,22 +57,26 @@ def test_every_truncation_is_an_error_naming_the_file(audit_csv, tmp_path):
     cut.write_bytes(b"")
     with pytest.raises(AuditTableError, match="cut.csv: the audit table is empty"):
         concat_tables([cut])
-    cut.write_bytes(raw[: line_ends[0]])
-    with pytest.raises(AuditTableError, match="cut.csv: the audit table holds only a header"):
+    cut.write_bytes(raw[: line_ends[0]])  # the header alone
+    with pytest.raises(AuditTableError, match="cut.csv: the audit table does not end with its row"):
         concat_tables([cut])
     cut.write_bytes(raw[: line_ends[2] - 5])
     with pytest.raises(AuditTableError, match="cut.csv: the audit table does not end with a newl"):
         concat_tables([cut])
-    cut.write_bytes(raw[: line_ends[2]])
-    with pytest.raises(AuditTableError, match=r"cut.csv: line 2 declares \d+ row\(s\) but the fi"):
+    cut.write_bytes(raw[: line_ends[2]])  # at a row boundary
+    with pytest.raises(AuditTableError, match="cut.csv: the audit table does not end with its row"):
+        concat_tables([cut])
+    lines = raw.decode().splitlines(keepends=True)
+    cut.write_text("".join(lines[:2] + lines[-1:]))  # rows lost, trailer kept
+    with pytest.raises(AuditTableError, match=r"cut.csv: the row-count line declares \d+ data row"):
         concat_tables([cut])
 
 
 def test_missing_values_name_the_file_and_line(audit_csv, tmp_path):
-    table = pd.read_csv(audit_csv)
+    table = read_audit_csv(audit_csv)
     table.loc[2, "epsilon"] = float("nan")
     bad = tmp_path / "nan.csv"
-    table.to_csv(bad, index=False)
+    write_audit_csv(bad, table)
     with pytest.raises(AuditTableError, match=r"nan.csv: line 4 \(data row 3\) has no value in "
                        r"\['epsilon'\]"):
         concat_tables([bad])
@@ -85,7 +87,7 @@ def test_missing_values_name_the_file_and_line(audit_csv, tmp_path):
     short.write_text("".join(lines))
     with pytest.raises(AuditTableError, match=r"short.csv: line 2 \(data row 1\) has no value"):
         concat_tables([short])
-    table.drop(columns="valid").to_csv(bad, index=False)
+    write_audit_csv(bad, table.drop(columns="valid"))
     with pytest.raises(AuditTableError, match=r"nan.csv: not an audit table: missing column\(s\) "
                        r"\['valid'\]"):
         concat_tables([bad])
@@ -93,7 +95,28 @@ def test_missing_values_name_the_file_and_line(audit_csv, tmp_path):
         concat_tables([tmp_path / "gone.csv"])
 
 
-def test_every_seed_gives_rows_or_an_error(seed_files):
+def test_a_setting_skipped_by_design_is_a_complete_empty_table(tmp_path):
+    """LiDP with ``below_order: skip`` returns no row for K = 1 (too few canaries for order 2):
+    the audit job writes a complete table with no rows, which merges as nothing, while the same
+    header without its trailer is a truncated file."""
+    from dpaudit.mechanisms.lidp_gaussian import score_file
+
+    sf = score_file(n=64, K=1, d=100, epsilon=2.0, delta=1e-5, seed=0)
+    path = [str(scores.write(tmp_path / "k1.npz", sf))]
+    spec = {"method": "lidp", "order": 2, "below_order": "skip"}
+    table = audit_seed_groups([path], "lidp_wilson2", spec)
+    assert table.empty
+    out = tmp_path / "k1.csv"
+    write_audit_csv(out, table)
+    assert read_audit_csv(out).empty
+    assert len(concat_tables([out])) == 0
+    header_only = tmp_path / "header.csv"
+    header_only.write_text(out.read_text().splitlines(keepends=True)[0])
+    with pytest.raises(AuditTableError, match="header.csv: the audit table does not end with"):
+        concat_tables([header_only])
+
+
+def test_an_estimator_that_does_not_apply_is_an_error(seed_files):
     with pytest.raises(ScoreFileError, match=r"seed0.npz: estimator 'lidp' .*does not apply to "
                        r"this file's design 'one_run'; methods for 'one_run': \["):
         audit_seed_groups(seed_files, "lidp", {"method": "lidp"})
