@@ -3,12 +3,15 @@
 from dpaudit.audit import audit_seed_groups
 from dpaudit.io import write_csv
 from dpaudit.joblog import job_log
+from dpaudit.pipeline.paths import group_by_seed
 from dpaudit.tables import with_row_count
 
 log = job_log(snakemake.log[0])
-# one list per seed: the file, or its shards; every seed gives at least one row
+# one list per seed (the file, or its shards), from the paths; every seed gives at least one row
 table = audit_seed_groups(
-    snakemake.params.seed_files, snakemake.wildcards.estimator, snakemake.params.estimator
+    group_by_seed(snakemake.input.scores),
+    snakemake.wildcards.estimator,
+    snakemake.params.estimator,
 )
 for seed, rows in table.groupby("seed", sort=False):
     log.info("seed %s: %d row(s); max epsilon %s", seed, len(rows), rows["epsilon"].max())
