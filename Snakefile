@@ -1,6 +1,7 @@
 # dpaudit: empirical privacy auditing of DP machine learning.
 # Run everything: snakemake --cores all (its last job writes results/report.html)
-# Rules live in rules/*.smk; helpers and input functions in rules/common.smk.
+# Rules live in rules/*.smk; config validation and input functions in rules/common.smk, the
+# logic behind them in dpaudit.pipeline (paths, targets, params); docs/architecture.md maps it.
 
 
 configfile: "config/config.yaml"
@@ -44,7 +45,7 @@ rule report:
     output:
         REPORT,
     log:
-        "logs/report.log",
+        paths.log("report"),
     localrule: True
     conda:
         "envs/dpaudit.yaml"

@@ -4,13 +4,13 @@
 rule analysis:
     output:
         table=report(
-            "results/{experiment}/table.csv",
+            paths.analysis_table(),
             caption="../report/analysis_table.rst",
             category="{experiment}",
             subcategory="Tables",
         ),
     log:
-        "logs/{experiment}/analysis.log",
+        paths.log("{experiment}", "analysis"),
     wildcard_constraints:
         experiment=kind_pattern("analysis"),
     conda:

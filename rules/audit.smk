@@ -8,16 +8,15 @@ rule audit:
     input:
         scores=audit_scores,
     output:
-        table="results/{experiment}/audit/{estimator}/{setting}.csv",
+        table=paths.setting_audit(),
     log:
-        "logs/{experiment}/audit/{estimator}/{setting}.log",
+        paths.log("{experiment}", "audit", paths.AUDIT_JOB),
     benchmark:
-        "results/{experiment}/benchmarks/audit/{estimator}/{setting}.tsv"
+        paths.benchmark("audit", paths.AUDIT_JOB)
     conda:
         "../envs/dpaudit.yaml"
     params:
         estimator=estimator_params,
-        seed_files=audit_seed_files,
     script:
         "../scripts/audit.py"
 
@@ -27,13 +26,13 @@ rule audit_table:
         audit_files,
     output:
         report(
-            "results/{experiment}/audit.csv",
+            paths.audit_table(),
             caption="../report/audit_table.rst",
             category="{experiment}",
             subcategory="Tables",
         ),
     log:
-        "logs/{experiment}/audit_table.log",
+        paths.log("{experiment}", "audit_table"),
     wildcard_constraints:
         experiment=kind_pattern("train", "simulate"),
     conda:

@@ -1,17 +1,14 @@
-# Config validation, helpers and input functions shared by every rule file.
+# Config validation, wildcard constraints and the named input functions of the rules. The logic
+# behind them lives in the library: dpaudit.pipeline (settings), dpaudit.pipeline.paths (every
+# path, declared once), dpaudit.pipeline.targets (which files) and dpaudit.pipeline.params
+# (which parameters); the functions here only pass the config and the job's wildcards.
 
 import sys
-from pathlib import Path
 
 from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
-from dpaudit.pipeline import (
-    applicable_estimators,
-    canonical,
-    experiment_settings,
-    setting_columns,
-    simulate_settings,
-    train_settings,
-)
+from dpaudit.pipeline import canonical, paths
+from dpaudit.pipeline import params as pipeline_params
+from dpaudit.pipeline import targets as pipeline_targets
 from dpaudit.report import FULL_REPORT, ReportError, make_report, targeted_report_path
 
 try:
@@ -23,7 +20,6 @@ except ConfigError as err:
 
 EXPERIMENTS = config["experiments"]
 REPORT = FULL_REPORT
-SCORE_KINDS = ("train", "simulate")
 
 
 wildcard_constraints:
@@ -35,97 +31,39 @@ wildcard_constraints:
     figure="[A-Za-z0-9_]+",
 
 
-def experiments_of(*kinds):
-    return [name for name, exp in EXPERIMENTS.items() if exp["kind"] in kinds]
-
-
 def kind_pattern(*kinds):
-    """A wildcard pattern matching exactly the experiments of these kinds (rules that write
-    the same paths for different kinds are told apart by it)."""
-    names = experiments_of(*kinds)
-    return "|".join(names) if names else "(?!)"
+    """A wildcard pattern matching exactly the experiments of these kinds."""
+    return pipeline_targets.kind_pattern(config, *kinds)
 
 
-def seed_score_files(experiment, setting, seed):
-    """The score files of one (setting, seed): one per shard (train; an Opacus-trained
-    experiment has one shard), or one (simulate)."""
-    exp = EXPERIMENTS[experiment]
-    stem = f"results/{experiment}/scores/{setting}/seed{seed}"
-    if exp["kind"] == "train":
-        return [f"{stem}.shard{shard}.npz" for shard in range(exp["shards"])]
-    return [f"{stem}.npz"]
+def target_pattern(part):
+    """Wildcard pattern for the paper (part 0) or figure (part 1) of published targets."""
+    return pipeline_targets.target_pattern(config, part)
 
 
-def score_files(experiment):
-    """Every score file of an experiment."""
-    exp = EXPERIMENTS[experiment]
-    return [
-        path
-        for setting in experiment_settings(exp)
-        for seed in exp["seeds"]
-        for path in seed_score_files(experiment, setting, seed)
-    ]
+def all_targets():
+    return pipeline_targets.all_targets(config)
 
 
 def audit_scores(wildcards):
     """The score files one audit job reads: every seed (and shard) of one setting."""
-    return [path for paths in audit_seed_files(wildcards) for path in paths]
-
-
-def audit_seed_files(wildcards):
-    """The score files of one setting grouped by seed (one list per seed, in config order)."""
-    exp = EXPERIMENTS[wildcards.experiment]
-    return [
-        seed_score_files(wildcards.experiment, wildcards.setting, seed)
-        for seed in exp["seeds"]
-    ]
-
-
-def audit_files(wildcards):
-    """Per-(estimator, setting) audit tables of an experiment (one row block per seed)."""
-    exp = EXPERIMENTS[wildcards.experiment]
-    return [
-        f"results/{wildcards.experiment}/audit/{name}/{setting}.csv"
-        for name in applicable_estimators(config, wildcards.experiment)
-        for setting in experiment_settings(exp)
-    ]
-
-
-def _setting(wildcards, settings):
-    if wildcards.setting not in settings:
-        raise ValueError(
-            f"experiment {wildcards.experiment!r} has no setting {wildcards.setting!r}; "
-            f"allowed: {sorted(settings)}"
-        )
-    return settings[wildcards.setting]
-
-
-def train_params(wildcards):
-    """The run spec of a training job (dpaudit.training.job.train_job): all it reads
-    from the config, so Snakemake reruns the settings whose parameters changed."""
-    exp = EXPERIMENTS[wildcards.experiment]
-    target = _setting(wildcards, train_settings(exp))
-    train = {
-        k: v
-        for k, v in exp["train"].items()
-        if k not in ("target_epsilons", "nonprivate")
-    }
-    return canonical(
-        {
-            "design": exp["design"],
-            "threat_model": exp["threat_model"],
-            "model": exp["model"],
-            "canaries": exp["canaries"],
-            "train": train,
-            "target_epsilon": target,
-        }
+    return pipeline_targets.setting_score_files(
+        config, wildcards.experiment, wildcards.setting
     )
 
 
+def audit_files(wildcards):
+    return pipeline_targets.audit_files(config, wildcards.experiment)
+
+
+def train_params(wildcards):
+    return pipeline_params.train_params(config, wildcards.experiment, wildcards.setting)
+
+
 def simulate_params(wildcards):
-    exp = EXPERIMENTS[wildcards.experiment]
-    params = _setting(wildcards, simulate_settings(exp))
-    return canonical({"mechanism": exp["mechanism"], "params": params})
+    return pipeline_params.simulate_params(
+        config, wildcards.experiment, wildcards.setting
+    )
 
 
 def estimator_params(wildcards):
@@ -134,105 +72,41 @@ def estimator_params(wildcards):
 
 
 def dataset_params(wildcards):
-    return canonical(EXPERIMENTS[wildcards.experiment]["dataset"])
+    return pipeline_params.dataset_params(config, wildcards.experiment)
 
 
 def analysis_params(wildcards):
-    exp = EXPERIMENTS[wildcards.experiment]
-    return canonical({"analysis": exp["analysis"], "params": exp["params"]})
+    return pipeline_params.analysis_params(config, wildcards.experiment)
 
 
 def setting_table(wildcards):
-    return canonical(setting_columns(EXPERIMENTS[wildcards.experiment]))
+    return pipeline_params.setting_table(config, wildcards.experiment)
 
 
 def figure_params(wildcards):
-    exp = EXPERIMENTS[wildcards.experiment]
-    return canonical(
-        {"kind": exp["kind"], "title": exp.get("description", ""), **exp["figure"]}
-    )
-
-
-def main_table(experiment):
-    kind = EXPERIMENTS[experiment]["kind"]
-    return f"results/{experiment}/{'table' if kind == 'analysis' else 'audit'}.csv"
-
-
-def figure_stem(experiment):
-    if EXPERIMENTS[experiment]["kind"] == "train":
-        return f"results/{experiment}/figures/eps_empirical_vs_claimed"
-    return f"results/{experiment}/figures/figure"
+    return pipeline_params.figure_params(config, wildcards.experiment)
 
 
 def experiment_table(wildcards):
-    return main_table(wildcards.experiment)
+    return pipeline_targets.main_table(config, wildcards.experiment)
 
 
 def experiment_description(wildcards):
-    return EXPERIMENTS[wildcards.experiment].get("description", "")
-
-
-PAPER_TARGETS = {
-    exp["paper_target"]: name
-    for name, exp in EXPERIMENTS.items()
-    if exp.get("paper_target")
-}
-
-
-def target_pattern(part):
-    """Wildcard pattern for the paper (part 0) or figure (part 1) of published targets."""
-    names = sorted({key.split("/")[part] for key in PAPER_TARGETS})
-    return "|".join(names) if names else "(?!)"
+    return pipeline_params.description(config, wildcards.experiment)
 
 
 def paper_target_inputs(wildcards):
-    key = f"{wildcards.paper}/{wildcards.figure}"
-    if key not in PAPER_TARGETS:
-        raise ValueError(
-            f"no experiment publishes {key!r}; allowed: {sorted(PAPER_TARGETS)}"
-        )
-    name = PAPER_TARGETS[key]
-    stem = figure_stem(name)
-    return {"pdf": f"{stem}.pdf", "png": f"{stem}.png", "table": main_table(name)}
-
-
-def reproduction_inputs(wildcards):
-    return [
-        main_table(name) for name, exp in EXPERIMENTS.items() if exp.get("reproduce")
-    ]
-
-
-def reproduction_params(wildcards):
-    return canonical(
-        {
-            name: {"table": main_table(name), "checks": exp["reproduce"]}
-            for name, exp in EXPERIMENTS.items()
-            if exp.get("reproduce")
-        }
+    return pipeline_targets.paper_target_inputs(
+        config, wildcards.paper, wildcards.figure
     )
 
 
-def all_targets():
-    targets = []
-    for name in EXPERIMENTS:
-        if EXPERIMENTS[name]["kind"] in SCORE_KINDS:
-            targets += score_files(name)
-        stem = figure_stem(name)
-        targets += [main_table(name), f"{stem}.pdf", f"{stem}.png"]
-    for key in PAPER_TARGETS:
-        targets += [f"results/{key}.{ext}" for ext in ("pdf", "png", "csv")]
-    if any(exp.get("reproduce") for exp in EXPERIMENTS.values()):
-        targets += ["results/reproduction.md", "results/reproduction.csv"]
-    return targets
+def reproduction_inputs(wildcards):
+    return pipeline_targets.reproduction_inputs(config)
 
 
-def run_targets():
-    """The targets of this run (files and rule names; the default target ``all`` if none)."""
-    dag = workflow.dag
-    targets = sorted(str(f) for f in getattr(dag, "targetfiles", None) or [])
-    rules = getattr(dag, "targetrules", None) or []
-    targets += sorted(getattr(r, "name", str(r)) for r in rules)  # Rule objects
-    return targets or ["all"]
+def reproduction_params(wildcards):
+    return pipeline_params.reproduction_params(config)
 
 
 def report_targeted_run():
@@ -240,7 +114,7 @@ def report_targeted_run():
     own file (never over the full report, which the ``report`` rule writes)."""
     if any(job.rule.name == "report" for job in workflow.dag.jobs):
         return  # the report job ran or was up to date, so results/report.html is current
-    targets = run_targets()
+    targets = pipeline_targets.run_targets(workflow.dag)
     path = targeted_report_path(targets)
     try:
         make_report(path, targets, workflow.main_snakefile, config)

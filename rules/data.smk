@@ -3,9 +3,9 @@
 
 rule prepare_dataset:
     output:
-        "resources/datasets/{experiment}.npz",
+        paths.dataset(),
     log:
-        "logs/{experiment}/prepare_dataset.log",
+        paths.log("{experiment}", "prepare_dataset"),
     conda:
         "../envs/dpaudit.yaml"
     params:

@@ -3,22 +3,22 @@
 
 rule figure_eps:
     input:
-        table="results/{experiment}/audit.csv",
+        table=paths.audit_table(),
     output:
         pdf=report(
-            "results/{experiment}/figures/eps_empirical_vs_claimed.pdf",
+            paths.figure(name=paths.EPS_FIGURE, ext="pdf"),
             caption="../report/eps_figure.rst",
             category="{experiment}",
             subcategory="Figures",
         ),
         png=report(
-            "results/{experiment}/figures/eps_empirical_vs_claimed.png",
+            paths.figure(name=paths.EPS_FIGURE, ext="png"),
             caption="../report/eps_figure.rst",
             category="{experiment}",
             subcategory="Figures",
         ),
     log:
-        "logs/{experiment}/figure_eps.log",
+        paths.log("{experiment}", "figure_eps"),
     wildcard_constraints:
         experiment=kind_pattern("train"),
     conda:
@@ -34,19 +34,19 @@ rule figure:
         table=experiment_table,
     output:
         pdf=report(
-            "results/{experiment}/figures/figure.pdf",
+            paths.figure(ext="pdf"),
             caption="../report/figure.rst",
             category="{experiment}",
             subcategory="Figures",
         ),
         png=report(
-            "results/{experiment}/figures/figure.png",
+            paths.figure(ext="png"),
             caption="../report/figure.rst",
             category="{experiment}",
             subcategory="Figures",
         ),
     log:
-        "logs/{experiment}/figure.log",
+        paths.log("{experiment}", "figure"),
     wildcard_constraints:
         experiment=kind_pattern("simulate", "analysis"),
     conda:
@@ -61,11 +61,11 @@ rule paper_target:
     input:
         unpack(paper_target_inputs),
     output:
-        pdf="results/{paper}/{figure}.pdf",
-        png="results/{paper}/{figure}.png",
-        table="results/{paper}/{figure}.csv",
+        pdf=paths.paper_target(ext="pdf"),
+        png=paths.paper_target(ext="png"),
+        table=paths.paper_target(ext="csv"),
     log:
-        "logs/paper/{paper}/{figure}.log",
+        paths.log("paper", "{paper}", "{figure}"),
     wildcard_constraints:
         paper=target_pattern(0),
         figure=target_pattern(1),
@@ -80,13 +80,13 @@ rule reproduction:
         reproduction_inputs,
     output:
         md=report(
-            "results/reproduction.md",
+            paths.reproduction("md"),
             caption="../report/reproduction.rst",
             category="Reproduction",
         ),
-        csv="results/reproduction.csv",
+        csv=paths.reproduction("csv"),
     log:
-        "logs/reproduction.log",
+        paths.log("reproduction"),
     conda:
         "../envs/dpaudit.yaml"
     params:

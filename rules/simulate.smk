@@ -3,11 +3,11 @@
 
 rule simulate:
     output:
-        scores="results/{experiment}/scores/{setting}/seed{seed}.npz",
+        scores=paths.score_file(),
     log:
-        "logs/{experiment}/simulate/{setting}/seed{seed}.log",
+        paths.log("{experiment}", "simulate", paths.SEED_JOB),
     benchmark:
-        "results/{experiment}/benchmarks/simulate/{setting}/seed{seed}.tsv"
+        paths.benchmark("simulate", paths.SEED_JOB)
     wildcard_constraints:
         experiment=kind_pattern("simulate"),
     conda:

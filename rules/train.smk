@@ -4,13 +4,13 @@
 
 rule train:
     input:
-        dataset="resources/datasets/{experiment}.npz",
+        dataset=paths.dataset(),
     output:
-        scores="results/{experiment}/scores/{setting}/seed{seed}.shard{shard}.npz",
+        scores=paths.score_file(shard="{shard}"),
     log:
-        "logs/{experiment}/train/{setting}/seed{seed}.shard{shard}.log",
+        paths.log("{experiment}", "train", paths.SHARD_JOB),
     benchmark:
-        "results/{experiment}/benchmarks/train/{setting}/seed{seed}.shard{shard}.tsv"
+        paths.benchmark("train", paths.SHARD_JOB)
     wildcard_constraints:
         experiment=kind_pattern("train"),
         shard="[0-9]+",

@@ -2,12 +2,15 @@
 
 from dpaudit.audit import audit_seed_groups
 from dpaudit.joblog import job_log
+from dpaudit.pipeline.paths import group_by_seed
 from dpaudit.tables import write_audit_csv
 
 log = job_log(snakemake.log[0])
-# one list per seed: the file, or its shards
+# one list per seed (the file, or its shards), from the paths
 table = audit_seed_groups(
-    snakemake.params.seed_files, snakemake.wildcards.estimator, snakemake.params.estimator
+    group_by_seed(snakemake.input.scores),
+    snakemake.wildcards.estimator,
+    snakemake.params.estimator,
 )
 for seed, rows in table.groupby("seed", sort=False):
     log.info("seed %s: %d row(s); max epsilon %s", seed, len(rows), rows["epsilon"].max())

@@ -1,6 +1,9 @@
 """Helpers the Snakemake rules use to turn config blocks into wildcards and parameters.
 
-Kept in the library (not in the .smk files) so they are unit-tested and usable elsewhere.
+Kept in the library (not in the .smk files) so they are unit-tested and usable elsewhere:
+this module turns experiments into settings, :mod:`dpaudit.pipeline.paths` declares every
+output path once, :mod:`dpaudit.pipeline.targets` lists the files and parameters of the jobs
+a config asks for.
 """
 
 from __future__ import annotations

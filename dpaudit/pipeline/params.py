@@ -1,0 +1,82 @@
+"""What each job reads from the config (its ``params:``), as plain functions of the validated
+config. Every mapping is :func:`~dpaudit.pipeline.canonical` (keys sorted), so that Snakemake
+reruns exactly the jobs whose parameters changed, whatever the order of keys in the config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpaudit.defaults import SETTING_KEYS
+from dpaudit.pipeline import canonical, setting_columns, simulate_settings, train_settings
+from dpaudit.pipeline.targets import reproduction_checks
+
+Config = dict[str, Any]
+
+
+def pick_setting(experiment: str, setting: str, settings: dict[str, Any]) -> Any:
+    """What defines ``setting`` in ``settings``; an unknown setting is an error naming the
+    experiment and the allowed settings."""
+    if setting not in settings:
+        raise ValueError(
+            f"experiment {experiment!r} has no setting {setting!r}; allowed: {sorted(settings)}"
+        )
+    return settings[setting]
+
+
+def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any]:
+    """The run spec of one training job (:func:`dpaudit.training.job.train_job`): everything
+    it reads from the config, so that Snakemake reruns exactly the settings whose parameters
+    changed. The ``train`` keys that choose settings are not part of it."""
+    exp = config["experiments"][experiment]
+    target = pick_setting(experiment, setting, train_settings(exp))
+    train = {k: v for k, v in exp["train"].items() if k not in SETTING_KEYS}
+    return canonical(
+        {
+            "design": exp["design"],
+            "threat_model": exp["threat_model"],
+            "model": exp["model"],
+            "canaries": exp["canaries"],
+            "train": train,
+            "target_epsilon": target,
+        }
+    )
+
+
+def simulate_params(config: Config, experiment: str, setting: str) -> dict[str, Any]:
+    """The mechanism and its parameters of one setting of a simulate experiment."""
+    exp = config["experiments"][experiment]
+    params = pick_setting(experiment, setting, simulate_settings(exp))
+    return canonical({"mechanism": exp["mechanism"], "params": params})
+
+
+def dataset_params(config: Config, experiment: str) -> dict[str, Any]:
+    """The dataset block of a train experiment."""
+    return canonical(config["experiments"][experiment]["dataset"])
+
+
+def analysis_params(config: Config, experiment: str) -> dict[str, Any]:
+    """The analysis and its parameters of an analysis experiment."""
+    exp = config["experiments"][experiment]
+    return canonical({"analysis": exp["analysis"], "params": exp["params"]})
+
+
+def setting_table(config: Config, experiment: str) -> dict[str, Any]:
+    """Setting -> its varying values, joined onto the audit table."""
+    return canonical(setting_columns(config["experiments"][experiment]))
+
+
+def figure_params(config: Config, experiment: str) -> dict[str, Any]:
+    """The figure block of an experiment, with its kind and its description as title."""
+    exp = config["experiments"][experiment]
+    return canonical({"kind": exp["kind"], "title": exp.get("description", ""), **exp["figure"]})
+
+
+def description(config: Config, experiment: str) -> str:
+    """An experiment's description ("" if it has none)."""
+    return config["experiments"][experiment].get("description", "")
+
+
+def reproduction_params(config: Config) -> dict[str, Any]:
+    """Experiment -> its table and its ``reproduce`` checks, for the reproduction job."""
+    return canonical(reproduction_checks(config))
