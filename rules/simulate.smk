@@ -8,8 +8,6 @@ rule simulate:
         paths.log("{experiment}", "simulate", paths.SEED_JOB),
     benchmark:
         paths.benchmark("simulate", paths.SEED_JOB)
-    wildcard_constraints:
-        experiment=kind_pattern("simulate"),
     conda:
         "../envs/dpaudit.yaml"
     params:

@@ -12,7 +12,6 @@ rule train:
     benchmark:
         paths.benchmark("train", paths.SHARD_JOB)
     wildcard_constraints:
-        experiment=kind_pattern("train"),
         shard="[0-9]+",
     conda:
         "../envs/dpaudit.yaml"
