@@ -206,7 +206,7 @@ def test_null_bgm_same_hypothesis():
         s1 = bg.simulate_scores(300, 10, 1, 1.0, "partially_informed", False, seed=2 * r)
         s0 = bg.simulate_scores(300, 10, 1, 1.0, "partially_informed", False, seed=2 * r + 1)
         m = np.r_[np.ones(300), np.zeros(300)]
-        res = mr.cp_audit(np.r_[s1, s0], m, DELTA, selection="heldout", split_seed=r)
+        res = mr.threshold_audit(np.r_[s1, s0], m, DELTA, selection="heldout", split_seed=r)
         hits.append(res.epsilon == 0)
     assert np.mean(hits) >= 0.95
 

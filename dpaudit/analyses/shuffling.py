@@ -120,5 +120,5 @@ def audit_bgm(
         runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, batch_size, seed
     )
     member = np.concatenate([np.ones(s1.size, np.int8), np.zeros(s0.size, np.int8)])
-    res = multi_run.cp_audit(np.concatenate([s1, s0]), member, delta, confidence, selection)
+    res = multi_run.threshold_audit(np.concatenate([s1, s0]), member, delta, confidence, selection)
     return res.as_row()
