@@ -16,6 +16,7 @@ from dpaudit import scores
 from dpaudit.accounting.gaussian import gdp_epsilon
 from dpaudit.analyses import shuffling as sh
 from dpaudit.audit import audit
+from dpaudit.estimators import METHODS
 from dpaudit.estimators import multi_run as mr
 from dpaudit.mechanisms import batched_gaussian as bg
 from dpaudit.mechanisms import shuffle_reference as ref
@@ -154,14 +155,29 @@ def test_seeding_prefix_and_reproducibility():
 # ------------------------------------------------------------------ audits at small run counts
 
 
+def _bgm(*args, **kw):
+    """A BGM score file without the (slow) accountant's reference lines."""
+    return bg.bgm_score_file(*args, claimed_epsilon=1.0, reference_lines=False, **kw)
+
+
+def test_audit_bgm_is_the_multi_run_audit_of_the_simulation():
+    """audit_bgm audits the score file bgm_score_file simulates (no second copy of the
+    simulation's parameters): the same row as multi_run_cp on that file, at the file's delta."""
+    sf = _bgm(3000, 10, 1.0, "partially_informed", seed=5, delta=1e-3)
+    for selection in ("same_data", "heldout"):
+        row = sh.audit_bgm(sf, confidence=0.9, selection=selection)
+        params = {"confidence": 0.9, "selections": [selection]}
+        assert [row] == METHODS["multi_run_cp"].run(sf, params)
+        assert row["n_members"] + row["n_nonmembers"] + row["n_select"] == 6000
+
+
 def test_worst_case_small_runs_beats_poisson_claim():
     # Fig. 7 setting (WC, T = 100, one epoch, sigma calibrated to Poisson eps = 1; our PLD
     # gives sigma = 0.902). At 2 x 10^4 runs per hypothesis already the *valid* (held-out)
     # bound exceeds the Poisson claim, and the uncorrected one stays below Chua's 4.78.
-    res_same = sh.audit_bgm(20000, 100, 0.902, "worst_case", batch_size=100, seed=0)
-    res_held = sh.audit_bgm(
-        20000, 100, 0.902, "worst_case", batch_size=100, seed=0, selection="heldout"
-    )
+    sf = _bgm(20000, 100, 0.902, "worst_case", batch_size=100, seed=0)
+    res_same = sh.audit_bgm(sf)
+    res_held = sh.audit_bgm(sf, selection="heldout")
     assert res_held["valid"] and res_held["epsilon"] > 1.0
     assert res_held["epsilon"] <= res_same["epsilon"] < 4.78
 
@@ -169,7 +185,7 @@ def test_worst_case_small_runs_beats_poisson_claim():
 def test_natural_small_runs_below_claim():
     # §6.3: "in all settings, eps_emp under Natural is actually smaller than the theoretical eps"
     # (independent reimplementation: 0.78 at eps = 1 with 10^6 runs per hypothesis).
-    res = sh.audit_bgm(20000, 100, 0.902, "natural", seed=0)
+    res = sh.audit_bgm(_bgm(20000, 100, 0.902, "natural", seed=0))
     assert res["epsilon"] < 1.0
 
 
@@ -181,13 +197,7 @@ def test_mc_validity_single_batch_is_gaussian_mechanism():
     eps = np.array(
         [
             sh.audit_bgm(
-                runs,
-                1,
-                sigma,
-                "worst_case",
-                batch_size=10,
-                seed=r,
-                delta=delta,
+                _bgm(runs, 1, sigma, "worst_case", batch_size=10, seed=r, delta=delta),
                 confidence=conf,
                 selection="heldout",
             )["epsilon"]
