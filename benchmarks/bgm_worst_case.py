@@ -45,9 +45,7 @@ def _audits(s1: np.ndarray, s0: np.ndarray, seed: int) -> dict[str, float]:
 
 
 def _scores(runs: int, sigma: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    s1 = bg.simulate_scores(runs, T, 1, sigma, "worst_case", True, 100, seed)
-    s0 = bg.simulate_scores(runs, T, 1, sigma, "worst_case", False, 100, seed)
-    return s1, s0
+    return bg.simulate_both(runs, bg.BGM(T, 1, sigma, "worst_case", 100), seed)
 
 
 def fig7(runs: int, seeds: list[int]) -> None:
