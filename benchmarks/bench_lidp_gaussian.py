@@ -44,13 +44,13 @@ def fig3_left(reps: int = 25, d: int = 10**4) -> list[tuple[str, int, int, float
         for label, K, order in (("DP + Wilson", 1, 1), ("LiDP + 2nd-order Wilson", int(n**0.5), 2)):
             rng = np.random.default_rng(1000 + n + K)
             si, so = lg.sample_scores(n, K, K, d, sigma, rng)  # tuning trials
-            tau, _ = lidp.tune_threshold(si, so, 1e-5, 0.95, "wilson", order)
+            tau, _ = lidp.tune_threshold(si, so, lidp.BoundSpec(1e-5, 0.95, "wilson", order))
             eps = []
             for _ in range(reps):
                 si, so = lg.sample_scores(n, K, K, d, sigma, rng)  # fresh trials
                 eps.append(
                     lidp.epsilon_lower_bound(
-                        si >= tau, so >= tau, 1e-5, 0.95, "wilson", order
+                        si >= tau, so >= tau, lidp.BoundSpec(1e-5, 0.95, "wilson", order)
                     ).epsilon
                 )
             rows.append((label, n, K, float(np.mean(eps)), float(np.std(eps) / np.sqrt(reps))))

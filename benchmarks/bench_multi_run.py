@@ -42,7 +42,7 @@ def main() -> None:
                 return float(mr.sweep_epsilons(mr.sweep(s, m), DELTA, mr.rate_level(0.95))[0].max())
 
             def pruned(s=s, m=m):
-                return mr.cp_audit(s, m, DELTA, 0.95, "same_data").epsilon
+                return mr.threshold_audit(s, m, DELTA, 0.95, "same_data").epsilon
 
             tf, ef = _time(full, rep)
             tp, ep = _time(pruned, rep)

@@ -138,7 +138,10 @@ def speed(rng) -> list[tuple[str, float, float]]:
         return np.log((lo.to_numpy() - 1e-5) / hi.to_numpy())
 
     def our_sweep():
-        return [lidp.epsilon_curve(si, so, grid, 1e-5, 0.95, "wilson", o)[0] for o in (1, 2, 4)]
+        return [
+            lidp.epsilon_curve(si, so, grid, lidp.BoundSpec(1e-5, 0.95, "wilson", o))[0]
+            for o in (1, 2, 4)
+        ]
 
     eps_pkg = pkg_sweep()
     eps_ours = our_sweep()

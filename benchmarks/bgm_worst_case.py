@@ -38,16 +38,14 @@ def _audits(s1: np.ndarray, s0: np.ndarray, seed: int) -> dict[str, float]:
     s = np.concatenate([s1, s0])
     m = np.concatenate([np.ones(s1.size, np.int8), np.zeros(s0.size, np.int8)])
     return {
-        "same@0.90": mr.cp_audit(s, m, DELTA, 0.90, "same_data").epsilon,
-        "same@0.95": mr.cp_audit(s, m, DELTA, 0.95, "same_data").epsilon,
-        "heldout@0.95": mr.cp_audit(s, m, DELTA, 0.95, "heldout", split_seed=seed).epsilon,
+        "same@0.90": mr.threshold_audit(s, m, DELTA, 0.90, "same_data").epsilon,
+        "same@0.95": mr.threshold_audit(s, m, DELTA, 0.95, "same_data").epsilon,
+        "heldout@0.95": mr.threshold_audit(s, m, DELTA, 0.95, "heldout", split_seed=seed).epsilon,
     }
 
 
 def _scores(runs: int, sigma: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    s1 = bg.simulate_scores(runs, T, 1, sigma, "worst_case", True, 100, seed)
-    s0 = bg.simulate_scores(runs, T, 1, sigma, "worst_case", False, 100, seed)
-    return s1, s0
+    return bg.simulate_both(runs, bg.BGM(T, 1, sigma, "worst_case", 100), seed)
 
 
 def fig7(runs: int, seeds: list[int]) -> None:

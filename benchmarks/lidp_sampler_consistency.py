@@ -48,7 +48,7 @@ def tau_star(mod, n, K, order, tuning_seed):
     rng = lg.heldout_rng(0, tuning_seed)
     sigma = lg.sigma_for_epsilon(2.0, 1e-5)
     si, so = mod.sample_scores(n, K, K, 10**4, sigma, rng)
-    return lidp.tune_threshold(si, so, 1e-5, 0.95, "wilson", order)[0]
+    return lidp.tune_threshold(si, so, lidp.BoundSpec(1e-5, 0.95, "wilson", order))[0]
 
 
 _CACHE: dict = {}
@@ -60,7 +60,9 @@ def evaluate(mod, n, K, order, tau):
         _CACHE.clear()
         _CACHE[key] = [scores(mod, n, K, seed) for seed in SEEDS]
     out = [
-        lidp.epsilon_lower_bound(si >= tau, so >= tau, 1e-5, 0.95, "wilson", order).epsilon
+        lidp.epsilon_lower_bound(
+            si >= tau, so >= tau, lidp.BoundSpec(1e-5, 0.95, "wilson", order)
+        ).epsilon
         for si, so in _CACHE[key]
     ]
     return np.array(out)

@@ -16,11 +16,13 @@ from dpaudit import scores
 from dpaudit.accounting.gaussian import gdp_epsilon
 from dpaudit.analyses import shuffling as sh
 from dpaudit.audit import audit
+from dpaudit.estimators import METHODS
 from dpaudit.estimators import multi_run as mr
 from dpaudit.mechanisms import batched_gaussian as bg
 from dpaudit.mechanisms import shuffle_reference as ref
 
 DELTA = 1e-5
+NATURAL = bg.BGM(5, 1, 1.0, "natural")
 
 
 # ------------------------------------------------------------------ reference lines
@@ -111,7 +113,7 @@ def _brute_force_llr(o: np.ndarray, sigma: float, tm: str, b: int) -> np.ndarray
 def test_llr_matches_brute_force(tm, member):
     rng = np.random.default_rng(0)
     b, sigma = 5, 1.3
-    o = bg.simulate_outputs(rng, 50, 4, 3, sigma, tm, member, b)
+    o = bg.simulate_outputs(rng, 50, bg.BGM(4, 3, sigma, tm, b), member)
     got = bg.log_likelihood_ratio(o, sigma, tm, b)
     assert got == pytest.approx(_brute_force_llr(o, sigma, tm, b), rel=1e-9, abs=1e-9)
 
@@ -123,7 +125,7 @@ def test_outputs_noise_free_pattern(tm):
     b, steps = 100, 10
     for member in (True, False):
         sp, ot = bg.output_means(tm, member, b)
-        o = bg.simulate_outputs(rng, 4000, steps, 2, 1e-9, tm, member, b)
+        o = bg.simulate_outputs(rng, 4000, bg.BGM(steps, 2, 1e-9, tm, b), member)
         special_pos = np.argmax(np.abs(o - ot), axis=2)
         if sp != ot:
             assert np.allclose(np.take_along_axis(o, special_pos[..., None], 2), sp)
@@ -137,16 +139,16 @@ def test_outputs_noise_free_pattern(tm):
 
 def test_worst_case_equals_partially_informed():
     # Annamalai et al. §5.3: Lambda^WC is Lambda^PI at o + B - 1; same seed, same noise.
-    a = bg.simulate_scores(3000, 20, 2, 0.8, "worst_case", True, 100, seed=4)
-    c = bg.simulate_scores(3000, 20, 2, 0.8, "partially_informed", True, 100, seed=4)
+    a = bg.simulate_scores(3000, bg.BGM(20, 2, 0.8, "worst_case", 100), True, seed=4)
+    c = bg.simulate_scores(3000, bg.BGM(20, 2, 0.8, "partially_informed", 100), True, seed=4)
     assert a == pytest.approx(c, abs=1e-8)
 
 
 def test_seeding_prefix_and_reproducibility():
-    a = bg.simulate_scores(bg.BLOCK + 100, 5, 1, 1.0, "natural", True, seed=3)
-    b = bg.simulate_scores(500, 5, 1, 1.0, "natural", True, seed=3)
-    c = bg.simulate_scores(500, 5, 1, 1.0, "natural", True, seed=4)
-    d = bg.simulate_scores(500, 5, 1, 1.0, "natural", False, seed=3)
+    a = bg.simulate_scores(bg.BLOCK + 100, NATURAL, True, seed=3)
+    b = bg.simulate_scores(500, NATURAL, True, seed=3)
+    c = bg.simulate_scores(500, NATURAL, True, seed=4)
+    d = bg.simulate_scores(500, NATURAL, False, seed=3)
     assert np.array_equal(a[:500], b)
     assert not np.array_equal(b, c) and not np.array_equal(b, d)
 
@@ -154,14 +156,29 @@ def test_seeding_prefix_and_reproducibility():
 # ------------------------------------------------------------------ audits at small run counts
 
 
+def _bgm(*args, **kw):
+    """A BGM score file without the (slow) accountant's reference lines."""
+    return bg.bgm_score_file(*args, claimed_epsilon=1.0, reference_lines=False, **kw)
+
+
+def test_audit_bgm_is_the_multi_run_audit_of_the_simulation():
+    """audit_bgm audits the score file bgm_score_file simulates (no second copy of the
+    simulation's parameters): the same row as multi_run_cp on that file, at the file's delta."""
+    sf = _bgm(3000, 10, 1.0, "partially_informed", seed=5, delta=1e-3)
+    for selection in ("same_data", "heldout"):
+        row = sh.audit_bgm(sf, confidence=0.9, selection=selection)
+        params = {"confidence": 0.9, "selections": [selection]}
+        assert [row] == METHODS["multi_run_cp"].run(sf, params)
+        assert row["n_members"] + row["n_nonmembers"] + row["n_select"] == 6000
+
+
 def test_worst_case_small_runs_beats_poisson_claim():
     # Fig. 7 setting (WC, T = 100, one epoch, sigma calibrated to Poisson eps = 1; our PLD
     # gives sigma = 0.902). At 2 x 10^4 runs per hypothesis already the *valid* (held-out)
     # bound exceeds the Poisson claim, and the uncorrected one stays below Chua's 4.78.
-    res_same = sh.audit_bgm(20000, 100, 0.902, "worst_case", batch_size=100, seed=0)
-    res_held = sh.audit_bgm(
-        20000, 100, 0.902, "worst_case", batch_size=100, seed=0, selection="heldout"
-    )
+    sf = _bgm(20000, 100, 0.902, "worst_case", batch_size=100, seed=0)
+    res_same = sh.audit_bgm(sf)
+    res_held = sh.audit_bgm(sf, selection="heldout")
     assert res_held["valid"] and res_held["epsilon"] > 1.0
     assert res_held["epsilon"] <= res_same["epsilon"] < 4.78
 
@@ -169,7 +186,7 @@ def test_worst_case_small_runs_beats_poisson_claim():
 def test_natural_small_runs_below_claim():
     # §6.3: "in all settings, eps_emp under Natural is actually smaller than the theoretical eps"
     # (independent reimplementation: 0.78 at eps = 1 with 10^6 runs per hypothesis).
-    res = sh.audit_bgm(20000, 100, 0.902, "natural", seed=0)
+    res = sh.audit_bgm(_bgm(20000, 100, 0.902, "natural", seed=0))
     assert res["epsilon"] < 1.0
 
 
@@ -181,13 +198,7 @@ def test_mc_validity_single_batch_is_gaussian_mechanism():
     eps = np.array(
         [
             sh.audit_bgm(
-                runs,
-                1,
-                sigma,
-                "worst_case",
-                batch_size=10,
-                seed=r,
-                delta=delta,
+                _bgm(runs, 1, sigma, "worst_case", batch_size=10, seed=r, delta=delta),
                 confidence=conf,
                 selection="heldout",
             )["epsilon"]
@@ -202,11 +213,12 @@ def test_mc_validity_single_batch_is_gaussian_mechanism():
 def test_null_bgm_same_hypothesis():
     # Both "hypotheses" drawn from D': the valid bound is 0 in >= 95% of repetitions.
     hits = []
+    informed = bg.BGM(10, 1, 1.0, "partially_informed")
     for r in range(200):
-        s1 = bg.simulate_scores(300, 10, 1, 1.0, "partially_informed", False, seed=2 * r)
-        s0 = bg.simulate_scores(300, 10, 1, 1.0, "partially_informed", False, seed=2 * r + 1)
+        s1 = bg.simulate_scores(300, informed, False, seed=2 * r)
+        s0 = bg.simulate_scores(300, informed, False, seed=2 * r + 1)
         m = np.r_[np.ones(300), np.zeros(300)]
-        res = mr.cp_audit(np.r_[s1, s0], m, DELTA, selection="heldout", split_seed=r)
+        res = mr.threshold_audit(np.r_[s1, s0], m, DELTA, selection="heldout", split_seed=r)
         hits.append(res.epsilon == 0)
     assert np.mean(hits) >= 0.95
 
@@ -225,18 +237,34 @@ def test_score_file_round_trip(tmp_path):
     assert (table["experiment"] == "shuffle_bgm").all()
 
 
+def test_one_checked_game_for_every_simulation():
+    """steps, epochs, sigma, threat model and batch size travel as one frozen, checked BGM:
+    the outputs, the scores and both hypotheses of one game, and bgm_score_file's scores are
+    simulate_both's for the game its arguments describe."""
+    game = bg.BGM(4, 2, 0.7, "worst_case", 3)
+    with pytest.raises(AttributeError):
+        game.sigma = 1.0
+    o = bg.simulate_outputs(np.random.default_rng(0), 7, game, True)
+    assert o.shape == (7, 2, 4)
+    s1, s0 = bg.simulate_both(50, game, seed=9)
+    assert np.array_equal(s1, bg.simulate_scores(50, game, True, seed=9))
+    assert np.array_equal(s0, bg.simulate_scores(50, game, False, seed=9))
+    sf = bg.bgm_score_file(50, 4, 0.7, "worst_case", 2, 3, 9, claimed_epsilon=1.0)
+    assert np.array_equal(sf.score[:, 0], np.r_[s1, s0])
+
+
 def test_mechanism_bad_input():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="unknown threat model"):
-        bg.simulate_outputs(rng, 10, 5, 1, 1.0, "oracle", True)
+        bg.simulate_outputs(rng, 10, bg.BGM(5, 1, 1.0, "oracle"), True)
     with pytest.raises(ValueError, match="sigma"):
-        bg.simulate_scores(10, 5, 1, 0.0, "natural", True)
+        bg.simulate_scores(10, bg.BGM(5, 1, 0.0, "natural"), True)
     with pytest.raises(ValueError, match="sigma"):
-        bg.simulate_scores(10, 5, 1, float("nan"), "natural", True)
+        bg.simulate_scores(10, bg.BGM(5, 1, float("nan"), "natural"), True)
     with pytest.raises(ValueError, match="steps_per_epoch"):
-        bg.simulate_scores(10, 0, 1, 1.0, "natural", True)
+        bg.BGM(0, 1, 1.0, "natural")
     with pytest.raises(ValueError, match="runs"):
-        bg.simulate_scores(0, 5, 1, 1.0, "natural", True)
+        bg.simulate_scores(0, NATURAL, True)
     with pytest.raises(ValueError, match="shape"):
         bg.log_likelihood_ratio(np.zeros((3, 4)), 1.0, "natural")
 

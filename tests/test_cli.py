@@ -197,3 +197,31 @@ def test_option_values_are_checked(rr_file, capsys):
     assert main(["lidp-bound", str(rr_file), "--threshold", "abc"]) == 2
     err = _one_line_error(capsys, "lidp-bound")
     assert "--threshold must be 'heldout', 'in_sample' or a number, got 'abc'" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "estimator", "joint"),
+    [("one-run-bound", "one_run", False), ("multi-run-bound", "multi_run_cp", True)],
+)
+def test_count_bound_commands_share_the_claim_options(command, estimator, joint, capsys):
+    """--delta (required), --confidence (the schema's default) and --json come from one helper
+    (dpaudit.commands.add_claim_arguments) in every count-based bound command."""
+    import argparse
+
+    from dpaudit.commands import add_claim_arguments
+    from dpaudit.defaults import estimator_defaults
+
+    own = argparse.ArgumentParser()
+    add_claim_arguments(own, estimator, joint=joint)
+    got = own.parse_args(["--delta", "1e-5", "--json"])
+    default = estimator_defaults(estimator)["confidence"]
+    assert (got.delta, got.confidence, got.json) == (1e-5, default, True)
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"default: {default} (the config schema's)" in text
+    assert ("joint; default" in text) is joint
+    assert "--json" in text and "delta of the audited claim" in text
+    with pytest.raises(SystemExit):
+        main([command, "--confidence", "0.9"])  # --delta is required
+    assert "--delta" in capsys.readouterr().err

@@ -103,6 +103,20 @@ def test_fig10_p_values(delta, wrong, p_ref):
     assert p == pytest.approx(p_ref, rel=0.05)
 
 
+def test_p_value_log_is_the_log_of_the_p_value():
+    """One p-value function: ``log=True`` returns ln p, for both tails, also where p underflows
+    to 0 (the log stays finite, which the log-space callers rely on)."""
+    for tail in ("chernoff", "exact"):
+        for wrong in (0, 10, 30):
+            p = F.p_value(100, 100, wrong, "approx_dp", 1.0, delta=0.01, tail=tail)
+            lp = F.p_value(100, 100, wrong, "approx_dp", 1.0, delta=0.01, tail=tail, log=True)
+            assert lp <= 0.0
+            assert math.exp(lp) == p
+    tiny = F.p_value(10_000, 10_000, 0, "gdp", 1.0, log=True)
+    assert np.isfinite(tiny) and tiny < -800
+    assert F.p_value(10_000, 10_000, 0, "gdp", 1.0) == 0.0
+
+
 def test_fig10_expected_errors_and_exact_tail():
     # reimplemented: expected errors under the null 26.6 (delta 0.01), 24.2 (delta 0.1);
     # exact Poisson-binomial at 10 wrong: 3.4e-5.
@@ -638,7 +652,7 @@ def test_exact_tail_is_the_binomial_at_r_equals_n():
     ]:
         pm = F.p_min(family, theta, kw.get("delta"), kw.get("q"))
         for u in (5, 20, 30):
-            got = F.log_p_value(100, 100, u, family, theta, tail="exact", **kw)
+            got = F.p_value(100, 100, u, family, theta, tail="exact", log=True, **kw)
             assert got == pytest.approx(stats.binom.logcdf(u, 100, pm), rel=1e-9)
 
 
@@ -654,7 +668,7 @@ def test_chernoff_tail_conservative_against_binomial_at_r_equals_n():
             pm = special.ndtr(-mu / 2)
             for u in np.unique(np.linspace(0, n * pm + 1, 12).astype(int)):
                 b = stats.binom.logcdf(int(u), n, pm)
-                assert F.log_p_value(n, n, int(u), "gdp", mu) >= b - 1e-12
+                assert F.p_value(n, n, int(u), "gdp", mu, log=True) >= b - 1e-12
     v3 = F.v_vector("gdp", 3.0, 50, 50)
     assert math.exp(F.chernoff_log_p(v3, 0)) == pytest.approx(0.021, abs=0.001)
     assert stats.binom.cdf(0, 50, special.ndtr(-1.5)) == pytest.approx(0.031, abs=0.001)
@@ -698,7 +712,7 @@ def test_exact_tail_valid_with_abstention_monte_carlo():
         return out
 
     assert worst_excess(lambda u: F.exact_log_cdf("gdp", mu, n, r, u)) <= 3
-    assert worst_excess(lambda u: F.log_p_value(n, r, u, "gdp", mu)) <= 3
+    assert worst_excess(lambda u: F.p_value(n, r, u, "gdp", mu, log=True)) <= 3
     assert worst_excess(lambda u: F.poisson_binomial_log_cdf(v, u)) > 3
     assert worst_excess(lambda u: F.exact_log_cdf("gdp", 0.95 * mu, n, r, u)) > 3
     # the 95% bound exceeds the true mu in at most 5% (+ 3 sd) of the runs; the bound is

@@ -247,9 +247,11 @@ def test_grid_counts_match_direct_thresholding():
     so = correlated_scores(rng, 1, 70, 5, 0.0, 0.3)[0]
     grid = lidp.threshold_grid(si, so, 40)
     for interval, order in CASES:
-        eps, p1, p0 = lidp.epsilon_curve(si, so, grid, 1e-5, 0.95, interval, order)
+        eps, p1, p0 = lidp.epsilon_curve(si, so, grid, lidp.BoundSpec(1e-5, 0.95, interval, order))
         for j in (0, 7, 20, 39):
-            r = lidp.epsilon_lower_bound(si >= grid[j], so >= grid[j], 1e-5, 0.95, interval, order)
+            r = lidp.epsilon_lower_bound(
+                si >= grid[j], so >= grid[j], lidp.BoundSpec(1e-5, 0.95, interval, order)
+            )
             assert (r.epsilon, r.p1_lower, r.p0_upper) == pytest.approx(
                 (eps[j], p1[j], p0[j]), abs=1e-12
             )
@@ -401,7 +403,7 @@ def test_registered_method_on_score_file_rows_and_validity_flags():
     assert table.loc["cp", "order"] == 1
     assert (table["K"] == 8).all() and (table["epsilon"] > 0).all()
     # the fixed-threshold row is exactly Alg. 1 on the thresholded arrays
-    direct = lidp.epsilon_lower_bound(si >= 1.0, so >= 1.0, 1e-5, 0.95, "wilson", 2)
+    direct = lidp.epsilon_lower_bound(si >= 1.0, so >= 1.0, lidp.BoundSpec(1e-5, 0.95, "wilson", 2))
     assert table.loc["fixed", "epsilon"] == pytest.approx(direct.epsilon, rel=1e-12)
     # eps_hat = log((p1_lower - delta) / p0_upper)
     row = table.loc["fixed"]
@@ -420,6 +422,28 @@ def test_method_does_not_apply_to_other_designs():
 # ---------------------------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------------------------
+
+
+def test_bound_spec_is_one_checked_parameter_group():
+    """(delta, confidence, interval, order, variant) travel as one frozen BoundSpec: the
+    0/1 bound, the curve over a grid and the tuner read the same spec, which is checked once
+    (floats, clear errors) and cannot be changed on the way."""
+    spec = lidp.BoundSpec(np.float32(1e-5), 0.9, "wilson", 2)
+    checked = spec.checked()
+    assert type(checked.delta) is float and type(checked.confidence) is float
+    assert (checked.interval, checked.order, checked.variant) == ("wilson", 2, "printed")
+    with pytest.raises(AttributeError):
+        spec.confidence = 0.5
+    with pytest.raises(XBernInputError, match="delta must lie in"):
+        lidp.BoundSpec(1.0).checked()
+    rng = np.random.default_rng(4)
+    si, so = rng.normal(1.0, 1.0, (300, 4)), rng.normal(0.0, 1.0, (300, 4))
+    tau, best = lidp.tune_threshold(si, so, spec, 50)
+    grid = lidp.threshold_grid(si, so, 50)
+    eps, _, _ = lidp.epsilon_curve(si, so, grid, spec)
+    assert best == eps.max() and tau in grid
+    at_tau = lidp.epsilon_lower_bound(si >= tau, so >= tau, spec)
+    assert at_tau.epsilon == pytest.approx(best, abs=1e-12) and at_tau.confidence == 0.9
 
 
 def test_bad_input_errors_name_the_problem():
@@ -443,20 +467,20 @@ def test_bad_input_errors_name_the_problem():
             xbern.xbern_interval(x3, beta, "wilson", 1)
     for conf in (0.0, 1.0, 1.5):
         with pytest.raises(XBernInputError, match="confidence must lie in"):
-            lidp.epsilon_lower_bound(x3, x3, 1e-5, conf)
+            lidp.epsilon_lower_bound(x3, x3, lidp.BoundSpec(1e-5, conf))
     bad = x3.astype(float)
     bad[4, 2] = 2.0
     with pytest.raises(XBernInputError, match="only 0 and 1.*trial 4, canary 2"):
         xbern.xbern_interval(bad, BETA)
     bad[4, 2] = np.nan
     with pytest.raises(XBernInputError, match="NaN at trial 4, canary 2"):
-        lidp.epsilon_lower_bound(x3, bad, 1e-5)
+        lidp.epsilon_lower_bound(x3, bad, lidp.BoundSpec(1e-5))
     with pytest.raises(XBernInputError, match="2-D"):
         xbern.xbern_interval(np.ones(5))
     with pytest.raises(XBernInputError, match="empty"):
         xbern.xbern_interval(np.ones((0, 3)))
     with pytest.raises(XBernInputError, match="y \\(null canaries\\) has K = 3"):
-        lidp.epsilon_lower_bound(rng.random((50, 4)) < 0.5, x3, 1e-5, order=4)
+        lidp.epsilon_lower_bound(rng.random((50, 4)) < 0.5, x3, lidp.BoundSpec(1e-5, order=4))
     scores = rng.normal(size=(20, 4))
     nan_scores = scores.copy()
     nan_scores[3, 1] = np.nan
@@ -500,7 +524,7 @@ def test_cli_lidp_bound(tmp_path, capsys):
     path = scores.write(tmp_path / "s.npz", lidp_file(si, so))
     assert cli.main(["lidp-bound", str(path), "--threshold", "1.0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    direct = lidp.epsilon_lower_bound(si >= 1.0, so >= 1.0, 1e-5, 0.95, "wilson", 2)
+    direct = lidp.epsilon_lower_bound(si >= 1.0, so >= 1.0, lidp.BoundSpec(1e-5, 0.95, "wilson", 2))
     assert out["epsilon"] == pytest.approx(direct.epsilon) and out["valid"] is True
     assert out["tuned_epsilon"] is None
     assert cli.main(["lidp-bound", str(path), "--order", "4", "--confidence", "1.5"]) == 2

@@ -192,11 +192,15 @@ def test_lidp_second_order_wilson_reproduces_fig3_left_at_n1024():
     rng = np.random.default_rng(2024)
     n, K, d = 1024, 32, 10**4
     si, so = lg.sample_scores(n, K, K, d, sigma, rng)
-    tau, _ = lidp.tune_threshold(si, so, 1e-5, 0.95, "wilson", 2)
+    tau, _ = lidp.tune_threshold(si, so, lidp.BoundSpec(1e-5, 0.95, "wilson", 2))
     eps = []
     for _ in range(8):
         si, so = lg.sample_scores(n, K, K, d, sigma, rng)
-        eps.append(lidp.epsilon_lower_bound(si >= tau, so >= tau, 1e-5, 0.95, "wilson", 2).epsilon)
+        eps.append(
+            lidp.epsilon_lower_bound(
+                si >= tau, so >= tau, lidp.BoundSpec(1e-5, 0.95, "wilson", 2)
+            ).epsilon
+        )
     assert np.mean(eps) == pytest.approx(0.67, abs=0.03)
     # and clearly above the K = 1 baseline at the same n (0.44 at the population level)
     assert np.mean(eps) > 0.6

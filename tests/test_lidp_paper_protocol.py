@@ -65,8 +65,12 @@ def test_runner_tunes_on_exactly_the_declared_rows():
     )
     si, so = split_in_out(sf)
     (row,) = run_lidp(sf, {"interval": "wilson", "order": 2, "grid_size": 100})
-    tau, tuned = lidp.tune_threshold(si[:150], so[:150], 1e-5, 0.95, "wilson", 2, grid_size=100)
-    ref = lidp.epsilon_lower_bound(si[150:] >= tau, so[150:] >= tau, 1e-5, 0.95, "wilson", 2)
+    tau, tuned = lidp.tune_threshold(
+        si[:150], so[:150], lidp.BoundSpec(1e-5, 0.95, "wilson", 2), 100
+    )
+    ref = lidp.epsilon_lower_bound(
+        si[150:] >= tau, so[150:] >= tau, lidp.BoundSpec(1e-5, 0.95, "wilson", 2)
+    )
     assert row["threshold"] == tau and row["tuned_epsilon"] == tuned
     assert row["epsilon"] == ref.epsilon and row["epsilon"] > 0
     assert row["n_tune"] == 150 and row["n_trials"] == 200
@@ -150,13 +154,13 @@ def test_correlation_diagnostics_match_the_moments():
     rng = np.random.default_rng(7)
     x = correlated_scores(rng, 300, 6, 0.0, 0.5) > 0
     y = correlated_scores(rng, 300, 6, -1.0, 0.5) > 0
-    b = lidp.epsilon_lower_bound(x, y, 1e-5, 0.95, "wilson", 1)
+    b = lidp.epsilon_lower_bound(x, y, lidp.BoundSpec(1e-5, 0.95, "wilson", 1))
     mu = xbern.moments(x, 4)
     assert b.mu2_hat == pytest.approx(mu[1]) and b.mu4_hat == pytest.approx(mu[3])
     assert b.corr2 == pytest.approx(abs(mu[1] - mu[0] ** 2))
     assert b.corr4 == pytest.approx(abs(mu[3] - mu[1] ** 2))
     assert b.corr2 > 0.01  # rho = 0.5: clearly correlated
-    small = lidp.epsilon_lower_bound(x[:, :2], y[:, :2], 1e-5, 0.95, "wilson", 1)
+    small = lidp.epsilon_lower_bound(x[:, :2], y[:, :2], lidp.BoundSpec(1e-5, 0.95, "wilson", 1))
     assert math.isfinite(small.corr2) and math.isnan(small.corr4)
 
 

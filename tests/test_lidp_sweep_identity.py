@@ -52,7 +52,7 @@ def ref_tune(si, so, interval, order, grid_size):
     grid = ref_threshold_grid(si, so, grid_size)
     sx = ref_summaries_over_grid(si, grid, order)
     sy = ref_summaries_over_grid(so, grid, order)
-    p1, p0 = lidp._side_bounds(sx, sy, 1.0 - 0.95, interval, order, "printed")
+    p1, p0 = lidp._side_bounds(sx, sy, lidp.BoundSpec(1e-5, 0.95, interval, order, "printed"))
     eps = lidp.epsilon_from_bounds(p1, p0, 1e-5)
     j = int(np.argmax(eps))
     return grid, eps, float(grid[j]), float(eps[j])
@@ -83,9 +83,9 @@ def test_sweep_identical_to_reference(kind, n, K, G):
             continue
         grid, eps_ref, tau_ref, best_ref = ref_tune(si, so, interval, order, G)
         assert np.array_equal(lidp.threshold_grid(si, so, G), grid)
-        eps, _, _ = lidp.epsilon_curve(si, so, grid, 1e-5, 0.95, interval, order)
+        eps, _, _ = lidp.epsilon_curve(si, so, grid, lidp.BoundSpec(1e-5, 0.95, interval, order))
         assert np.array_equal(eps, eps_ref)
-        tau, best = lidp.tune_threshold(si, so, 1e-5, 0.95, interval, order, grid_size=G)
+        tau, best = lidp.tune_threshold(si, so, lidp.BoundSpec(1e-5, 0.95, interval, order), G)
         assert (tau, best) == (tau_ref, best_ref)
 
 
@@ -141,7 +141,9 @@ def test_audit_rows_identical_to_reference_protocol():
     h = 250
     for interval, order in CASES:
         _, _, tau, best = ref_tune(si[:h], so[:h], interval, order, lidp.GRID_SIZE)
-        ref = lidp.epsilon_lower_bound(si[h:] >= tau, so[h:] >= tau, 1e-5, 0.95, interval, order)
+        ref = lidp.epsilon_lower_bound(
+            si[h:] >= tau, so[h:] >= tau, lidp.BoundSpec(1e-5, 0.95, interval, order)
+        )
         got = lidp.audit_scores(
             si, so, 1e-5, interval=interval, order=order, heldout_trials=h
         ).as_row()

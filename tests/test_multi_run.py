@@ -129,7 +129,7 @@ def test_same_data_equals_algorithm5(seed):
     rng = np.random.default_rng(seed)
     s, m = _gauss(rng, 1.5, 200)
     ref = _algorithm5_literal(s[m == 1], s[m == 0], mr.rate_level(0.95), DELTA)
-    res = mr.cp_audit(s, m, DELTA, 0.95, selection="same_data")
+    res = mr.threshold_audit(s, m, DELTA, 0.95, selection="same_data")
     assert res.epsilon == pytest.approx(ref, rel=1e-12)
     assert res.valid is False and res.selection == "same_data"
     # The reported counts reproduce the reported threshold and bounds.
@@ -144,11 +144,13 @@ def test_pruned_search_equals_full_sweep():
         s, m = _gauss(rng, mu, 20000)
         sw = mr.sweep(s, m)
         eps, a, b = mr.sweep_epsilons(sw, DELTA, 0.975)
-        assert mr.cp_audit(s, m, DELTA, selection="same_data").epsilon == pytest.approx(
+        assert mr.threshold_audit(s, m, DELTA, selection="same_data").epsilon == pytest.approx(
             eps.max(), rel=1e-12
         )
         mu_full = gdp_mu_from_rates(a, b).max()
-        assert mr.gdp_fit(s, m, DELTA).mu == pytest.approx(mu_full, rel=1e-12)
+        assert mr.threshold_audit(
+            s, m, DELTA, selection="same_data", estimate="gdp"
+        ).mu == pytest.approx(mu_full, rel=1e-12)
 
 
 def test_ties_are_never_split():
@@ -159,8 +161,12 @@ def test_ties_are_never_split():
     assert sw.threshold.tolist() == [-np.inf, 0.0, 1.0]
     assert sw.false_pos.tolist() == [4, 1, 0] and sw.false_neg.tolist() == [0, 1, 4]
     # All scores equal: no threshold separates anything, the bound is 0.
-    assert mr.cp_audit(np.zeros(50), _labels(25, 25), DELTA, selection="same_data").epsilon == 0
-    fit = mr.gdp_fit(np.zeros(50), _labels(25, 25), DELTA)
+    assert (
+        mr.threshold_audit(np.zeros(50), _labels(25, 25), DELTA, selection="same_data").epsilon == 0
+    )
+    fit = mr.threshold_audit(
+        np.zeros(50), _labels(25, 25), DELTA, selection="same_data", estimate="gdp"
+    )
     assert fit.epsilon == 0 and fit.false_pos + fit.false_neg == 25
     assert fit.fpr_upper == mr.cp_upper(fit.false_pos, 25, fit.rate_confidence)
 
@@ -168,7 +174,7 @@ def test_ties_are_never_split():
 def test_heldout_uses_disjoint_parts():
     rng = np.random.default_rng(3)
     s, m = _gauss(rng, 2.0, 1000)
-    res = mr.cp_audit(s, m, DELTA, selection="heldout", select_fraction=0.3, split_seed=5)
+    res = mr.threshold_audit(s, m, DELTA, selection="heldout", select_fraction=0.3, split_seed=5)
     sel, ev = mr.stratified_split(m, 0.3, 5)
     assert np.intersect1d(sel, ev).size == 0 and sel.size + ev.size == s.size
     assert res.valid is True and res.n_select == sel.size == 600
@@ -189,7 +195,7 @@ def test_mc_validity_randomized_response(eps):
     held, plug = [], []
     for r in range(reps):
         s, m = _rr(rng, eps, n)
-        held.append(mr.cp_audit(s, m, DELTA, conf, "heldout", split_seed=r).epsilon)
+        held.append(mr.threshold_audit(s, m, DELTA, conf, "heldout", split_seed=r).epsilon)
         sw = mr.sweep(s, m)
         plug.append(mr.epsilon_from_rates(sw.false_pos / n, sw.false_neg / n, DELTA).max())
     held, plug = np.array(held), np.array(plug)
@@ -206,7 +212,7 @@ def test_mc_validity_gaussian_mechanism():
     true_eps = gdp_epsilon(delta, mu)
     held = np.array(
         [
-            mr.cp_audit(*_gauss(rng, mu, n), delta, conf, "heldout", split_seed=r).epsilon
+            mr.threshold_audit(*_gauss(rng, mu, n), delta, conf, "heldout", split_seed=r).epsilon
             for r in range(reps)
         ]
     )
@@ -222,8 +228,8 @@ def test_null_gives_zero():
     for r in range(reps):
         s = rng.normal(size=2 * n)
         m = _labels(n, n)
-        held.append(mr.cp_audit(s, m, DELTA, 0.95, "heldout", split_seed=r).epsilon)
-        same.append(mr.cp_audit(s, m, DELTA, 0.95, "same_data").epsilon)
+        held.append(mr.threshold_audit(s, m, DELTA, 0.95, "heldout", split_seed=r).epsilon)
+        same.append(mr.threshold_audit(s, m, DELTA, 0.95, "same_data").epsilon)
     assert np.mean(np.array(held) == 0) >= 0.95
     # same_data (Algorithm 5's maximum over thresholds) is uncorrected and labelled invalid:
     # under the null it is positive more often (6.5% with this seed), but not wildly so.
@@ -235,8 +241,8 @@ def test_gdp_fit_can_exceed_true_epsilon():
     # eps = 1 is (1, 0)-DP, yet the fitted mu-GDP reports an epsilon(1e-5) near 5.
     rng = np.random.default_rng(2)
     s, m = _rr(rng, 1.0, 20000)
-    fit = mr.gdp_fit(s, m, DELTA)
-    cp = mr.cp_audit(s, m, DELTA, selection="heldout")
+    fit = mr.threshold_audit(s, m, DELTA, selection="same_data", estimate="gdp")
+    cp = mr.threshold_audit(s, m, DELTA, selection="heldout")
     assert fit.valid is False and fit.epsilon > 3.0
     assert cp.valid is True and cp.epsilon <= 1.0
 
@@ -245,7 +251,7 @@ def test_gdp_fit_close_on_gaussian():
     # On a truly Gaussian trade-off the fit recovers mu (slightly below, from the CP widths).
     rng = np.random.default_rng(4)
     s, m = _gauss(rng, 1.0, 100000)
-    fit = mr.gdp_fit(s, m, DELTA)
+    fit = mr.threshold_audit(s, m, DELTA, selection="same_data", estimate="gdp")
     assert 0.95 < fit.mu <= 1.02
     assert fit.epsilon == pytest.approx(gdp_epsilon(DELTA, fit.mu))
 
@@ -298,24 +304,24 @@ def test_registered_and_runs_on_score_file():
 def test_bad_confidence(conf):
     s, m = _gauss(np.random.default_rng(0), 1.0, 10)
     with pytest.raises(ValueError, match="confidence"):
-        mr.cp_audit(s, m, DELTA, conf)
+        mr.threshold_audit(s, m, DELTA, conf)
     with pytest.raises(ValueError, match="confidence"):
-        mr.gdp_fit(s, m, DELTA, conf)
+        mr.threshold_audit(s, m, DELTA, conf, estimate="gdp")
 
 
 def test_no_members_or_no_nonmembers():
     s = np.arange(10, dtype=float)
     with pytest.raises(ValueError, match="no members"):
-        mr.cp_audit(s, np.zeros(10), DELTA)
+        mr.threshold_audit(s, np.zeros(10), DELTA)
     with pytest.raises(ValueError, match="no non-members"):
-        mr.cp_audit(s, np.ones(10), DELTA)
+        mr.threshold_audit(s, np.ones(10), DELTA)
 
 
 def test_nan_and_shape_errors():
     s, m = _gauss(np.random.default_rng(0), 1.0, 10)
     s[3] = np.nan
     with pytest.raises(ValueError, match="not finite.*trial 3"):
-        mr.cp_audit(s, m, DELTA)
+        mr.threshold_audit(s, m, DELTA)
     with pytest.raises(ScoreFileError, match="NaN"):
         ScoreFile(
             score=s[:, None],
@@ -324,23 +330,23 @@ def test_nan_and_shape_errors():
             meta=_meta(),
         )
     with pytest.raises(ValueError, match="membership has"):
-        mr.cp_audit(np.zeros(5), np.zeros(4), DELTA)
+        mr.threshold_audit(np.zeros(5), np.zeros(4), DELTA)
     with pytest.raises(ValueError, match="0 or 1"):
-        mr.cp_audit(np.zeros(4), np.array([0, 1, 2, 1]), DELTA)
+        mr.threshold_audit(np.zeros(4), np.array([0, 1, 2, 1]), DELTA)
     with pytest.raises(ValueError, match="empty"):
-        mr.cp_audit(np.zeros(0), np.zeros(0), DELTA)
+        mr.threshold_audit(np.zeros(0), np.zeros(0), DELTA)
 
 
 def test_bad_options():
     s, m = _gauss(np.random.default_rng(0), 1.0, 10)
     with pytest.raises(ValueError, match="unknown selection"):
-        mr.cp_audit(s, m, DELTA, selection="best")
+        mr.threshold_audit(s, m, DELTA, selection="best")
     with pytest.raises(ValueError, match="select_fraction"):
-        mr.cp_audit(s, m, DELTA, selection="heldout", select_fraction=1.0)
+        mr.threshold_audit(s, m, DELTA, selection="heldout", select_fraction=1.0)
     with pytest.raises(ValueError, match="delta"):
-        mr.cp_audit(s, m, 1.5)
+        mr.threshold_audit(s, m, 1.5)
     with pytest.raises(ValueError, match="no members on one side|no non-members on one side"):
-        mr.cp_audit(
+        mr.threshold_audit(
             s[[0, 1, 10, 11]], m[[0, 1, 10, 11]], DELTA, selection="heldout", select_fraction=0.1
         )
     with pytest.raises(ValueError, match="false positives"):
@@ -419,6 +425,22 @@ def test_cli_multi_run_bound(capsys):
     assert "confidence" in capsys.readouterr().err
 
 
+def test_one_threshold_audit_for_both_estimates():
+    """cp and gdp are one function over one threshold choice: same threshold and counts for a
+    fixed selection, the gdp row adds mu and is never valid; an unknown estimate and a gdp fit
+    at delta = 0 are errors."""
+    s, m = _gauss(np.random.default_rng(7), 1.5, 400)
+    cp = mr.threshold_audit(s, m, DELTA, selection="same_data", estimate="cp")
+    gdp = mr.threshold_audit(s, m, DELTA, selection="same_data", estimate="gdp")
+    assert cp.mu is None and gdp.mu > 0 and not gdp.valid
+    assert gdp.epsilon == pytest.approx(gdp_epsilon(DELTA, gdp.mu))
+    assert (gdp.n_members, gdp.n_nonmembers) == (cp.n_members, cp.n_nonmembers) == (400, 400)
+    with pytest.raises(ValueError, match="unknown estimate 'bayes'"):
+        mr.threshold_audit(s, m, DELTA, estimate="bayes")
+    with pytest.raises(ValueError, match="gdp estimate needs delta > 0"):
+        mr.threshold_audit(s, m, 0.0, estimate="gdp")
+
+
 def test_threshold_choice_uses_the_shared_strategies():
     from dpaudit.estimators import selection_rules as rules
 
@@ -429,6 +451,6 @@ def test_threshold_choice_uses_the_shared_strategies():
     rng = np.random.default_rng(2)
     s, m = _gauss(rng, 1.0, 2000)
     # the validity of each row is the strategy's (gdp_fit is an estimate: never valid)
-    assert mr.cp_audit(s, m, DELTA, selection="same_data").valid is False
-    assert mr.cp_audit(s, m, DELTA, selection="heldout").valid is True
-    assert mr.gdp_fit(s, m, DELTA, selection="heldout").valid is False
+    assert mr.threshold_audit(s, m, DELTA, selection="same_data").valid is False
+    assert mr.threshold_audit(s, m, DELTA, selection="heldout").valid is True
+    assert mr.threshold_audit(s, m, DELTA, selection="heldout", estimate="gdp").valid is False

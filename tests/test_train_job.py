@@ -137,3 +137,24 @@ def test_cli_train_alias_runs_the_opacus_engine(tmp_path, capsys):
     assert line["trials"] == sf.n_trials == 1 and sf.meta["accountant"] == "opacus_rdp"
     assert main([*argv, "--shard", "1"]) == 2
     assert "run spec key shard: 1" in capsys.readouterr().err
+
+
+def test_both_engines_take_one_set_of_job_arguments():
+    """train_job builds the arguments the engines share once (_engine_arguments): exactly the
+    keyword-only parameters run_setting (Opacus) and run_shard (vectorised) have in common,
+    taken from the completed run spec."""
+    import inspect
+
+    from dpaudit.training.job import _engine_arguments, complete_run_spec
+    from dpaudit.training.opacus_engine import run_setting
+    from dpaudit.training.shard import run_shard
+
+    def keyword_only(fn):
+        params = inspect.signature(fn).parameters.values()
+        return {p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "device"}
+
+    spec = complete_run_spec(_spec("opacus"))
+    args = _engine_arguments("e", "eps8", 1, spec)
+    assert set(args) == keyword_only(run_setting) == keyword_only(run_shard) & set(args)
+    assert args["train"] is spec["train"] and args["target_epsilon"] == 8.0
+    assert (args["experiment"], args["setting"], args["seed"]) == ("e", "eps8", 1)

@@ -23,6 +23,7 @@ from dpaudit.training.vectorized import (
     TrainingDiverged,
     TrainingInterrupted,
     choose_engine,
+    clip_factors,
     init_models,
     model_seeds,
     train_shard,
@@ -122,6 +123,30 @@ def test_clipped_sums_match_opacus(case, engine):
             for name, r in ref.items():
                 err = float((mine[name][m] - r).norm() / r.norm())
                 assert err <= 1e-5, (case, engine, c, m, name, err)
+
+
+def test_clip_factors_are_opacus_per_sample_factors():
+    """min(1, C / (||g_i|| + 1e-6)) with the norm over every parameter of example i: shared by
+    the func engine's clipped sums and clipped dot products (one helper, not two copies)."""
+    gen = torch.Generator().manual_seed(3)
+    grads = {"w": torch.randn(2, 5, 4, 3, generator=gen), "b": torch.randn(2, 5, 4, generator=gen)}
+    norms = torch.sqrt(sum(t.flatten(2).pow(2).sum(-1) for t in grads.values()))
+    for c in (0.1, 1e6):
+        got = clip_factors(grads, c)
+        assert got.shape == (2, 5)
+        torch.testing.assert_close(got, torch.clamp(c / (norms + 1e-6), max=1.0))
+    assert torch.all(clip_factors(grads, 1e6) == 1.0)
+    seeds = [model_seeds(1, "cf", 0, m) for m in (0, 1)]
+    template, params, buffers = init_models(_NotSequential, seeds)
+    eng = choose_engine(template, "func")
+    x = torch.randn(2, 6, 20, generator=gen)
+    y = torch.randint(0, 3, (2, 6), generator=gen)
+    direction = {k: torch.randn(v.shape, generator=gen) for k, v in params.items()}
+    dots = eng.clipped_dot(params, buffers, x, y, 0.3, direction)
+    summed = eng.clipped_grad_sum(params, buffers, x, y, torch.ones(2, 6), 0.3)
+    # summing the per-example dot products gives the dot product of the clipped sum
+    expect = sum((summed[k] * direction[k]).flatten(1).sum(1) for k in summed)
+    torch.testing.assert_close(dots.sum(1), expect, rtol=1e-4, atol=1e-5)
 
 
 def _data(n=60, shape=(20,), k=3, seed=0):

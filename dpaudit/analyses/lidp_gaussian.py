@@ -56,7 +56,7 @@ def _protocols(
             n, K, K, d, sigma, lg.heldout_rng(seed + 7919 * i, heldout_seed + i)
         )
         taus = {
-            o: lidp.tune_threshold(ti, to, delta, confidence, "wilson", o)[0]
+            o: lidp.tune_threshold(ti, to, lidp.BoundSpec(delta, confidence, "wilson", o))[0]
             for o in orders
             if o <= K
         }
@@ -66,7 +66,9 @@ def _protocols(
             si, so = lg.sample_scores(n, K, K, d, sigma, seq)
             for o, tau in taus.items():
                 res[o].append(
-                    lidp.epsilon_lower_bound(si >= tau, so >= tau, delta, confidence, "wilson", o)
+                    lidp.epsilon_lower_bound(
+                        si >= tau, so >= tau, lidp.BoundSpec(delta, confidence, "wilson", o)
+                    )
                 )
         for o, v in res.items():
             out.setdefault(o, []).extend(v)

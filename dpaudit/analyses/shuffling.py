@@ -15,8 +15,8 @@ ceiling of an audit of the conjectured worst-case pair).
 Each function returns a tidy table with columns ``x``, ``y``, ``series`` plus ``sigma``,
 ``steps_per_epoch``, ``reference`` (``poisson_epsilon`` / ``shuffle_lower_bound``) and ``delta``.
 
-:func:`audit_bgm` simulates both hypotheses of the Batched Gaussian Mechanism and audits them
-with Clopper-Pearson in one call (the paper's Algorithm 5, for tests and quick checks).
+:func:`audit_bgm` audits a simulation of both hypotheses of the Batched Gaussian Mechanism with
+Clopper-Pearson (the paper's Algorithm 5, for tests and quick checks).
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from dpaudit.estimators import multi_run
-from dpaudit.mechanisms import batched_gaussian as bg
 from dpaudit.mechanisms import shuffle_reference as ref
 from dpaudit.mechanisms.bgm_calibrated import resolve_sigma
+from dpaudit.scores import ScoreFile
 
 POISSON = "Theoretical eps (Poisson)"
 SHUFFLE_LB = "Theoretical eps (Shuffle, lower bound)"
@@ -100,25 +99,16 @@ def calibrated_reference_lines(
 
 
 def audit_bgm(
-    runs_per_hypothesis: int,
-    steps_per_epoch: int,
-    sigma: float,
-    threat_model: str = "worst_case",
-    epochs: int = 1,
-    batch_size: int = 1,
-    seed: int = 0,
-    delta: float = 1e-5,
-    confidence: float = 0.95,
-    selection: str = "same_data",
+    sf: ScoreFile, confidence: float = 0.95, selection: str = "same_data"
 ) -> dict[str, Any]:
-    """Simulate both hypotheses and return the Clopper-Pearson audit (Eq. 1) as a dict.
+    """The Clopper-Pearson audit (Eq. 1) of a Batched Gaussian Mechanism score file
+    (:func:`dpaudit.mechanisms.batched_gaussian.bgm_score_file`: both hypotheses simulated)
+    at the file's delta, as a dict.
 
     ``selection`` ``same_data`` is the paper's practice (Algorithm 5, threshold on the same
     runs; ``valid`` False); ``heldout`` gives a valid bound on half the runs.
     """
-    s1, s0 = bg.simulate_both(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, batch_size, seed
+    res = multi_run.threshold_audit(
+        sf.score[:, 0], sf.membership[:, 0], sf.delta, confidence, selection
     )
-    member = np.concatenate([np.ones(s1.size, np.int8), np.zeros(s0.size, np.int8)])
-    res = multi_run.cp_audit(np.concatenate([s1, s0]), member, delta, confidence, selection)
     return res.as_row()

@@ -120,19 +120,6 @@ def simulate(
 # --------------------------------------------------------------------------------------------
 
 
-def expected_wrong(
-    family: str,
-    theta: float,
-    n: int,
-    r: int,
-    delta: float | None = None,
-    q: float | None = None,
-) -> float:
-    """Expected number of wrong guesses among the r most confident of n independent
-    f_theta-DP channels with the MAP decoder (Theorem 3: sum_j v_j)."""
-    return float(fdp.v_vector(family, theta, n, r, delta=delta, q=q).sum() / (1 - fdp.V_ROUND_DOWN))
-
-
 def idealised_point(
     family: str,
     theta: float,
@@ -144,9 +131,14 @@ def idealised_point(
 ) -> Comparison:
     """Both bounds at the expected error count (rounded) of the mechanism's own channels
     (top r by |privacy loss|): the curves of Figs. 3, 11, 12 without seed noise. The one-run
-    bound sees the same r guesses with r - wrong correct (m = n)."""
+    bound sees the same r guesses with r - wrong correct (m = n).
+
+    The expected number of wrong guesses among the r most confident of n independent
+    f_theta-DP channels with the MAP decoder is sum_j v_j (Theorem 3), with
+    :func:`~dpaudit.estimators.fdp_one_run.v_vector`'s conservative rounding undone."""
     d = delta if family == "approx_dp" else None
-    wrong = int(round(expected_wrong(family, theta, n, r, d, q)))
+    v = fdp.v_vector(family, theta, n, r, delta=d, q=q)
+    wrong = int(round(float(v.sum() / (1 - fdp.V_ROUND_DOWN))))
     return both_bounds(n, r, wrong, family, delta, confidence, q)
 
 

@@ -6,6 +6,7 @@ subcommands share lives here, so that they never import :mod:`dpaudit.cli`.
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
@@ -13,3 +14,19 @@ from typing import Any
 def emit(result: dict[str, Any], as_json: bool, text: str) -> None:
     """Print ``result`` as one JSON object (``--json``) or ``text`` for people."""
     print(json.dumps(result, sort_keys=True) if as_json else text)
+
+
+def add_claim_arguments(p: argparse.ArgumentParser, estimator: str, joint: bool = False) -> None:
+    """``--delta`` (required), ``--confidence`` with the config schema's default for
+    ``estimator`` (so the CLI and the pipeline share one default) and ``--json``: the options of
+    a bound computed from counts. ``joint``: the confidence covers two bounds at once."""
+    from dpaudit.defaults import estimator_defaults
+
+    p.add_argument("--delta", type=float, required=True, help="delta of the audited claim")
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=estimator_defaults(estimator)["confidence"],
+        help=("joint; " if joint else "") + "default: %(default)s (the config schema's)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")

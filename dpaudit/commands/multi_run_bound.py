@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpaudit.defaults import estimator_defaults
+from dpaudit.commands import add_claim_arguments
 from dpaudit.estimators.multi_run import epsilon_from_counts
 
 
@@ -20,14 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nonmembers", type=int, required=True, help="runs without the target")
     p.add_argument("--false-neg", type=int, required=True, help="member runs called OUT")
     p.add_argument("--members", type=int, required=True, help="runs with the target")
-    p.add_argument("--delta", type=float, required=True, help="delta of the audited claim")
-    p.add_argument(
-        "--confidence",
-        type=float,
-        default=estimator_defaults("multi_run_cp")["confidence"],
-        help="joint; default: %(default)s (the config schema's)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_claim_arguments(p, "multi_run_cp", joint=True)
     p.set_defaults(func=run)
 
 

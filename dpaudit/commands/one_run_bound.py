@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpaudit.defaults import estimator_defaults
+from dpaudit.commands import add_claim_arguments
 from dpaudit.estimators.one_run import epsilon_lower_bound
 
 
@@ -18,14 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--m", type=int, required=True, help="number of randomized canaries")
     p.add_argument("--r", type=int, required=True, help="number of guesses (k+ + k-)")
     p.add_argument("--correct", type=int, required=True, help="number of correct guesses")
-    p.add_argument("--delta", type=float, required=True, help="delta of the audited claim")
-    p.add_argument(
-        "--confidence",
-        type=float,
-        default=estimator_defaults("one_run")["confidence"],
-        help="default: %(default)s (the config schema's)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_claim_arguments(p, "one_run")
     p.set_defaults(func=run)
 
 

@@ -630,37 +630,6 @@ def exact_log_cdf(
     return min(0.0, float(special.logsumexp(log_cdf, b=w)))
 
 
-def log_p_value(
-    n: int,
-    r: int,
-    wrong: int,
-    family: str,
-    theta: float,
-    delta: float | None = None,
-    q: float | None = None,
-    tail: str = "chernoff",
-) -> float:
-    """log p-value of the null "the mechanism is f_theta-DP" given ``wrong`` of ``r`` wrong.
-
-    ``tail="exact"``: :func:`exact_log_cdf`. ``tail="chernoff"``: Proposition 1 (Eq. 26), but
-    never below the exact tail: Eq. (26) bounds the tail of independent Bernoulli(v_k), which
-    is narrower than the true law, and with few expected errors it falls below the true tail
-    (at r = n, u = 0 it is prod(1 - v_k) < (1 - p_min)^n), so the printed p-value alone would
-    reject a true null too often there (docs/estimators/fdp_one_run.md, finding 2).
-    """
-    _check(n, r, wrong)
-    _check_tail(tail)
-    exact = exact_log_cdf(family, theta, n, r, wrong, delta, q)
-    if tail == "exact":
-        return exact
-    return max(exact, chernoff_log_p(v_vector(family, theta, n, r, delta=delta, q=q), wrong))
-
-
-def _check_tail(tail: str) -> None:
-    if tail not in TAILS:
-        raise ValueError(f"unknown tail {tail!r}; allowed: {', '.join(TAILS)}")
-
-
 def p_value(
     n: int,
     r: int,
@@ -670,9 +639,28 @@ def p_value(
     delta: float | None = None,
     q: float | None = None,
     tail: str = "chernoff",
+    log: bool = False,
 ) -> float:
-    """The p-value of Proposition 1 (``tail="chernoff"``) or its exact counterpart."""
-    return math.exp(log_p_value(n, r, wrong, family, theta, delta, q, tail))
+    """The p-value (its natural log if ``log``) of the null "the mechanism is f_theta-DP" given
+    ``wrong`` of ``r`` guesses wrong.
+
+    ``tail="exact"``: :func:`exact_log_cdf`. ``tail="chernoff"``: Proposition 1 (Eq. 26), but
+    never below the exact tail: Eq. (26) bounds the tail of independent Bernoulli(v_k), which
+    is narrower than the true law, and with few expected errors it falls below the true tail
+    (at r = n, u = 0 it is prod(1 - v_k) < (1 - p_min)^n), so the printed p-value alone would
+    reject a true null too often there (docs/estimators/fdp_one_run.md, finding 2).
+    """
+    _check(n, r, wrong)
+    _check_tail(tail)
+    log_p = exact_log_cdf(family, theta, n, r, wrong, delta, q)
+    if tail != "exact":
+        log_p = max(log_p, chernoff_log_p(v_vector(family, theta, n, r, delta=delta, q=q), wrong))
+    return log_p if log else math.exp(log_p)
+
+
+def _check_tail(tail: str) -> None:
+    if tail not in TAILS:
+        raise ValueError(f"unknown tail {tail!r}; allowed: {', '.join(TAILS)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -786,7 +774,7 @@ def param_lower_bound(
     # Root finding on a smooth monotone statistic g(theta) (decreasing in theta), with
     # "rejected" <=> g >= 0 <=> p <= alpha. Exact tail: g = z - z_alpha with z the normal
     # quantile of the p-value. Chernoff: the signed root of the Chernoff exponent minus
-    # sqrt(-2 ln alpha), and since its p-value is never below the exact tail (log_p_value),
+    # sqrt(-2 ln alpha), and since its p-value is never below the exact tail (p_value),
     # the smaller of that and the exact tail's g.
     ze_alpha = -float(special.ndtri_exp(log_alpha))
     zc_alpha = math.sqrt(-2 * log_alpha)
@@ -942,7 +930,7 @@ def rejection_table(
     out = np.zeros(r + 1, dtype=bool)
     for u in range(r + 1):
         log_p = exact_log_cdf("approx_dp", epsilon, n, r, u, delta)
-        if v is not None:  # the default tail, as log_p_value computes it
+        if v is not None:  # the default tail, as p_value computes it
             log_p = max(log_p, chernoff_log_p(v, u))
         if log_p <= log_alpha:
             out[u] = True

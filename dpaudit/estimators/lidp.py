@@ -24,7 +24,7 @@ numbers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -66,29 +66,46 @@ def epsilon_from_bounds(p1_lower, p0_upper, delta: float) -> np.ndarray:
 SCORE_NAMES = ("score_in", "score_out")
 
 
+@dataclass(frozen=True)
+class BoundSpec:
+    """How a LiDP bound is computed: the audited ``delta``, the ``confidence`` (``beta = 1 -
+    confidence`` is split in half between the two sides), and the XBern ``interval``, its
+    ``order`` and the ``variant`` of the higher-order bound (:func:`.xbern.bounds`)."""
+
+    delta: float
+    confidence: float = 0.95
+    interval: str = "wilson"
+    order: int = 2
+    variant: str = "printed"
+
+    def checked(self) -> BoundSpec:
+        """This spec with ``confidence`` in (0, 1) and ``delta`` in [0, 1) as floats, or a
+        clear error."""
+        confidence, delta = check_confidence(self.confidence), check_delta(self.delta)
+        return replace(self, confidence=confidence, delta=delta)
+
+
 def _check_inputs(
     check: Callable[[np.ndarray, str], np.ndarray],
     inserted: np.ndarray,
     null: np.ndarray,
     names: tuple[str, str],
-    confidence: float,
-    delta: float,
-    order: int,
-    interval: str,
+    spec: BoundSpec,
     same_trials: bool = False,
-) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """Validate the inserted and null arrays with ``check``, confidence, delta, and that each
-    side has K >= ``order`` canaries; ``same_trials``: both must have the same rows."""
+) -> tuple[np.ndarray, np.ndarray, BoundSpec]:
+    """Validate the inserted and null arrays with ``check``, the spec (:meth:`BoundSpec.checked`),
+    and that each side has K >= ``spec.order`` canaries; ``same_trials``: both must have the
+    same rows."""
     inserted, null = check(inserted, names[0]), check(null, names[1])
     if same_trials and inserted.shape[0] != null.shape[0]:
         raise XBernInputError(
             f"{names[0]} has {inserted.shape[0]} trials but {names[1]} has {null.shape[0]}"
         )
-    confidence, delta = check_confidence(confidence), check_delta(delta)
+    spec = spec.checked()
     for arr, name, role in ((inserted, names[0], "inserted"), (null, names[1], "null")):
         what = name if "(" in name else f"{name} ({role} canaries)"
-        xbern.check_order(order, arr.shape[1], interval, what)
-    return inserted, null, confidence, delta
+        xbern.check_order(spec.order, arr.shape[1], spec.interval, what)
+    return inserted, null, spec
 
 
 @dataclass
@@ -118,39 +135,24 @@ class LiDPBound:
         return asdict(self)
 
 
-def _side_bounds(sx: XBernSummary, sy: XBernSummary, beta: float, interval, order, variant):
-    p1_lower, _ = xbern.bounds(sx, beta / 2, interval, order, variant)
-    _, p0_upper = xbern.bounds(sy, beta / 2, interval, order, variant)
+def _side_bounds(sx: XBernSummary, sy: XBernSummary, spec: BoundSpec):
+    """(p1_lower, p0_upper): the XBern bounds of the two sides, each at beta / 2."""
+    beta = 1.0 - spec.confidence
+    p1_lower, _ = xbern.bounds(sx, beta / 2, spec.interval, spec.order, spec.variant)
+    _, p0_upper = xbern.bounds(sy, beta / 2, spec.interval, spec.order, spec.variant)
     return p1_lower, p0_upper
 
 
-def epsilon_lower_bound(
-    x: np.ndarray,
-    y: np.ndarray,
-    delta: float,
-    confidence: float = 0.95,
-    interval: str = "wilson",
-    order: int = 2,
-    variant: str = "printed",
-) -> LiDPBound:
-    """Algorithm 1, line 8, from 0/1 matrices ``x`` (n, K) (inserted) and ``y`` (n', m) (null).
-
-    ``beta = 1 - confidence`` is split in half between the two sides.
-    """
-    x, y, confidence, delta = _check_inputs(
-        xbern.check_binary,
-        x,
-        y,
-        ("x (inserted canaries)", "y (null canaries)"),
-        confidence,
-        delta,
-        order,
-        interval,
+def epsilon_lower_bound(x: np.ndarray, y: np.ndarray, spec: BoundSpec) -> LiDPBound:
+    """Algorithm 1, line 8, from 0/1 matrices ``x`` (n, K) (inserted) and ``y`` (n', m) (null),
+    as ``spec`` says."""
+    x, y, spec = _check_inputs(
+        xbern.check_binary, x, y, ("x (inserted canaries)", "y (null canaries)"), spec
     )
+    order, delta = spec.order, spec.delta
     sx = XBernSummary.from_binary(x, order)
     sy = XBernSummary.from_binary(y, order)
-    beta = 1.0 - confidence
-    p1, p0 = _side_bounds(sx, sy, beta, interval, order, variant)
+    p1, p0 = _side_bounds(sx, sy, spec)
     mu = np.full(4, np.nan)
     mu[: min(4, x.shape[1])] = xbern.moments(x, min(4, x.shape[1]))
     return LiDPBound(
@@ -162,10 +164,10 @@ def epsilon_lower_bound(
         n_trials=int(x.shape[0]),
         K=int(x.shape[1]),
         m=int(y.shape[1]),
-        interval=interval,
+        interval=spec.interval,
         order=int(order),
-        confidence=confidence,
-        variant=variant,
+        confidence=spec.confidence,
+        variant=spec.variant,
         mu2_hat=float(mu[1]),
         mu4_hat=float(mu[3]),
         corr2=float(abs(mu[1] - mu[0] ** 2)),
@@ -356,35 +358,19 @@ def summaries_over_grid(score: np.ndarray, grid: np.ndarray, order: int) -> XBer
 
 
 def epsilon_curve(
-    score_in: np.ndarray,
-    score_out: np.ndarray,
-    grid: np.ndarray,
-    delta: float,
-    confidence: float = 0.95,
-    interval: str = "wilson",
-    order: int = 2,
-    variant: str = "printed",
+    score_in: np.ndarray, score_out: np.ndarray, grid: np.ndarray, spec: BoundSpec
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(eps_hat, p1_lower, p0_upper) at every threshold of ``grid`` (statistic: score >= tau)."""
-    score_in, score_out, confidence, delta = _check_inputs(
-        check_scores, score_in, score_out, SCORE_NAMES, confidence, delta, order, interval
-    )
+    score_in, score_out, spec = _check_inputs(check_scores, score_in, score_out, SCORE_NAMES, spec)
     grid = np.sort(np.asarray(grid, dtype=float))
-    sx = summaries_over_grid(score_in, grid, order)
-    sy = summaries_over_grid(score_out, grid, order)
-    p1, p0 = _side_bounds(sx, sy, 1.0 - confidence, interval, order, variant)
-    return epsilon_from_bounds(p1, p0, delta), p1, p0
+    sx = summaries_over_grid(score_in, grid, spec.order)
+    sy = summaries_over_grid(score_out, grid, spec.order)
+    p1, p0 = _side_bounds(sx, sy, spec)
+    return epsilon_from_bounds(p1, p0, spec.delta), p1, p0
 
 
 def tune_threshold(
-    score_in: np.ndarray,
-    score_out: np.ndarray,
-    delta: float,
-    confidence: float = 0.95,
-    interval: str = "wilson",
-    order: int = 2,
-    variant: str = "printed",
-    grid_size: int = GRID_SIZE,
+    score_in: np.ndarray, score_out: np.ndarray, spec: BoundSpec, grid_size: int = GRID_SIZE
 ) -> tuple[float, float]:
     """(tau*, eps_hat(tau*)): the grid threshold maximising eps_hat on these (holdout) trials.
 
@@ -392,9 +378,7 @@ def tune_threshold(
     maximised over the grid on the same data.
     """
     grid = threshold_grid(score_in, score_out, grid_size)
-    eps, _, _ = epsilon_curve(
-        score_in, score_out, grid, delta, confidence, interval, order, variant
-    )
+    eps, _, _ = epsilon_curve(score_in, score_out, grid, spec)
     j = int(np.argmax(eps))
     return float(grid[j]), float(eps[j])
 
@@ -456,18 +440,14 @@ def audit_scores(
       * ``"in_sample"``: tuned and evaluated on the same (evaluation) trials (the released
         code's "reuse" mode, "for testing only"); NOT a valid bound (``valid=False``).
     """
-    score_in, score_out, confidence, delta = _check_inputs(
+    score_in, score_out, spec = _check_inputs(
         check_scores,
         score_in,
         score_out,
         SCORE_NAMES,
-        confidence,
-        delta,
-        order,
-        interval,
+        BoundSpec(delta, confidence, interval, order, variant),
         same_trials=True,
     )
-    kw = dict(interval=interval, order=order, variant=variant)
     n = score_in.shape[0]
     h = check_heldout_trials(heldout_trials, n)
     rows = slice(h, n)  # the evaluation trials (slices: views, no copies of the scores)
@@ -484,19 +464,19 @@ def audit_scores(
     tuned = {"epsilon": float("nan"), "n": 0}
 
     def bound_at(tau: float, level: float) -> LiDPBound:
-        return epsilon_lower_bound(score_in[ev] >= tau, score_out[ev] >= tau, delta, level, **kw)
+        at_level = replace(spec, confidence=level)
+        return epsilon_lower_bound(score_in[ev] >= tau, score_out[ev] >= tau, at_level)
 
     def maximise(grid, level: float) -> tuple[float, LiDPBound | None]:
         """tau* on the tuning trials (App. E.1); its bound when those are the evaluation
         trials too (in-sample)."""
-        tau, tuned["epsilon"] = tune_threshold(
-            score_in[tune], score_out[tune], delta, level, grid_size=grid_size, **kw
-        )
+        at_level = replace(spec, confidence=level)
+        tau, tuned["epsilon"] = tune_threshold(score_in[tune], score_out[tune], at_level, grid_size)
         tuned["n"] = len(tune) if isinstance(tune, np.ndarray) else len(range(n)[tune])
         return tau, (bound_at(tau, level) if tune is ev else None)
 
     held = rules.HeldOut((), None, float, maximise) if isinstance(rule, rules.Split) else None
-    picked = rules.select(rule, confidence, bound_at, maximise=maximise, held_out=held)
+    picked = rules.select(rule, spec.confidence, bound_at, maximise=maximise, held_out=held)
     return LiDPAudit(
         **picked.result.as_row(),
         threshold=picked.candidate,

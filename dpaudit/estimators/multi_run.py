@@ -24,11 +24,12 @@ the easiest method to ensure a technically valid lower bound", §3.3):
 ``heldout``    the threshold is chosen on a random, membership-stratified part of the runs and
                the bound is computed on the other part only. ``valid`` True.
 
-:func:`gdp_fit` is the Gaussian-DP fit of Nasr et al. 2023 ("Tight auditing of DP-SGD"): the
-point (alpha_up, beta_up) is mapped to mu = Phi^-1(1 - alpha_up) - Phi^-1(beta_up) and reported
-as the epsilon(delta) of mu-GDP. It assumes the mechanism's trade-off curve is Gaussian; when it
-is not, it can exceed the true epsilon (private selection's max-of-K, and randomized response in
-tests/test_multi_run.py), so it is an estimate, never a valid bound.
+:func:`threshold_audit` with ``estimate="gdp"`` is the Gaussian-DP fit of Nasr et al. 2023
+("Tight auditing of DP-SGD"): the point (alpha_up, beta_up) is mapped to
+mu = Phi^-1(1 - alpha_up) - Phi^-1(beta_up) and reported as the epsilon(delta) of mu-GDP. It
+assumes the mechanism's trade-off curve is Gaussian; when it is not, it can exceed the true
+epsilon (private selection's max-of-K, and randomized response in tests/test_multi_run.py), so
+it is an estimate, never a valid bound.
 """
 
 from __future__ import annotations
@@ -325,7 +326,7 @@ def _threshold_audit(
     objective,
     project: bool,
 ) -> tuple[float, bool, float, float, float, int, int, int, int, int, float]:
-    """The threshold choice shared by :func:`cp_audit` and :func:`gdp_fit`: (value, valid of the
+    """The threshold choice of :func:`threshold_audit`: (value, valid of the
     selection, threshold, fpr_upper, fnr_upper, false_pos, false_neg, n_members, n_nonmembers,
     n_select, per-rate level). ``project``: choose a held-out threshold with the rates projected
     onto the evaluation sizes."""
@@ -377,7 +378,12 @@ def _threshold_audit(
     return (value, rule.valid, picked.candidate, a, b, fp, fn, n1, n0, int(sel.size), level)
 
 
-def cp_audit(
+#: What :func:`threshold_audit` reports at the chosen threshold: ``cp`` the Clopper-Pearson
+#: lower bound of Eq. 1, ``gdp`` the GDP fit of Nasr et al. 2023 (an estimate, never valid).
+ESTIMATES = ("cp", "gdp")
+
+
+def threshold_audit(
     score: np.ndarray,
     membership: np.ndarray,
     delta: float,
@@ -385,70 +391,55 @@ def cp_audit(
     selection: str = "heldout",
     select_fraction: float = 0.5,
     split_seed: int = 0,
+    estimate: str = "cp",
 ) -> MultiRunResult:
-    """Clopper-Pearson lower bound on epsilon (Eq. 1) for one score per run.
+    """The multi-run audit of one score per run at one threshold, as ``estimate`` says.
+
+    ``estimate="cp"``: the Clopper-Pearson lower bound on epsilon (Eq. 1); the bound holds
+    jointly at ``confidence``, each rate being bounded at :func:`rate_level` ``(confidence)``.
+    ``estimate="gdp"``: the GDP-fit estimate (Nasr et al. 2023), the largest mu over thresholds
+    reported as the epsilon(delta) of mu-GDP (needs delta > 0). ``valid`` is then always False:
+    it assumes a Gaussian trade-off curve and can exceed the true epsilon when that is wrong.
 
     ``selection`` is ``same_data`` (Algorithm 5's maximum over all thresholds on the same
     runs; ``valid`` False) or ``heldout`` (threshold chosen on ``select_fraction`` of the runs,
-    bound on the rest; ``valid`` True). The bound holds jointly at ``confidence``: each rate is
-    bounded at :func:`rate_level` ``(confidence)``.
+    bound on the rest; ``valid`` True for ``cp``: the GDP fit loses its selection bias but not
+    its modelling assumption).
     """
     check_level(confidence, delta)
-    eps, valid, *rest = _threshold_audit(
+    if estimate == "cp":
+
+        def objective(a, b):
+            return epsilon_from_rates(a, b, delta)
+
+    elif estimate == "gdp":
+        if not delta > 0:
+            raise ValueError(
+                "the gdp estimate needs delta > 0 (mu-GDP with mu > 0 has no finite eps at 0)"
+            )
+        objective = gdp_mu_from_rates
+    else:
+        raise ValueError(f"unknown estimate {estimate!r}; allowed: {list(ESTIMATES)}")
+    value, valid, *rest = _threshold_audit(
         score,
         membership,
         confidence,
         selection,
         select_fraction,
         split_seed,
-        lambda x, y: epsilon_from_rates(x, y, delta),
-        project=True,
+        objective,
+        project=estimate == "cp",
     )
-    return MultiRunResult(selection, float(eps), valid, *rest[:8], confidence, rest[8])
-
-
-# --------------------------------------------------------------------------------------------
-# Gaussian DP (Dong, Roth, Su 2022) and the GDP fit of Nasr et al. 2023
-# --------------------------------------------------------------------------------------------
-
-
-def gdp_fit(
-    score: np.ndarray,
-    membership: np.ndarray,
-    delta: float,
-    confidence: float = 0.95,
-    selection: str = "same_data",
-    select_fraction: float = 0.5,
-    split_seed: int = 0,
-) -> MultiRunResult:
-    """GDP-fit estimate (Nasr et al. 2023): the largest mu over thresholds, reported as the
-    epsilon(delta) of mu-GDP. ``valid`` is always False: it is an estimate that assumes a
-    Gaussian trade-off curve and can exceed the true epsilon when that is wrong.
-
-    ``heldout`` chooses the threshold on part of the runs and fits on the rest; it removes the
-    selection bias but not the modelling assumption, so it stays ``valid`` False.
-    """
-    check_level(confidence, delta)
-    if not delta > 0:
-        raise ValueError("gdp_fit needs delta > 0 (mu-GDP with mu > 0 has no finite eps at 0)")
-    mu_j, _, *rest = _threshold_audit(
-        score,
-        membership,
-        confidence,
-        selection,
-        select_fraction,
-        split_seed,
-        gdp_mu_from_rates,
-        project=False,
-    )
-    mu_j = float(mu_j)
-    eps = gdp_epsilon(delta, mu_j) if mu_j > 0 else 0.0
-    return MultiRunResult(selection, eps, False, *rest[:8], confidence, rest[8], mu=mu_j)
+    value = float(value)
+    if estimate == "cp":
+        return MultiRunResult(selection, value, valid, *rest[:8], confidence, rest[8])
+    eps = gdp_epsilon(delta, value) if value > 0 else 0.0
+    return MultiRunResult(selection, eps, False, *rest[:8], confidence, rest[8], mu=value)
 
 
 def max_attainable(
     n_members: int, n_nonmembers: int, delta: float, confidence: float = 0.95
 ) -> float:
-    """The ceiling of :func:`cp_audit`: no errors at all. About ln(n / 3.7) at 95%
+    """The ceiling of :func:`threshold_audit` (``cp``): no errors at all. About ln(n / 3.7) at 95%
     (CP caps epsilon_emp at roughly ln(R/3) for R runs per side)."""
     return epsilon_from_counts(0, n_nonmembers, 0, n_members, delta, confidence)[0]

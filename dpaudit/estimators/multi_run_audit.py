@@ -46,12 +46,12 @@ def _common(method: str, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _rows(func, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(estimate: str, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
     score, member = _columns(sf)
     rows = []
     for sel in p["selections"]:
         try:
-            res = func(
+            res = multi_run.threshold_audit(
                 score,
                 member,
                 delta=sf.delta,
@@ -59,6 +59,7 @@ def _rows(func, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
                 selection=sel,
                 select_fraction=p["select_fraction"],
                 split_seed=p["split_seed"],
+                estimate=estimate,
             )
         except ValueError as exc:
             raise ScoreFileError(f"{sf.source}: {exc}") from exc
@@ -68,9 +69,9 @@ def _rows(func, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_multi_run_cp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Clopper-Pearson FPR/FNR bounds and Eq. 1 (Annamalai et al., Alg. 5), per selection."""
-    return _rows(multi_run.cp_audit, sf, _common("multi_run_cp", params))
+    return _rows("cp", sf, _common("multi_run_cp", params))
 
 
 def run_gdp_fit(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """GDP-fit estimate of Nasr et al. 2023 (an estimate, never valid), per selection."""
-    return _rows(multi_run.gdp_fit, sf, _common("gdp_fit", params))
+    return _rows("gdp", sf, _common("gdp_fit", params))

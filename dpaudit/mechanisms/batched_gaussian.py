@@ -38,6 +38,7 @@ and the result does not depend on memory chunking.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,22 @@ def _check(threat_model: str, steps: int, epochs: int, sigma: float, batch_size:
         raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
 
 
+@dataclass(frozen=True)
+class BGM:
+    """One Batched Gaussian Mechanism game: ``steps`` batches per epoch (T), ``epochs`` (E),
+    noise ``sigma``, the ``threat_model`` of the table above and the batch size B (it moves
+    the ``worst_case`` outputs only). Checked when made."""
+
+    steps: int
+    epochs: int
+    sigma: float
+    threat_model: str
+    batch_size: int = 1
+
+    def __post_init__(self) -> None:
+        _check(self.threat_model, self.steps, self.epochs, self.sigma, self.batch_size)
+
+
 def output_means(threat_model: str, member: bool, batch_size: int) -> tuple[float, float]:
     """(mean of the special batch, mean of every other batch) of the table above."""
     if threat_model == "natural":
@@ -76,24 +93,21 @@ def output_means(threat_model: str, member: bool, batch_size: int) -> tuple[floa
 def simulate_outputs(
     rng: np.random.Generator,
     runs: int,
-    steps: int,
-    epochs: int,
-    sigma: float,
-    threat_model: str,
+    game: BGM,
     member: bool,
-    batch_size: int = 1,
     position_rng: np.random.Generator | None = None,
 ) -> np.ndarray:
-    """(runs, epochs, steps) noisy batch outputs; the special batch is uniform per epoch.
+    """(runs, epochs, steps) noisy batch outputs of ``game``; the special batch is uniform per
+    epoch.
 
     The noise comes from ``rng``, the special batch's position from ``position_rng`` (default
     ``rng``); two streams keep the first k runs identical whatever ``runs`` is.
     """
-    _check(threat_model, steps, epochs, sigma, batch_size)
-    special_mean, other_mean = output_means(threat_model, member, batch_size)
+    steps, epochs = game.steps, game.epochs
+    special_mean, other_mean = output_means(game.threat_model, member, game.batch_size)
     pos_rng = position_rng if position_rng is not None else rng
     out = rng.standard_normal((runs, epochs, steps))
-    out *= sigma
+    out *= game.sigma
     out += other_mean
     pos = pos_rng.integers(0, steps, size=(runs, epochs))
     r, e = np.indices((runs, epochs))
@@ -123,24 +137,14 @@ def log_likelihood_ratio(
     return per_epoch.sum(axis=1)
 
 
-def simulate_scores(
-    runs: int,
-    steps: int,
-    epochs: int,
-    sigma: float,
-    threat_model: str,
-    member: bool,
-    batch_size: int = 1,
-    seed: int = 0,
-) -> np.ndarray:
-    """Log-likelihood-ratio scores of ``runs`` simulated runs of one hypothesis.
+def simulate_scores(runs: int, game: BGM, member: bool, seed: int = 0) -> np.ndarray:
+    """Log-likelihood-ratio scores of ``runs`` simulated runs of ``game`` on one hypothesis.
 
     Memory stays at one block of :data:`BLOCK` runs. Hypothesis D (``member``) and D' draw
     from different children of ``SeedSequence(seed)``.
     """
     if not (isinstance(runs, int | np.integer) and runs >= 1):
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
-    _check(threat_model, steps, epochs, sigma, batch_size)
     hyp = np.random.SeedSequence([int(seed), 1 if member else 0])
     n_blocks = -(-runs // BLOCK)
     children = hyp.spawn(n_blocks)
@@ -152,33 +156,17 @@ def simulate_scores(
         o = simulate_outputs(
             np.random.default_rng(noise_seed),
             n,
-            steps,
-            epochs,
-            sigma,
-            threat_model,
+            game,
             member,
-            batch_size,
             position_rng=np.random.default_rng(pos_seed),
         )
-        out[lo : lo + n] = log_likelihood_ratio(o, sigma, threat_model, batch_size)
+        out[lo : lo + n] = log_likelihood_ratio(o, game.sigma, game.threat_model, game.batch_size)
     return out
 
 
-def simulate_both(
-    runs: int,
-    steps_per_epoch: int,
-    epochs: int,
-    sigma: float,
-    threat_model: str,
-    batch_size: int,
-    seed: int,
-) -> tuple[np.ndarray, np.ndarray]:
+def simulate_both(runs: int, game: BGM, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(scores of the ``runs`` runs on D, scores of the ``runs`` runs on D'), same seed."""
-    args = (runs, steps_per_epoch, epochs, sigma, threat_model)
-    return (
-        simulate_scores(*args, True, batch_size, seed),
-        simulate_scores(*args, False, batch_size, seed),
-    )
+    return simulate_scores(runs, game, True, seed), simulate_scores(runs, game, False, seed)
 
 
 def bgm_score_file(
@@ -205,9 +193,8 @@ def bgm_score_file(
     """
     from dpaudit.mechanisms import shuffle_reference as ref
 
-    s1, s0 = simulate_both(
-        runs_per_hypothesis, steps_per_epoch, epochs, sigma, threat_model, batch_size, seed
-    )
+    game = BGM(steps_per_epoch, epochs, sigma, threat_model, batch_size)
+    s1, s0 = simulate_both(runs_per_hypothesis, game, seed)
     poisson = None
     if claimed_epsilon is None or reference_lines:
         poisson = ref.poisson_epsilon(sigma, steps_per_epoch, epochs, delta)

@@ -143,14 +143,13 @@ def train_job(
     if unknown:
         raise ValueError(f"run spec: unknown key(s) {unknown}; allowed: {list(RUN_SPEC_KEYS)}")
     run_spec = complete_run_spec(run_spec)
+    job = _engine_arguments(experiment, setting, seed, run_spec)
     if engine_of(run_spec) == "opacus":
-        sf, obs = _train_opacus(data, experiment, setting, seed, shard, run_spec, device), {}
+        sf, obs = _train_opacus(data, job, shard, run_spec, device), {}
         ckpt = None
     else:
         ckpt = checkpoint_path(out) if checkpoint else None
-        sf, obs = _train_vectorised(
-            data, experiment, setting, seed, shard, run_spec, ckpt, device, progress
-        )
+        sf, obs = _train_vectorised(data, job, shard, run_spec, ckpt, device, progress)
     scores.write(out, sf)
     if observations and obs:
         _write_observations(observations_path(out), obs)
@@ -159,16 +158,31 @@ def train_job(
     return sf
 
 
+def _engine_arguments(
+    experiment: str, setting: str, seed: int, run_spec: dict[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments every engine takes from a job: who it is (experiment, setting,
+    seed) and the run spec's model, canaries, train block and target epsilon."""
+    return {
+        "experiment": experiment,
+        "setting": setting,
+        "seed": seed,
+        "model": run_spec["model"],
+        "canaries": run_spec["canaries"],
+        "train": run_spec["train"],
+        "target_epsilon": run_spec.get("target_epsilon"),
+    }
+
+
 def _train_opacus(
     data: dict[str, np.ndarray],
-    experiment: str,
-    setting: str,
-    seed: int,
+    job: dict[str, Any],
     shard: int,
     run_spec: dict[str, Any],
     device: str,
 ) -> ScoreFile:
-    """One model with Opacus (:func:`dpaudit.training.opacus_engine.run_setting`)."""
+    """One model with Opacus (:func:`dpaudit.training.opacus_engine.run_setting`); ``job``:
+    :func:`_engine_arguments`."""
     from dpaudit.training.opacus_engine import run_setting
 
     problem = opacus_problem(run_spec)
@@ -176,45 +190,28 @@ def _train_opacus(
         problem = ("shard", f"{shard}: train.engine opacus trains one shard (0) per seed")
     if problem is not None:
         raise ValueError(f"run spec key {problem[0]}: {problem[1]}")
-    return run_setting(
-        data,
-        experiment=experiment,
-        setting=setting,
-        seed=seed,
-        model=run_spec["model"],
-        canaries=run_spec["canaries"],
-        train=run_spec["train"],
-        target_epsilon=run_spec.get("target_epsilon"),
-        device=device,
-    )
+    return run_setting(data, **job, device=device)
 
 
 def _train_vectorised(
     data: dict[str, np.ndarray],
-    experiment: str,
-    setting: str,
-    seed: int,
+    job: dict[str, Any],
     shard: int,
     run_spec: dict[str, Any],
     checkpoint: Path | None,
     device: str,
     progress: bool,
 ) -> tuple[ScoreFile, dict[str, np.ndarray]]:
-    """A shard of models with the vectorised engine (:func:`dpaudit.training.shard.run_shard`)."""
+    """A shard of models with the vectorised engine (:func:`dpaudit.training.shard.run_shard`);
+    ``job``: :func:`_engine_arguments`."""
     from dpaudit.training.shard import run_shard
 
     result = run_shard(
         data,
-        experiment=experiment,
-        setting=setting,
-        seed=seed,
+        **job,
         shard=shard,
         design=run_spec["design"],
         threat_model=run_spec["threat_model"],
-        model=run_spec["model"],
-        canaries=run_spec["canaries"],
-        train=run_spec["train"],
-        target_epsilon=run_spec.get("target_epsilon"),
         checkpoint=checkpoint,
         progress=progress,
         device=device,

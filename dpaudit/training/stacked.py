@@ -96,19 +96,14 @@ def _conv_per_sample_weight_grad(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tenso
         # group) is the stack of per-example weight gradients; oneDNN's backward-weight
         # kernel, on free views, no permutation. On this CPU ~1.5x faster than the grouped
         # forward below for LeNet-5's second convolution, slower for a single input channel.
-        return torch.ops.aten.convolution_backward(
+        return _conv_backward(
+            mod,
             g.reshape(1, m * b * out_c, ho, wo),
             a.reshape(1, m * b * c, hh, ww),
             a.new_empty(m * b * out_c, c, kh, kw),
-            None,
-            _pair(mod.stride),
-            _pair(mod.padding),
-            _pair(mod.dilation),
-            False,
-            [0, 0],
             m * b,
-            [False, True, False],
-        )[1].view(m, b, out_c, c * kh * kw)
+            want="weight",
+        ).view(m, b, out_c, c * kh * kw)
     inp = a.permute(2, 0, 1, 3, 4).reshape(c, m * b, hh, ww)
     ker = g.reshape(m * b * out_c, 1, ho, wo)
     r = F.conv2d(
@@ -227,24 +222,38 @@ def _conv_input_grad(
     output gradient ``g`` (M, B, out, Ho, Wo) and the stacked weights ``w``; one ATen
     convolution backward per model (stacked into ``out`` if given)."""
     return torch.stack(
-        [
-            torch.ops.aten.convolution_backward(
-                g[i],
-                a[i],
-                w[i],
-                None,
-                _pair(mod.stride),
-                _pair(mod.padding),
-                _pair(mod.dilation),
-                False,
-                [0, 0],
-                1,
-                [True, False, False],
-            )[0]
-            for i in range(a.shape[0])
-        ],
+        [_conv_backward(mod, g[i], a[i], w[i], 1, want="input") for i in range(a.shape[0])],
         out=out,
     )
+
+
+def _conv_backward(
+    mod: nn.Conv2d,
+    g: torch.Tensor,
+    a: torch.Tensor,
+    w: torch.Tensor,
+    groups: int,
+    want: str,
+) -> torch.Tensor:
+    """One ATen convolution backward with ``mod``'s stride, padding and dilation (no bias):
+    the gradient with respect to the input (``want="input"``) or the weight (``"weight"``)
+    of a convolution of input ``a`` with weight ``w`` in ``groups`` groups, given the output
+    gradient ``g``; only that gradient is computed."""
+    index = {"input": 0, "weight": 1}[want]
+    mask = [index == 0, index == 1, False]
+    return torch.ops.aten.convolution_backward(
+        g,
+        a,
+        w,
+        None,
+        _pair(mod.stride),
+        _pair(mod.padding),
+        _pair(mod.dilation),
+        False,
+        [0, 0],
+        groups,
+        mask,
+    )[index]
 
 
 class StackedSequential:
@@ -523,8 +532,9 @@ class StackedSequential:
         max_grad_norm: float,
         x_sqnorm: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Same contract as :func:`dpaudit.training.vectorized.clipped_grad_sum`; ``x_sqnorm``
-        (M, B), optional: squared norms of the flattened inputs (saves a pass over them)."""
+        """Same contract as :meth:`dpaudit.training.vectorized.FuncEngine.clipped_grad_sum`;
+        ``x_sqnorm`` (M, B), optional: squared norms of the flattened inputs (saves a pass over
+        them)."""
         items = self._grads(params, x, y)
         sq, pieces = self._sq_norms(items, x_sqnorm)
         factor = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0) * weight  # (M, B)

@@ -294,40 +294,12 @@ def _per_sample_grad_fn(template: nn.Module) -> Callable:
     return vmap(per_sample, in_dims=(0, 0, 0, 0))
 
 
-def clipped_grad_sum(
-    psg: Callable,
-    params: dict[str, torch.Tensor],
-    buffers: dict[str, torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    weight: torch.Tensor,
-    max_grad_norm: float,
-) -> dict[str, torch.Tensor]:
-    """Sum over the batch of clipped per-sample gradients, for each model.
-
-    ``x`` (M, B, ...), ``y`` (M, B), ``weight`` (M, B) with 1 for real slots and 0 for padding.
-    Clip factor ``min(1, C / (||g_i||_2 + 1e-6))`` with the norm over all parameters, exactly
-    as Opacus's ``DPOptimizer.clip_and_accumulate``.
-    """
-    g = psg(params, buffers, x, y)
-    sq = sum(t.reshape(t.shape[0], t.shape[1], -1).pow(2).sum(-1) for t in g.values())
-    factor = (max_grad_norm / (sq.sqrt() + CLIP_EPS)).clamp(max=1.0) * weight
-    return {k: torch.einsum("mb,mb...->m...", factor, t) for k, t in g.items()}
-
-
-def clipped_per_sample_grads(
-    psg: Callable,
-    params: dict[str, torch.Tensor],
-    buffers: dict[str, torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    max_grad_norm: float,
-) -> dict[str, torch.Tensor]:
-    """Clipped per-sample gradients (M, B, ...) (for white-box canary scores)."""
-    g = psg(params, buffers, x, y)
-    sq = sum(t.reshape(t.shape[0], t.shape[1], -1).pow(2).sum(-1) for t in g.values())
-    factor = (max_grad_norm / (sq.sqrt() + CLIP_EPS)).clamp(max=1.0)
-    return {k: t * factor.view(*factor.shape, *([1] * (t.dim() - 2))) for k, t in g.items()}
+def clip_factors(grads: dict[str, torch.Tensor], max_grad_norm: float) -> torch.Tensor:
+    """(M, B) clip factors ``min(1, C / (||g_i||_2 + 1e-6))`` of per-sample gradients
+    ``grads`` (each (M, B, ...)), the norm taken over all parameters (Opacus's
+    ``DPOptimizer.clip_and_accumulate``)."""
+    sq = sum(t.reshape(t.shape[0], t.shape[1], -1).pow(2).sum(-1) for t in grads.values())
+    return (max_grad_norm / (sq.sqrt() + CLIP_EPS)).clamp(max=1.0)
 
 
 class FuncEngine:
@@ -340,13 +312,28 @@ class FuncEngine:
         self.psg = _per_sample_grad_fn(template)
 
     def clipped_grad_sum(self, params, buffers, x, y, weight, max_grad_norm, x_sqnorm=None):
-        with torch.enable_grad():
-            return clipped_grad_sum(self.psg, params, buffers, x, y, weight, max_grad_norm)
+        """Sum over the batch of clipped per-sample gradients, for each model.
+
+        ``x`` (M, B, ...), ``y`` (M, B), ``weight`` (M, B) with 1 for real slots and 0 for
+        padding; clipped as :func:`clip_factors` says.
+        """
+        g, factor = self._grads_and_factors(params, buffers, x, y, max_grad_norm)
+        factor = factor * weight
+        return {k: torch.einsum("mb,mb...->m...", factor, t) for k, t in g.items()}
 
     def clipped_dot(self, params, buffers, x, y, max_grad_norm, direction):
-        with torch.enable_grad():
-            cg = clipped_per_sample_grads(self.psg, params, buffers, x, y, max_grad_norm)
+        """(M, B) dot products of the clipped per-sample gradients with ``direction`` (for
+        white-box canary scores)."""
+        g, factor = self._grads_and_factors(params, buffers, x, y, max_grad_norm)
+        cg = {k: t * factor.view(*factor.shape, *([1] * (t.dim() - 2))) for k, t in g.items()}
         return sum(torch.einsum("mb...,m...->mb", cg[k], direction[k]) for k in cg)
+
+    def _grads_and_factors(self, params, buffers, x, y, max_grad_norm):
+        """Per-sample gradients (M, B, ...) of the models ``params`` and their (M, B) clip
+        factors."""
+        with torch.enable_grad():
+            g = self.psg(params, buffers, x, y)
+            return g, clip_factors(g, max_grad_norm)
 
 
 class StackedEngine:
