@@ -185,6 +185,7 @@ def test_cli_train_shard_trains_what_the_pipeline_trains(tmp_path):
     model the pipeline trains for a config block that leaves them out."""
     from dpaudit.data.synthetic import make_synthetic
     from dpaudit.defaults import SETTING_KEYS
+    from dpaudit.training.job import JobId
     from dpaudit.training.shard import run_shard
 
     run_file = tmp_path / "run.yaml"
@@ -203,19 +204,16 @@ def test_cli_train_shard_trains_what_the_pipeline_trains(tmp_path):
     }
     config = {"experiments": {"cli": block}, "estimators": {"o": {"method": "one_run"}}}
     exp = validate_config(config)["experiments"]["cli"]
-    pipeline = run_shard(  # what train_job runs for rules/common.smk's params
-        make_synthetic(),
-        experiment="cli",
-        setting="default",
-        seed=0,
-        shard=0,
-        design=exp["design"],
-        threat_model=exp["threat_model"],
-        model=exp["model"],
-        canaries=exp["canaries"],
-        train={k: v for k, v in exp["train"].items() if k not in SETTING_KEYS},
-        target_epsilon=None,
-    ).score_file
+    spec = {
+        "design": exp["design"],
+        "threat_model": exp["threat_model"],
+        "model": exp["model"],
+        "canaries": exp["canaries"],
+        "train": {k: v for k, v in exp["train"].items() if k not in SETTING_KEYS},
+        "target_epsilon": None,
+    }
+    # what train_job runs for rules/common.smk's params
+    pipeline = run_shard(make_synthetic(), JobId("cli", "default", 0), spec).score_file
     cli = scores.read(out)
     np.testing.assert_array_equal(cli.membership, pipeline.membership)
     np.testing.assert_array_equal(cli.score, pipeline.score)

@@ -8,6 +8,7 @@ import torch
 
 from dpaudit.data.synthetic import make_synthetic
 from dpaudit.scores import read, write
+from dpaudit.training.job import JobId
 from dpaudit.training.shard import check_finite_scores, run_shard
 from dpaudit.training.vectorized import TrainingDiverged, TrainingInterrupted
 
@@ -22,20 +23,16 @@ def data():
 def _run(data, design="one_run", tm="black_box_loss", ctype="random_input", eps=None, **kw):
     canaries = {"type": ctype, "m": 40, "k": 4, "scale": 6.0, **kw.pop("canaries", {})}
     train = {"epochs": 4, "batch_size": 50, "lr": 0.5, "models_per_shard": 3, **kw.pop("train", {})}
-    return run_shard(
-        data,
-        experiment="t",
-        setting="eps4" if eps else "nonprivate",
-        seed=0,
-        shard=kw.pop("shard", 0),
-        design=design,
-        threat_model=tm,
-        model={"name": "mlp", "hidden": [16]},
-        canaries=canaries,
-        train=train,
-        target_epsilon=eps,
-        **kw,
-    )
+    job_id = JobId("t", "eps4" if eps else "nonprivate", 0, kw.pop("shard", 0))
+    spec = {
+        "design": design,
+        "threat_model": tm,
+        "model": {"name": "mlp", "hidden": [16]},
+        "canaries": canaries,
+        "train": train,
+        "target_epsilon": eps,
+    }
+    return run_shard(data, job_id, spec, **kw)
 
 
 CASES = [
@@ -312,12 +309,18 @@ def test_one_run_engine_divergence_names_the_job(data):
     with pytest.raises(TrainingDiverged, match="experiment 'e', setting 's', seed 1: .*lr"):
         run_setting(
             data,
-            experiment="e",
-            setting="s",
-            seed=1,
-            model={"name": "mlp", "hidden": [16]},
-            canaries={"type": "random_input", "m": 20, "scale": 6.0},
-            train={"epochs": 2, "batch_size": 50, "lr": 1e30, "max_grad_norm": 1.0, "delta": 1e-5},
-            target_epsilon=None,
+            JobId("e", "s", 1),
+            {
+                "model": {"name": "mlp", "hidden": [16]},
+                "canaries": {"type": "random_input", "m": 20, "scale": 6.0},
+                "train": {
+                    "epochs": 2,
+                    "batch_size": 50,
+                    "lr": 1e30,
+                    "max_grad_norm": 1.0,
+                    "delta": 1e-5,
+                },
+                "target_epsilon": None,
+            },
             device="cpu",
         )

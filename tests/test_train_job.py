@@ -7,7 +7,7 @@ import pytest
 
 from dpaudit.data.synthetic import make_synthetic
 from dpaudit.scores import read, write
-from dpaudit.training.job import checkpoint_path, observations_path, train_job
+from dpaudit.training.job import JobId, checkpoint_path, observations_path, train_job
 from dpaudit.training.vectorized import TrainingDiverged
 
 JOB = {"experiment": "e", "setting": "eps8", "seed": 1}
@@ -51,8 +51,7 @@ def test_opacus_engine_writes_what_run_setting_computes(data, tmp_path):
     spec = _spec("opacus")
     out = tmp_path / "o.npz"
     sf = train_job(data, **JOB, shard=0, run_spec=spec, out=out, device="cpu")
-    want = run_setting(data, **JOB, model=spec["model"], canaries=spec["canaries"],
-                       train=spec["train"], target_epsilon=8.0, device="cpu")
+    want = run_setting(data, JobId(**JOB), spec, device="cpu")
     write(tmp_path / "want.npz", want)
     assert out.read_bytes() == (tmp_path / "want.npz").read_bytes()
     _same(sf, want)
@@ -67,7 +66,7 @@ def test_vectorised_engines_write_what_run_shard_computes(data, tmp_path, engine
     spec = _spec(engine)
     out = tmp_path / "v.npz"
     sf = train_job(data, **JOB, shard=1, run_spec=spec, out=out, device="cpu")
-    want = run_shard(data, **JOB, shard=1, checkpoint=None, device="cpu", **spec).score_file
+    want = run_shard(data, JobId(**JOB, shard=1), spec, device="cpu").score_file
     _same(read(out), want)
     _same(sf, want)
     assert sf.n_trials == 2 and sf.meta["engine"] == ("func" if engine == "func" else "stacked")
@@ -139,22 +138,22 @@ def test_cli_train_alias_runs_the_opacus_engine(tmp_path, capsys):
     assert "run spec key shard: 1" in capsys.readouterr().err
 
 
-def test_both_engines_take_one_set_of_job_arguments():
-    """train_job builds the arguments the engines share once (_engine_arguments): exactly the
-    keyword-only parameters run_setting (Opacus) and run_shard (vectorised) have in common,
-    taken from the completed run spec."""
+def test_both_engines_take_a_job_id_and_the_run_spec(data, tmp_path):
+    """Which job is trained travels as one frozen JobId and what is trained as the run spec:
+    both engines start with (data, job_id, run_spec), and train_job hands them the same
+    JobId (the Opacus engine refuses a shard other than 0, naming it)."""
+    import dataclasses
     import inspect
 
-    from dpaudit.training.job import _engine_arguments, complete_run_spec
     from dpaudit.training.opacus_engine import run_setting
     from dpaudit.training.shard import run_shard
 
-    def keyword_only(fn):
-        params = inspect.signature(fn).parameters.values()
-        return {p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "device"}
-
-    spec = complete_run_spec(_spec("opacus"))
-    args = _engine_arguments("e", "eps8", 1, spec)
-    assert set(args) == keyword_only(run_setting) == keyword_only(run_shard) & set(args)
-    assert args["train"] is spec["train"] and args["target_epsilon"] == 8.0
-    assert (args["experiment"], args["setting"], args["seed"]) == ("e", "eps8", 1)
+    for engine in (run_setting, run_shard):
+        assert list(inspect.signature(engine).parameters)[:3] == ["data", "job_id", "run_spec"]
+    job = JobId(**JOB)
+    assert job.shard == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.seed = 2
+    with pytest.raises(ValueError, match="run spec key shard: 3: train.engine opacus"):
+        train_job(data, **JOB, shard=3, run_spec=_spec("opacus"), out=tmp_path / "o.npz")
+    assert not (tmp_path / "o.npz").exists()

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from dpaudit.data.synthetic import make_synthetic
+from dpaudit.training.job import JobId
 from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
 from dpaudit.training.shard import run_shard
 
@@ -28,19 +29,15 @@ def test_delta_outside_0_1_is_rejected(delta):
 
 def _shard(canaries=None, design="one_run", **train):
     data = make_synthetic(n_train=100, n_test=20, n_features=5, n_classes=2, seed=0)
-    return run_shard(
-        data,
-        experiment="e",
-        setting="s",
-        seed=2,
-        shard=1,
-        design=design,
-        threat_model="black_box_loss",
-        model={"name": "logreg"},
-        canaries=canaries or {"m": 10},
-        train={"epochs": 1, "batch_size": 50, "models_per_shard": 1, **train},
-        target_epsilon=1.0,
-    )
+    spec = {
+        "design": design,
+        "threat_model": "black_box_loss",
+        "model": {"name": "logreg"},
+        "canaries": canaries or {"m": 10},
+        "train": {"epochs": 1, "batch_size": 50, "models_per_shard": 1, **train},
+        "target_epsilon": 1.0,
+    }
+    return run_shard(data, JobId("e", "s", 2, 1), spec)
 
 
 def test_run_shard_names_the_job_of_an_unreachable_target():

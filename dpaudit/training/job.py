@@ -21,6 +21,7 @@ once the score file is written.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,19 @@ import numpy as np
 
 from dpaudit.defaults import SETTING_KEYS, fill_defaults, train_experiment_defaults
 from dpaudit.scores import ScoreFile
+
+
+@dataclass(frozen=True)
+class JobId:
+    """Which job is trained: shard ``shard`` of run seed ``seed`` of ``setting`` of
+    ``experiment`` (the Opacus engine trains shard 0 only). Every engine takes it with the run
+    spec, and names it in its score file's meta and its errors."""
+
+    experiment: str
+    setting: str
+    seed: int
+    shard: int = 0
+
 
 #: ``train.engine``: the Opacus reference, or the vectorised engine's per-sample gradients.
 ENGINES = ("opacus", "auto", "stacked", "func")
@@ -143,13 +157,16 @@ def train_job(
     if unknown:
         raise ValueError(f"run spec: unknown key(s) {unknown}; allowed: {list(RUN_SPEC_KEYS)}")
     run_spec = complete_run_spec(run_spec)
-    job = _engine_arguments(experiment, setting, seed, run_spec)
+    job = JobId(experiment, setting, seed, shard)
     if engine_of(run_spec) == "opacus":
-        sf, obs = _train_opacus(data, job, shard, run_spec, device), {}
+        sf, obs = _train_opacus(data, job, run_spec, device), {}
         ckpt = None
     else:
+        from dpaudit.training.shard import run_shard
+
         ckpt = checkpoint_path(out) if checkpoint else None
-        sf, obs = _train_vectorised(data, job, shard, run_spec, ckpt, device, progress)
+        result = run_shard(data, job, run_spec, ckpt, progress, device=device)
+        sf, obs = result.score_file, result.observations
     scores.write(out, sf)
     if observations and obs:
         _write_observations(observations_path(out), obs)
@@ -158,65 +175,19 @@ def train_job(
     return sf
 
 
-def _engine_arguments(
-    experiment: str, setting: str, seed: int, run_spec: dict[str, Any]
-) -> dict[str, Any]:
-    """The keyword arguments every engine takes from a job: who it is (experiment, setting,
-    seed) and the run spec's model, canaries, train block and target epsilon."""
-    return {
-        "experiment": experiment,
-        "setting": setting,
-        "seed": seed,
-        "model": run_spec["model"],
-        "canaries": run_spec["canaries"],
-        "train": run_spec["train"],
-        "target_epsilon": run_spec.get("target_epsilon"),
-    }
-
-
 def _train_opacus(
-    data: dict[str, np.ndarray],
-    job: dict[str, Any],
-    shard: int,
-    run_spec: dict[str, Any],
-    device: str,
+    data: dict[str, np.ndarray], job: JobId, run_spec: dict[str, Any], device: str
 ) -> ScoreFile:
-    """One model with Opacus (:func:`dpaudit.training.opacus_engine.run_setting`); ``job``:
-    :func:`_engine_arguments`."""
+    """One model with Opacus (:func:`dpaudit.training.opacus_engine.run_setting`), after
+    checking that the run spec and the shard are what that engine supports."""
     from dpaudit.training.opacus_engine import run_setting
 
     problem = opacus_problem(run_spec)
-    if problem is None and shard != 0:
-        problem = ("shard", f"{shard}: train.engine opacus trains one shard (0) per seed")
+    if problem is None and job.shard != 0:
+        problem = ("shard", f"{job.shard}: train.engine opacus trains one shard (0) per seed")
     if problem is not None:
         raise ValueError(f"run spec key {problem[0]}: {problem[1]}")
-    return run_setting(data, **job, device=device)
-
-
-def _train_vectorised(
-    data: dict[str, np.ndarray],
-    job: dict[str, Any],
-    shard: int,
-    run_spec: dict[str, Any],
-    checkpoint: Path | None,
-    device: str,
-    progress: bool,
-) -> tuple[ScoreFile, dict[str, np.ndarray]]:
-    """A shard of models with the vectorised engine (:func:`dpaudit.training.shard.run_shard`);
-    ``job``: :func:`_engine_arguments`."""
-    from dpaudit.training.shard import run_shard
-
-    result = run_shard(
-        data,
-        **job,
-        shard=shard,
-        design=run_spec["design"],
-        threat_model=run_spec["threat_model"],
-        checkpoint=checkpoint,
-        progress=progress,
-        device=device,
-    )
-    return result.score_file, result.observations
+    return run_setting(data, job, run_spec, device)
 
 
 def _write_observations(path: Path, observations: dict[str, np.ndarray]) -> None:

@@ -23,6 +23,7 @@ from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.seeding import derive_seed
 from dpaudit.training.dpsgd import DPSGDParams, summary, train_with_canaries
+from dpaudit.training.job import JobId
 from dpaudit.training.shard import check_finite_scores
 
 CANARY_TYPES = ("random_input",)
@@ -56,22 +57,19 @@ def claimed_epsilons(result, delta: float) -> dict[str, float | None]:
 
 
 def run_setting(
-    data: dict[str, np.ndarray],
-    *,
-    experiment: str,
-    setting: str,
-    seed: int,
-    model: dict[str, Any],
-    canaries: dict[str, Any],
-    train: dict[str, Any],
-    target_epsilon: float | None,
-    device: str = "auto",
+    data: dict[str, np.ndarray], job_id: JobId, run_spec: dict[str, Any], device: str = "auto"
 ) -> ScoreFile:
-    """Train one model of ``setting`` with run seed ``seed``; return its score file."""
+    """Train the one model of ``job_id`` (its setting and run seed) as the run spec's
+    ``model``, ``canaries``, ``train`` and ``target_epsilon`` say; return its score file."""
+    experiment, setting, seed = job_id.experiment, job_id.setting, job_id.seed
+    train, canaries = run_spec["train"], run_spec["canaries"]
+    target_epsilon = run_spec.get("target_epsilon")
     canary_x, canary_y = make_canaries(data, canaries)
     membership = fair_coins(len(canary_y), derive_seed(seed, "coins"))
     torch.manual_seed(derive_seed(seed, "init"))
-    net = build_for_data(model, data["x_train"].shape[1:], int(data["y_train"].max()) + 1)
+    net = build_for_data(
+        run_spec["model"], data["x_train"].shape[1:], int(data["y_train"].max()) + 1
+    )
     params = DPSGDParams(
         epochs=train["epochs"],
         batch_size=train["batch_size"],

@@ -59,6 +59,7 @@ from dpaudit.defaults import SETTING_KEYS, fill_defaults
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.training.device import resolve_device
+from dpaudit.training.job import JobId
 from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
 from dpaudit.training.samplers import SamplerSpec
 from dpaudit.training.stacked import StackedSequential
@@ -198,31 +199,28 @@ class _Examples:
 
 def run_shard(
     data: dict[str, np.ndarray],
-    *,
-    experiment: str,
-    setting: str,
-    seed: int,
-    shard: int,
-    design: str,
-    threat_model: str,
-    model: dict[str, Any],
-    canaries: dict[str, Any],
-    train: dict[str, Any],
-    target_epsilon: float | None,
+    job_id: JobId,
+    run_spec: dict[str, Any],
     checkpoint: str | Path | None = None,
     progress: bool = False,
     step_hook: Callable[[int], None] | None = None,
     device: str = "cpu",
 ) -> ShardOutput:
-    """Train shard ``shard`` of ``setting`` and score its canaries; see the module docstring.
+    """Train the shard of ``job_id`` as the run spec says (``design``, ``threat_model``,
+    ``model``, ``canaries``, ``train``, ``target_epsilon``) and score its canaries; see the
+    module docstring.
 
     ``data`` is a prepared data set (``x_train, y_train, x_test, y_test`` and, for test-set
-    canaries, ``x_canary, y_canary``). ``target_epsilon=None`` trains without noise unless
-    ``train.noise_multiplier`` is set. ``checkpoint``: a file for resuming a killed shard (the
-    caller deletes it after writing the outputs). ``step_hook(step)`` runs after every step.
+    canaries, ``x_canary, y_canary``). No ``target_epsilon`` (or None) trains without noise
+    unless ``train.noise_multiplier`` is set. ``checkpoint``: a file for resuming a killed
+    shard (the caller deletes it after writing the outputs). ``step_hook(step)`` runs after
+    every step.
     ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); only the CPU is tested.
     """
-    t, c = _check_options(design, threat_model, train, canaries)
+    experiment, setting, seed, shard = job_id.experiment, job_id.setting, job_id.seed, job_id.shard
+    design, threat_model = run_spec["design"], run_spec["threat_model"]
+    target_epsilon = run_spec.get("target_epsilon")
+    t, c = _check_options(design, threat_model, run_spec["train"], run_spec["canaries"])
     x_train, y_train = data["x_train"], data["y_train"]
     n_classes = int(max(y_train.max(), data["y_test"].max())) + 1
     shape = tuple(x_train.shape[1:])
@@ -233,7 +231,7 @@ def run_shard(
         _check_positive_int_or_none(t, key)
 
     def template_model():
-        return build_for_data(model, shape, n_classes)
+        return build_for_data(run_spec["model"], shape, n_classes)
 
     n_params = sum(p.numel() for p in template_model().parameters())
     seeds = [model_seeds(seed, setting, shard, j) for j in range(n_models)]
