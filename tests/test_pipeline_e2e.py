@@ -224,7 +224,8 @@ def test_nothing_else_to_do_still_writes_a_missing_or_stale_report(run_dir, tmp_
 def test_a_failing_job_leaves_its_error_in_its_log(run_dir, tmp_path):
     work = tmp_path / "w"
     shutil.copytree(run_dir, work, symlinks=True)
-    bad = work / "results/tiny/scores/eps4/seed0.npz"
+    bad = work / "results/tiny/scores/eps4/seed0.shard0.npz"
+    assert bad.exists()
     bad.write_text("not a score file")
     target = "results/tiny/audit/one_run/eps4.csv"
     done = snakemake(work, target, "--forcerun", "audit", check=False)
