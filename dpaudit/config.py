@@ -153,7 +153,12 @@ DATASET_KEYS = {
     "vision": {"n_train", "n_test", "classes", "canary_pool", "normalize", "checksums"},
     "tabular": {"n_train", "n_test", "classes", "canary_pool", "test_fraction", "sha256"},
 }
-_DATASET_KIND = {"synthetic": "synthetic", "location": "tabular", "purchase": "tabular"}
+_DATASET_KIND = {
+    "synthetic": "synthetic",
+    "location": "tabular",
+    "purchase": "tabular",
+    "digits": "tabular",  # split like a table (test_fraction), checked like one (sha256)
+}
 
 
 def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
