@@ -32,7 +32,7 @@ Threat models (``score`` names the statistic; Steinke §4, Pillutla App. D, Anna
 ``white_box_dot``     all iterates. Input canaries: ``sum_t <theta_{t-1} - theta_t,
                       clip(grad loss(theta_{t-1}; c))>`` (Steinke et al. §4.1). Gradient
                       canaries: the same sum with the fixed canary gradient, which telescopes to
-                      ``<theta_0 - theta_T, v>`` (plain SGD; our observation): for Dirac canaries
+                      ``<theta_0 - theta_T, v>`` (any optimizer; our observation): Dirac canaries
                       ``C (theta_0 - theta_T)[j]``.
 ``final_model_cosine``  gradient canaries, final model only (LiDP App. D.2, authors' code):
                       ``-<v, theta_T> / (|v| |theta_T|)`` (IN lowers ``<v, theta>``).
@@ -294,6 +294,7 @@ def run_shard(
         "steps_per_epoch": cfg.steps_per_epoch,
         "batch_size": cfg.batch_size,
         "lr": float(t["lr"]),
+        "optimizer": t["optimizer"],
         "max_grad_norm": float(t["max_grad_norm"]),
         "models": n_models,
         "n_train": len(y_train),
@@ -336,8 +337,8 @@ def _check_options(
     c = _merge(CANARY_DEFAULTS, canaries, "canaries")
     if t["momentum"]:
         raise ValueError(
-            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD (momentum 0); "
-            "use the Opacus one-model engine for momentum"
+            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD or Adam "
+            "(momentum 0); use the Opacus one-model engine for momentum"
         )
     kind = c["type"]
     if kind not in INPUT_CANARIES + GRADIENT_CANARIES:
@@ -519,6 +520,9 @@ def _dpsgd_config(
         lr=float(t["lr"]),
         sampler=SamplerSpec(t["sampler"], b, t["buffer_size"]),
         steps_per_epoch=t_epoch,
+        optimizer=t["optimizer"],
+        betas=(float(t["adam_betas"][0]), float(t["adam_betas"][1])),
+        eps=float(t["adam_eps"]),
     )
     return cfg, claimed
 
