@@ -97,6 +97,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 CANARY_DEFAULTS: dict[str, Any] = fill_defaults("canaries")
 ADVERSARIES = ("natural", "partially_informed")
 NEIGHBOURING = ("add_remove", "zero_out")
+#: ``canaries.insert``: fair coins (the audit) or no canary inserted (the no-canary control).
+INSERT = ("coins", "none")
 
 
 @dataclass
@@ -280,6 +282,7 @@ def run_shard(
         "threat_model": threat_model,
         "score": SCORE_NAMES[threat_model],
         "canary_type": c["type"],
+        "canaries_inserted": c["insert"],
         "neighbouring": c["neighbouring"],
         "adversary": c["adversary"],
         "claimed_epsilon": claimed,
@@ -364,6 +367,12 @@ def _check_options(
             "canaries.adversary: partially_informed (Annamalai et al.) needs design multi_run, "
             "gradient canaries and neighbouring zero_out"
         )
+    if c["insert"] not in INSERT:
+        raise ValueError(f"canaries.insert {c['insert']!r}; allowed: {list(INSERT)}")
+    if c["insert"] == "none" and design != "one_run":
+        raise ValueError(
+            f"canaries.insert: none (the no-canary control) is for design one_run, not {design!r}"
+        )
     if zero_out and not gradient:
         raise ValueError(
             "canaries.neighbouring: zero_out needs gradient canaries (the zero-out record has "
@@ -419,7 +428,8 @@ def _draw_canaries(
     for j, s in enumerate(seeds):
         if design == "one_run":
             cols[j] = np.arange(n_cols)
-            member[j] = np.random.default_rng([s.canary, 0]).integers(0, 2, size=n_cols)
+            if c["insert"] == "coins":
+                member[j] = np.random.default_rng([s.canary, 0]).integers(0, 2, size=n_cols)
         elif design == "lidp":
             ins, null = lidp_split(pool_size, int(c["k"]), s.canary)
             cols[j] = np.concatenate([ins, null])
@@ -429,6 +439,8 @@ def _draw_canaries(
     zero_out = c["neighbouring"] == "zero_out"
     if zero_out:  # every column holds a record (the canary or the zero-out record)
         expected_in = n_cols
+    if c["insert"] == "none":  # the no-canary control: the data alone sets the sample rate
+        expected_in = 0
     return _Canaries(
         options=c,
         gradient=c["type"] in GRADIENT_CANARIES,
