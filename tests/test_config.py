@@ -187,10 +187,8 @@ def test_missing_kind_gives_one_clear_message():
 
 
 def test_missing_method_gives_one_clear_message():
-    cfg = {
-        "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
-        "estimators": {"e": {"confidence": 2}},
-    }
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+           "estimators": {"e": {"confidence": 2}}}
     with pytest.raises(ConfigError) as err:
         validate_config(cfg, SCHEMA)
     msg = str(err.value)
@@ -249,11 +247,8 @@ def test_audit_config_errors_name_the_file(tmp_path):
 
 
 def test_canaries_beyond_the_dataset_pool_are_rejected():
-    exp = {
-        "kind": "train",
-        "canaries": {"type": "mislabeled", "m": 100},
-        "dataset": {"canary_pool": 50},
-    }
+    exp = {"kind": "train", "canaries": {"type": "mislabeled", "m": 100},
+           "dataset": {"canary_pool": 50}}
     with pytest.raises(ConfigError) as err:
         validate_config(_exp_cfg(exp), SCHEMA)
     msg = str(err.value)
@@ -398,10 +393,8 @@ def test_paper_config_leaves_the_default_experiments_alone(path):
     ],
 )
 def test_estimator_keys_that_need_another_key(block, key):
-    cfg = {
-        "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
-        "estimators": {"e": block},
-    }
+    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+           "estimators": {"e": block}}
     with pytest.raises(ConfigError, match=rf"config key {key}: "):
         validate_config(cfg, SCHEMA)
 
@@ -411,12 +404,8 @@ def test_lidp_order_above_the_canary_count_is_rejected():
     exp = {"kind": "train", "design": "lidp", "canaries": {"k": 1}}
     with pytest.raises(ConfigError, match=r"estimator 'l2' has order 2 but canaries\.k has only 1"):
         validate_config(_exp_cfg(exp, est), SCHEMA)
-    sim = {
-        "kind": "simulate",
-        "mechanism": "lidp_gaussian",
-        "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5},
-        "grid": {"K": [1, 4]},
-    }
+    sim = {"kind": "simulate", "mechanism": "lidp_gaussian",
+           "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5}, "grid": {"K": [1, 4]}}
     with pytest.raises(ConfigError, match=r"setting K1 has only 1"):
         validate_config(_exp_cfg(sim, est), SCHEMA)
     est["l2"]["below_order"] = "skip"
