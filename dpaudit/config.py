@@ -340,6 +340,71 @@ def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
             )
 
 
+#: Example shape of each named image data set (the tables' and digits' come from their modules).
+_VISION_SHAPES = {
+    "mnist": (1, 28, 28),
+    "fashionmnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),
+    "svhn": (3, 32, 32),
+}
+
+
+def data_shape(dataset: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """(example shape, number of classes) of a dataset block, as the prepared data will have
+    them (``dataset.classes`` keeps that many classes), without preparing any data."""
+    from dpaudit.data.bundled import DIGITS_CLASSES
+    from dpaudit.data.tabular import TABULAR_DATASETS
+    from dpaudit.data.vision import NUM_CLASSES
+
+    name = dataset.get("name", "synthetic")
+    if name == "synthetic":
+        shape, k = (int(dataset.get("n_features") or 20),), int(dataset.get("n_classes") or 10)
+    elif name == "digits":
+        shape, k = (1, 8, 8), DIGITS_CLASSES
+    elif name in TABULAR_DATASETS:
+        spec = TABULAR_DATASETS[name]
+        shape, k = (spec.features,), spec.classes
+    else:
+        shape, k = _VISION_SHAPES[name], NUM_CLASSES[name]
+    if dataset.get("classes"):
+        k = len(dataset["classes"])
+    return shape, k
+
+
+def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
+    """The model must take the data's examples (built and run once on the meta device, no
+    memory), and Dirac canaries (distinct coordinates) must fit in its parameter count."""
+    if block.get("kind") != "train":
+        return
+    import torch
+
+    from dpaudit.models import build_for_data
+
+    shape, k = data_shape(block.get("dataset") or {})
+    model = block.get("model") or {}
+    try:
+        with torch.device("meta"):
+            net = build_for_data(model, shape, k)
+            net(torch.zeros(2, *shape))
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise ConfigError(
+            f"config key experiments.{exp}.model: {model.get('name')!r} does not fit the data "
+            f"(examples of shape {shape}, {k} classes): {exc}"
+        ) from None
+    c = block["canaries"]
+    if c["type"] == "dirac":
+        n_params = sum(p.numel() for p in net.parameters())
+        per_trial, pool = canary_pool_need(block)
+        if pool > n_params:
+            design = block.get("design", "one_run")
+            key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
+            raise ConfigError(
+                f"config key experiments.{exp}.{key}: {pool} Dirac canaries need {pool} distinct "
+                f"coordinates but model {model.get('name')!r} has {n_params} parameters on this "
+                f"data; allowed: at most {n_params} (or a larger model)"
+            )
+
+
 #: Largest noise multiplier Opacus' get_noise_multiplier tries before it gives up with "The
 #: privacy budget is too low." (it doubles sigma from 20 and stops above MAX_SIGMA = 1e6).
 OPACUS_LARGEST_SIGMA = 20.0 * 2**15
@@ -486,10 +551,16 @@ def _check_paper_targets(config: dict[str, Any]) -> None:
 def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
     """Estimator keys that need another key (each fails only inside an audit job otherwise)."""
     method, selections = block["method"], block.get("selections") or []
-    if method == "one_run" and "fixed" in selections and not block.get("fixed"):
+    if method == "one_run" and "fixed" in selections:
+        if not block.get("fixed") and block.get("fixed_fraction") is None:
+            raise ConfigError(
+                f"config key estimators.{name}.fixed: required by selection 'fixed' in "
+                f"estimators.{name}.selections; allowed: [k_plus, k_minus], or "
+                "fixed_fraction in (0, 1]"
+            )
+    if method == "one_run" and block.get("fixed") and block.get("fixed_fraction") is not None:
         raise ConfigError(
-            f"config key estimators.{name}.fixed: required by selection 'fixed' in "
-            f"estimators.{name}.selections; allowed: [k_plus, k_minus]"
+            f"config key estimators.{name}.fixed_fraction: set fixed or fixed_fraction, not both"
         )
     if method != "fdp_one_run":
         return
@@ -526,6 +597,7 @@ def _check_references(config: dict[str, Any], validator: Any = None) -> None:
                     _check_dataset(exp, effective["dataset"])
                 _check_settings(exp, effective)
                 _check_canary_pool(exp, effective)
+                _check_model_fits(exp, effective)
                 _check_target_epsilons(exp, effective)
             except ConfigError as err:
                 if not point:

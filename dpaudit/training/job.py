@@ -51,6 +51,7 @@ OPACUS_SUPPORTS: dict[str, tuple[str, ...]] = {
     "design": ("one_run",),
     "threat_model": ("black_box_loss",),
     "canaries.type": ("random_input",),
+    "canaries.insert": ("coins",),
     "train.sampler": ("poisson",),
 }
 #: ``train`` keys only the vectorised engines read (the Opacus engine needs them null).
@@ -77,6 +78,7 @@ def opacus_problem(run_spec: dict[str, Any], shards: int = 1) -> tuple[str, str]
         "design": run_spec.get("design"),
         "threat_model": run_spec.get("threat_model"),
         "canaries.type": canaries.get("type"),
+        "canaries.insert": canaries.get("insert"),
         "train.sampler": train.get("sampler"),
     }
     for key, allowed in OPACUS_SUPPORTS.items():

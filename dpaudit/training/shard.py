@@ -32,7 +32,7 @@ Threat models (``score`` names the statistic; Steinke §4, Pillutla App. D, Anna
 ``white_box_dot``     all iterates. Input canaries: ``sum_t <theta_{t-1} - theta_t,
                       clip(grad loss(theta_{t-1}; c))>`` (Steinke et al. §4.1). Gradient
                       canaries: the same sum with the fixed canary gradient, which telescopes to
-                      ``<theta_0 - theta_T, v>`` (plain SGD; our observation): for Dirac canaries
+                      ``<theta_0 - theta_T, v>`` (any optimizer; our observation): Dirac canaries
                       ``C (theta_0 - theta_T)[j]``.
 ``final_model_cosine``  gradient canaries, final model only (LiDP App. D.2, authors' code):
                       ``-<v, theta_T> / (|v| |theta_T|)`` (IN lowers ``<v, theta>``).
@@ -97,6 +97,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 CANARY_DEFAULTS: dict[str, Any] = fill_defaults("canaries")
 ADVERSARIES = ("natural", "partially_informed")
 NEIGHBOURING = ("add_remove", "zero_out")
+#: ``canaries.insert``: fair coins (the audit) or no canary inserted (the no-canary control).
+INSERT = ("coins", "none")
 
 
 @dataclass
@@ -280,6 +282,7 @@ def run_shard(
         "threat_model": threat_model,
         "score": SCORE_NAMES[threat_model],
         "canary_type": c["type"],
+        "canaries_inserted": c["insert"],
         "neighbouring": c["neighbouring"],
         "adversary": c["adversary"],
         "claimed_epsilon": claimed,
@@ -294,6 +297,7 @@ def run_shard(
         "steps_per_epoch": cfg.steps_per_epoch,
         "batch_size": cfg.batch_size,
         "lr": float(t["lr"]),
+        "optimizer": t["optimizer"],
         "max_grad_norm": float(t["max_grad_norm"]),
         "models": n_models,
         "n_train": len(y_train),
@@ -336,8 +340,8 @@ def _check_options(
     c = _merge(CANARY_DEFAULTS, canaries, "canaries")
     if t["momentum"]:
         raise ValueError(
-            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD (momentum 0); "
-            "use the Opacus one-model engine for momentum"
+            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD or Adam "
+            "(momentum 0); use the Opacus one-model engine for momentum"
         )
     kind = c["type"]
     if kind not in INPUT_CANARIES + GRADIENT_CANARIES:
@@ -362,6 +366,12 @@ def _check_options(
         raise ValueError(
             "canaries.adversary: partially_informed (Annamalai et al.) needs design multi_run, "
             "gradient canaries and neighbouring zero_out"
+        )
+    if c["insert"] not in INSERT:
+        raise ValueError(f"canaries.insert {c['insert']!r}; allowed: {list(INSERT)}")
+    if c["insert"] == "none" and design != "one_run":
+        raise ValueError(
+            f"canaries.insert: none (the no-canary control) is for design one_run, not {design!r}"
         )
     if zero_out and not gradient:
         raise ValueError(
@@ -418,7 +428,8 @@ def _draw_canaries(
     for j, s in enumerate(seeds):
         if design == "one_run":
             cols[j] = np.arange(n_cols)
-            member[j] = np.random.default_rng([s.canary, 0]).integers(0, 2, size=n_cols)
+            if c["insert"] == "coins":
+                member[j] = np.random.default_rng([s.canary, 0]).integers(0, 2, size=n_cols)
         elif design == "lidp":
             ins, null = lidp_split(pool_size, int(c["k"]), s.canary)
             cols[j] = np.concatenate([ins, null])
@@ -428,6 +439,8 @@ def _draw_canaries(
     zero_out = c["neighbouring"] == "zero_out"
     if zero_out:  # every column holds a record (the canary or the zero-out record)
         expected_in = n_cols
+    if c["insert"] == "none":  # the no-canary control: the data alone sets the sample rate
+        expected_in = 0
     return _Canaries(
         options=c,
         gradient=c["type"] in GRADIENT_CANARIES,
@@ -519,6 +532,9 @@ def _dpsgd_config(
         lr=float(t["lr"]),
         sampler=SamplerSpec(t["sampler"], b, t["buffer_size"]),
         steps_per_epoch=t_epoch,
+        optimizer=t["optimizer"],
+        betas=(float(t["adam_betas"][0]), float(t["adam_betas"][1])),
+        eps=float(t["adam_eps"]),
     )
     return cfg, claimed
 
