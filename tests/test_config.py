@@ -187,8 +187,10 @@ def test_missing_kind_gives_one_clear_message():
 
 
 def test_missing_method_gives_one_clear_message():
-    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
-           "estimators": {"e": {"confidence": 2}}}
+    cfg = {
+        "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+        "estimators": {"e": {"confidence": 2}},
+    }
     with pytest.raises(ConfigError) as err:
         validate_config(cfg, SCHEMA)
     msg = str(err.value)
@@ -247,8 +249,11 @@ def test_audit_config_errors_name_the_file(tmp_path):
 
 
 def test_canaries_beyond_the_dataset_pool_are_rejected():
-    exp = {"kind": "train", "canaries": {"type": "mislabeled", "m": 100},
-           "dataset": {"canary_pool": 50}}
+    exp = {
+        "kind": "train",
+        "canaries": {"type": "mislabeled", "m": 100},
+        "dataset": {"canary_pool": 50},
+    }
     with pytest.raises(ConfigError) as err:
         validate_config(_exp_cfg(exp), SCHEMA)
     msg = str(err.value)
@@ -393,8 +398,10 @@ def test_paper_config_leaves_the_default_experiments_alone(path):
     ],
 )
 def test_estimator_keys_that_need_another_key(block, key):
-    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
-           "estimators": {"e": block}}
+    cfg = {
+        "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+        "estimators": {"e": block},
+    }
     with pytest.raises(ConfigError, match=rf"config key {key}: "):
         validate_config(cfg, SCHEMA)
 
@@ -404,9 +411,58 @@ def test_lidp_order_above_the_canary_count_is_rejected():
     exp = {"kind": "train", "design": "lidp", "canaries": {"k": 1}}
     with pytest.raises(ConfigError, match=r"estimator 'l2' has order 2 but canaries\.k has only 1"):
         validate_config(_exp_cfg(exp, est), SCHEMA)
-    sim = {"kind": "simulate", "mechanism": "lidp_gaussian",
-           "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5}, "grid": {"K": [1, 4]}}
+    sim = {
+        "kind": "simulate",
+        "mechanism": "lidp_gaussian",
+        "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5},
+        "grid": {"K": [1, 4]},
+    }
     with pytest.raises(ConfigError, match=r"setting K1 has only 1"):
         validate_config(_exp_cfg(sim, est), SCHEMA)
     est["l2"]["below_order"] = "skip"
     validate_config(_exp_cfg(sim, est), SCHEMA)
+
+
+_CP = {"cp": {"method": "multi_run_cp"}}
+_TUNING = {
+    "kind": "train",
+    "design": "multi_run",
+    "threat_model": "white_box_dot",
+    "canaries": {"type": "dirac"},
+    "train": {"nonprivate": False, "target_epsilons": [4]},
+    "selection": {"setup": "etcv"},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"design": "one_run"}, "experiments.x.design: 'one_run'; a selection (tuning) audit"),
+        ({"threat_model": "black_box_loss"}, "experiments.x.threat_model: 'black_box_loss'"),
+        ({"canaries": {"type": "clipbkd"}}, "experiments.x.canaries.type: 'clipbkd'"),
+        ({"train": {"nonprivate": True}}, "experiments.x.train.nonprivate: True"),
+        ({"train": {"nonprivate": False, "noise_multiplier": 1.0}}, "train.noise_multiplier"),
+        ({"train": {"nonprivate": False, "engine": "opacus"}}, "needs train.engine auto"),
+    ],
+)
+def test_selection_audit_needs_a_tuning_design(change, key):
+    """selection (the tuning audit): multi_run, white_box_dot, a dirac or natural canary, the
+    vectorised engine, noise calibrated to each target epsilon; the valid block passes."""
+    validate_config(_exp_cfg(_TUNING, _CP), SCHEMA)
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_config(_exp_cfg({**_TUNING, **change}, _CP), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("selection", "key"),
+    [
+        ({"setup": "ntxx"}, "experiments.x.selection.setup"),
+        ({"nu": 1.0}, "experiments.x.selection.nu"),
+        ({"lrs": []}, "experiments.x.selection.lrs"),
+        ({"trials": 0}, "experiments.x.selection.trials"),
+        ({"statistic": "lambda_c"}, "experiments.x.selection.statistic"),
+    ],
+)
+def test_selection_block_values_are_checked(selection, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_config(_exp_cfg({**_TUNING, "selection": selection}, _CP), SCHEMA)
