@@ -423,7 +423,7 @@ def test_lidp_order_above_the_canary_count_is_rejected():
     validate_config(_exp_cfg(sim, est), SCHEMA)
 
 
-_CP = {"cp": {"method": "multi_run_cp"}}
+_CP = {"cp": {"method": "multi_run_cp"}, "or": {"method": "one_run"}}
 _TUNING = {
     "kind": "train",
     "design": "multi_run",
