@@ -34,7 +34,7 @@ def _small_config() -> dict:
     exp["paper_target"] = "selection/table3_dpsgd_small"
     return {
         "experiments": {"selection_small": exp},
-        "estimators": {"multi_run_cp": {"method": "multi_run_cp", "selections": ["same_data"]}},
+        "estimators": {"multi_run_cp": {"method": "multi_run_cp", "selections": ["same_data", "heldout"]}},
     }
 
 
@@ -47,7 +47,8 @@ def test_tuning_audit_end_to_end(tmp_path):
     assert set(table["setup"]) == {"ntnv", "etcv"}
     assert set(table["threat_model"]) == {"selection_ntnv", "selection_etcv"}
     assert (table["target_epsilon"] == 4).all()
-    valid = table[table["valid"]]
+    valid = table[table["valid"]]  # the held-out threshold (same_data picks it on the data)
+    assert set(valid["selection"]) == {"heldout"}
     assert len(valid) == 2 and np.isfinite(valid["epsilon"]).all() and (valid["epsilon"] >= 0).all()
     # the tuned mechanism's claim and the reduced game's exact epsilon travel with the rows
     claimed = valid["claimed_epsilon_papernot_steinke"]
