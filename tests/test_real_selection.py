@@ -34,7 +34,9 @@ def _small_config() -> dict:
     exp["paper_target"] = "selection/table3_dpsgd_small"
     return {
         "experiments": {"selection_small": exp},
-        "estimators": {"multi_run_cp": {"method": "multi_run_cp", "selections": ["same_data", "heldout"]}},
+        "estimators": {
+            "multi_run_cp": {"method": "multi_run_cp", "selections": ["same_data", "heldout"]}
+        },
     }
 
 
