@@ -242,6 +242,32 @@ def _check_trainer(exp: str, block: dict[str, Any]) -> None:
         raise ConfigError(f"config key experiments.{exp}.{problem[0]}: {problem[1]}")
 
 
+def _check_selection(exp: str, block: dict[str, Any]) -> None:
+    """A tuning audit (``selection``: :mod:`dpaudit.training.tuning`) needs design multi_run,
+    the white-box statistic, a canary it can score, the vectorised engine and a noisy base."""
+    from dpaudit.training.tuning import TUNING_CANARIES
+
+    sel = block.get("selection")
+    if block.get("kind") != "train" or sel is None:
+        return
+    need = {
+        "design": ("multi_run",),
+        "threat_model": ("white_box_dot",),
+        "canaries.type": TUNING_CANARIES,
+        "train.engine": ("auto", "stacked", "func"),
+        "train.nonprivate": (False,),
+        "train.noise_multiplier": (None,),
+    }
+    for key, allowed in need.items():
+        head, _, tail = key.partition(".")
+        value = block.get(head) if not tail else (block.get(head) or {}).get(tail)
+        if value not in allowed:
+            raise ConfigError(
+                f"config key experiments.{exp}.{key}: {value!r}; a selection (tuning) audit "
+                f"needs one of {list(allowed)} (the noise is calibrated to each target epsilon)"
+            )
+
+
 def _check_estimators_apply(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
     """Every estimator an experiment lists must apply to its score-file design (else the audit
     would drop it and leave an empty table); an experiment that lists none needs at least one
@@ -593,6 +619,7 @@ def _check_references(config: dict[str, Any], validator: Any = None) -> None:
         for point, effective in _grid_points(config, exp, block, validator):
             try:
                 _check_trainer(exp, effective)
+                _check_selection(exp, effective)
                 if "dataset" in effective:
                     _check_dataset(exp, effective["dataset"])
                 _check_settings(exp, effective)

@@ -506,3 +506,48 @@ def test_one_run_fixed_fraction_satisfies_the_fixed_selection():
     est["o"]["fixed"] = [1, 1]
     with pytest.raises(ConfigError, match="estimators.o.fixed_fraction: set fixed or"):
         validate_config(_exp_cfg({"kind": "train"}, est), SCHEMA)
+
+
+_CP = {"cp": {"method": "multi_run_cp"}, "or": {"method": "one_run"}}
+_TUNING = {
+    "kind": "train",
+    "design": "multi_run",
+    "threat_model": "white_box_dot",
+    "canaries": {"type": "dirac"},
+    "train": {"nonprivate": False, "target_epsilons": [4]},
+    "selection": {"setup": "etcv"},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"design": "one_run"}, "experiments.x.design: 'one_run'; a selection (tuning) audit"),
+        ({"threat_model": "black_box_loss"}, "experiments.x.threat_model: 'black_box_loss'"),
+        ({"canaries": {"type": "clipbkd"}}, "experiments.x.canaries.type: 'clipbkd'"),
+        ({"train": {"nonprivate": True}}, "experiments.x.train.nonprivate: True"),
+        ({"train": {"nonprivate": False, "noise_multiplier": 1.0}}, "train.noise_multiplier"),
+        ({"train": {"nonprivate": False, "engine": "opacus"}}, "needs train.engine auto"),
+    ],
+)
+def test_selection_audit_needs_a_tuning_design(change, key):
+    """selection (the tuning audit): multi_run, white_box_dot, a dirac or natural canary, the
+    vectorised engine, noise calibrated to each target epsilon; the valid block passes."""
+    validate_config(_exp_cfg(_TUNING, _CP), SCHEMA)
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_config(_exp_cfg({**_TUNING, **change}, _CP), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("selection", "key"),
+    [
+        ({"setup": "ntxx"}, "experiments.x.selection.setup"),
+        ({"nu": 1.0}, "experiments.x.selection.nu"),
+        ({"lrs": []}, "experiments.x.selection.lrs"),
+        ({"trials": 0}, "experiments.x.selection.trials"),
+        ({"statistic": "lambda_c"}, "experiments.x.selection.statistic"),
+    ],
+)
+def test_selection_block_values_are_checked(selection, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_config(_exp_cfg({**_TUNING, "selection": selection}, _CP), SCHEMA)

@@ -101,6 +101,28 @@ NEIGHBOURING = ("add_remove", "zero_out")
 INSERT = ("coins", "none")
 
 
+@dataclass(frozen=True)
+class ShardPlan:
+    """Which models a ``multi_run`` shard trains and who holds the target.
+
+    ``model_ids[j]``: the index whose :func:`model_seeds` model ``j`` draws from (so a model is
+    the same whatever else its job trains); ``members[j]``: 1 if model ``j`` trains on the target
+    canary.
+    """
+
+    model_ids: np.ndarray
+    members: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.model_ids) != len(self.members) or len(self.model_ids) < 1:
+            raise ValueError(
+                f"a shard plan needs as many members as model ids (>= 1), got "
+                f"{len(self.members)} and {len(self.model_ids)}"
+            )
+        if not np.isin(self.members, (0, 1)).all():
+            raise ValueError("shard plan members must be 0 or 1")
+
+
 @dataclass
 class ShardOutput:
     """What a shard produces: the score file, optional per-step observations, the raw result."""
@@ -207,6 +229,7 @@ def run_shard(
     progress: bool = False,
     step_hook: Callable[[int], None] | None = None,
     device: str = "cpu",
+    plan: ShardPlan | None = None,
 ) -> ShardOutput:
     """Train the shard of ``job_id`` as the run spec says (``design``, ``threat_model``,
     ``model``, ``canaries``, ``train``, ``target_epsilon``) and score its canaries; see the
@@ -218,15 +241,19 @@ def run_shard(
     shard (the caller deletes it after writing the outputs). ``step_hook(step)`` runs after
     every step.
     ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); only the CPU is tested.
+    ``plan`` (design ``multi_run`` only): which models to train and who holds the target,
+    instead of ``train.models_per_shard`` models with a fair coin each (the tuning protocol of
+    :mod:`dpaudit.training.tuning` decides both); ``x_train`` may then be empty (the
+    selection paper's ETCV, X = empty set).
     """
     experiment, setting, seed, shard = job_id.experiment, job_id.setting, job_id.seed, job_id.shard
     design, threat_model = run_spec["design"], run_spec["threat_model"]
     target_epsilon = run_spec.get("target_epsilon")
     t, c = _check_options(design, threat_model, run_spec["train"], run_spec["canaries"])
     x_train, y_train = data["x_train"], data["y_train"]
-    n_classes = int(max(y_train.max(), data["y_test"].max())) + 1
+    n_classes = int(max(np.max(y_train, initial=0), data["y_test"].max())) + 1
     shape = tuple(x_train.shape[1:])
-    n_models = int(t["models_per_shard"])
+    n_models = int(t["models_per_shard"]) if plan is None else len(plan.model_ids)
     if n_models < 1:
         raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
     for key in ("model_chunk", "eval_examples"):
@@ -236,8 +263,13 @@ def run_shard(
         return build_for_data(run_spec["model"], shape, n_classes)
 
     n_params = sum(p.numel() for p in template_model().parameters())
-    seeds = [model_seeds(seed, setting, shard, j) for j in range(n_models)]
+    ids = range(n_models) if plan is None else plan.model_ids
+    seeds = [model_seeds(seed, setting, shard, int(j)) for j in ids]
     cans = _draw_canaries(design, c, seeds, n_params, n_classes)
+    if plan is not None:
+        if design != "multi_run":
+            raise ValueError(f"a shard plan needs design multi_run, got {design!r}")
+        cans.member[:, 0] = plan.members
     examples = _shard_examples(data, cans, t, n_params, n_classes)
     job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
     cfg, claimed = _dpsgd_config(t, len(y_train), cans, target_epsilon, job)

@@ -688,9 +688,11 @@ def _step_context(
         buffers=buffers,
         x=x,
         y=y,
-        x_rows=x.reshape(n_inputs, -1),
+        x_rows=x.reshape(n_inputs, x[0].numel() if n_inputs else 0),  # 0 rows: X empty
         # squared norms of the (flattened) examples: the ghost norm of a first linear layer
-        x_sqnorm=x.reshape(n_inputs, -1).pow(2).sum(1) if eng.name == "stacked" else None,
+        x_sqnorm=x.reshape(n_inputs, -1).pow(2).sum(1)
+        if eng.name == "stacked" and n_inputs
+        else None,
         vcan=vcan,
         partially_informed=data.partially_informed,
         wb_ids=wb_ids,
