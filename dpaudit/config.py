@@ -176,6 +176,55 @@ def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
             f"config key experiments.{exp}.dataset.sha256: required for dataset 'purchase' "
             "(no published checksum is pinned); allowed: the archive's 64-hex-digit SHA-256"
         )
+    _check_dataset_sizes(exp, name, dataset)
+
+
+#: (training, test) records of each real data set's source splits: torchvision's splits, or
+#: the seeded split of a table's rows (dpaudit.data.prepare; test_fraction of them for test).
+SOURCE_SPLITS = {
+    "mnist": (60000, 10000),
+    "fashionmnist": (60000, 10000),
+    "cifar10": (50000, 10000),
+    "svhn": (73257, 26032),
+}
+#: Rows of the data sets split by test_fraction (dpaudit.data.tabular, dpaudit.data.bundled).
+SPLIT_ROWS = {"location": 5010, "purchase": 197324, "digits": 1797}
+
+
+def source_split_sizes(name: str, dataset: dict[str, Any]) -> tuple[int, int] | None:
+    """(training, test) records a real data set's source splits hold before any class filter
+    (None for synthetic data)."""
+    if name in SOURCE_SPLITS:
+        return SOURCE_SPLITS[name]
+    if name in SPLIT_ROWS:
+        rows = SPLIT_ROWS[name]
+        frac = dataset.get("test_fraction")
+        n_test = int(round((0.2 if frac is None else float(frac)) * rows))
+        return rows - n_test, n_test
+    return None
+
+
+def _check_dataset_sizes(exp: str, name: str, dataset: dict[str, Any]) -> None:
+    """n_train, and n_test plus canary_pool, must fit in the source splits (a class filter
+    only shrinks them, so this is necessary, and exact without one)."""
+    sizes = source_split_sizes(name, dataset)
+    if sizes is None:
+        return
+    n_train_src, n_test_src = sizes
+    filtered = " before the class filter" if dataset.get("classes") else ""
+    n_train = dataset.get("n_train")
+    if n_train is not None and n_train > n_train_src:
+        raise ConfigError(
+            f"config key experiments.{exp}.dataset.n_train: {n_train} training records, but "
+            f"{name!r} has {n_train_src}{filtered}; allowed: at most {n_train_src}"
+        )
+    held_out = (dataset.get("n_test") or 0) + (dataset.get("canary_pool") or 0)
+    if held_out > n_test_src:
+        raise ConfigError(
+            f"config key experiments.{exp}.dataset.n_test: n_test + canary_pool = {held_out} "
+            f"records from the test split, but {name!r} has {n_test_src}{filtered}; allowed: "
+            f"n_test + canary_pool at most {n_test_src}"
+        )
 
 
 def _check_registered(exp: str, block: dict[str, Any]) -> None:

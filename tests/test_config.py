@@ -22,9 +22,15 @@ def load(name: str) -> dict:
 CONFIGS = sorted(p for p in (REPO / "config").rglob("*.yaml") if p.name != "schema.yaml")
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=str)
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_shipped_config_is_valid(path):
-    validate_config(yaml.safe_load(path.read_text()), SCHEMA)
+    """Each shipped config as Snakemake reads it: merged into config/config.yaml (the
+    Snakefile's configfile) by ``--configfile`` (snakemake.utils.update_config)."""
+    from snakemake.utils import update_config
+
+    config = load("config.yaml")
+    update_config(config, yaml.safe_load(path.read_text()))
+    validate_config(config, SCHEMA)
 
 
 def test_defaults_are_filled():
@@ -551,3 +557,35 @@ def test_selection_audit_needs_a_tuning_design(change, key):
 def test_selection_block_values_are_checked(selection, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
         validate_config(_exp_cfg({**_TUNING, "selection": selection}, _CP), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [
+        ({"name": "digits", "n_train": 1500}, r"dataset.n_train: 1500 .* has 1438"),
+        ({"name": "digits", "n_test": 300, "canary_pool": 100}, r"dataset.n_test: .* = 400 .* 359"),
+        ({"name": "location", "n_train": 4500}, r"dataset.n_train: .* has 4008"),
+        ({"name": "cifar10", "n_test": 9000, "canary_pool": 5000}, r"n_test \+ canary_pool"),
+        ({"name": "mnist", "n_train": 70000, "classes": [0, 1]}, "before the class filter"),
+    ],
+)
+def test_dataset_sizes_beyond_the_source_splits_are_config_errors(dataset, message):
+    cfg = {
+        "experiments": {"x": {"kind": "train", "dataset": dataset}},
+        "estimators": {"o": {"method": "one_run"}},
+    }
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg, SCHEMA)
+
+
+def test_the_source_split_sizes_are_those_prepare_dataset_makes(tmp_path):
+    """The digits split the check assumes is the split prepare_dataset writes."""
+    from dpaudit.config import source_split_sizes
+    from dpaudit.data.prepare import load_prepared, prepare_dataset
+
+    out = tmp_path / "d.npz"
+    prepare_dataset("digits", {"canary_pool": 9}, str(tmp_path), None, str(out))
+    arrays, _ = load_prepared(out)
+    n_train, n_test = source_split_sizes("digits", {})
+    assert arrays["y_train"].size == n_train
+    assert arrays["y_test"].size + arrays["y_canary"].size == n_test
