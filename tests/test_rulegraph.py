@@ -32,7 +32,9 @@ def test_a_changed_workflow_or_a_picture_not_rendered_from_the_dot_is_stale(tmp_
     kept = (tmp_path / "rulegraph.dot").read_text()
     assert rulegraph.problems(kept, tmp_path) == []
     # a rule added to the workflow
-    added = kept.replace("}\n", '    99[label = "train_shard", color = "0 0 0", style="rounded"];\n}\n')
+    added = kept.replace(
+        "}\n", '    99[label = "train_shard", color = "0 0 0", style="rounded"];\n}\n'
+    )
     assert rulegraph.problems(added, tmp_path) == [
         "rulegraph.dot differs from the current workflow's rule graph"
     ]
