@@ -243,6 +243,32 @@ def _check_trainer(exp: str, block: dict[str, Any]) -> None:
         raise ConfigError(f"config key experiments.{exp}.{problem[0]}: {problem[1]}")
 
 
+def _check_selection(exp: str, block: dict[str, Any]) -> None:
+    """A tuning audit (``selection``: :mod:`dpaudit.training.tuning`) needs design multi_run,
+    the white-box statistic, a canary it can score, the vectorised engine and a noisy base."""
+    from dpaudit.training.tuning import TUNING_CANARIES
+
+    sel = block.get("selection")
+    if block.get("kind") != "train" or sel is None:
+        return
+    need = {
+        "design": ("multi_run",),
+        "threat_model": ("white_box_dot",),
+        "canaries.type": TUNING_CANARIES,
+        "train.engine": ("auto", "stacked", "func"),
+        "train.nonprivate": (False,),
+        "train.noise_multiplier": (None,),
+    }
+    for key, allowed in need.items():
+        head, _, tail = key.partition(".")
+        value = block.get(head) if not tail else (block.get(head) or {}).get(tail)
+        if value not in allowed:
+            raise ConfigError(
+                f"config key experiments.{exp}.{key}: {value!r}; a selection (tuning) audit "
+                f"needs one of {list(allowed)} (the noise is calibrated to each target epsilon)"
+            )
+
+
 def _check_estimators_apply(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
     """Every estimator an experiment lists must apply to its score-file design (else the audit
     would drop it and leave an empty table); an experiment that lists none needs at least one
@@ -338,6 +364,71 @@ def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
                 f"config key experiments.{exp}.dataset.canary_pool: {held_out} held-out "
                 f"records, but {c['type']} canaries need a pool of {pool} (design {design!r}, "
                 f"{key}); allowed: dataset.canary_pool >= {pool}, or a smaller canaries.pool_size"
+            )
+
+
+#: Example shape of each named image data set (the tables' and digits' come from their modules).
+_VISION_SHAPES = {
+    "mnist": (1, 28, 28),
+    "fashionmnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),
+    "svhn": (3, 32, 32),
+}
+
+
+def data_shape(dataset: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """(example shape, number of classes) of a dataset block, as the prepared data will have
+    them (``dataset.classes`` keeps that many classes), without preparing any data."""
+    from dpaudit.data.bundled import DIGITS_CLASSES
+    from dpaudit.data.tabular import TABULAR_DATASETS
+    from dpaudit.data.vision import NUM_CLASSES
+
+    name = dataset.get("name", "synthetic")
+    if name == "synthetic":
+        shape, k = (int(dataset.get("n_features") or 20),), int(dataset.get("n_classes") or 10)
+    elif name == "digits":
+        shape, k = (1, 8, 8), DIGITS_CLASSES
+    elif name in TABULAR_DATASETS:
+        spec = TABULAR_DATASETS[name]
+        shape, k = (spec.features,), spec.classes
+    else:
+        shape, k = _VISION_SHAPES[name], NUM_CLASSES[name]
+    if dataset.get("classes"):
+        k = len(dataset["classes"])
+    return shape, k
+
+
+def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
+    """The model must take the data's examples (built and run once on the meta device, no
+    memory), and Dirac canaries (distinct coordinates) must fit in its parameter count."""
+    if block.get("kind") != "train":
+        return
+    import torch
+
+    from dpaudit.models import build_for_data
+
+    shape, k = data_shape(block.get("dataset") or {})
+    model = block.get("model") or {}
+    try:
+        with torch.device("meta"):
+            net = build_for_data(model, shape, k)
+            net(torch.zeros(2, *shape))
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise ConfigError(
+            f"config key experiments.{exp}.model: {model.get('name')!r} does not fit the data "
+            f"(examples of shape {shape}, {k} classes): {exc}"
+        ) from None
+    c = block["canaries"]
+    if c["type"] == "dirac":
+        n_params = sum(p.numel() for p in net.parameters())
+        per_trial, pool = canary_pool_need(block)
+        if pool > n_params:
+            design = block.get("design", "one_run")
+            key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
+            raise ConfigError(
+                f"config key experiments.{exp}.{key}: {pool} Dirac canaries need {pool} distinct "
+                f"coordinates but model {model.get('name')!r} has {n_params} parameters on this "
+                f"data; allowed: at most {n_params} (or a larger model)"
             )
 
 
@@ -487,10 +578,16 @@ def _check_paper_targets(config: dict[str, Any]) -> None:
 def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
     """Estimator keys that need another key (each fails only inside an audit job otherwise)."""
     method, selections = block["method"], block.get("selections") or []
-    if method == "one_run" and "fixed" in selections and not block.get("fixed"):
+    if method == "one_run" and "fixed" in selections:
+        if not block.get("fixed") and block.get("fixed_fraction") is None:
+            raise ConfigError(
+                f"config key estimators.{name}.fixed: required by selection 'fixed' in "
+                f"estimators.{name}.selections; allowed: [k_plus, k_minus], or "
+                "fixed_fraction in (0, 1]"
+            )
+    if method == "one_run" and block.get("fixed") and block.get("fixed_fraction") is not None:
         raise ConfigError(
-            f"config key estimators.{name}.fixed: required by selection 'fixed' in "
-            f"estimators.{name}.selections; allowed: [k_plus, k_minus]"
+            f"config key estimators.{name}.fixed_fraction: set fixed or fixed_fraction, not both"
         )
     if method != "fdp_one_run":
         return
@@ -523,10 +620,12 @@ def _check_references(config: dict[str, Any], validator: Any = None) -> None:
         for point, effective in _grid_points(config, exp, block, validator):
             try:
                 _check_trainer(exp, effective)
+                _check_selection(exp, effective)
                 if "dataset" in effective:
                     _check_dataset(exp, effective["dataset"])
                 _check_settings(exp, effective)
                 _check_canary_pool(exp, effective)
+                _check_model_fits(exp, effective)
                 _check_target_epsilons(exp, effective)
             except ConfigError as err:
                 if not point:

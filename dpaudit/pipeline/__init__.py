@@ -22,7 +22,7 @@ def _fmt(value: Any) -> str:
 
 #: The blocks of a train experiment whose keys a ``grid`` / ``points`` entry may vary
 #: (``canaries.m``, ``dataset.n_train``, ``train.steps``, ...).
-GRID_BLOCKS = ("dataset", "model", "canaries", "train")
+GRID_BLOCKS = ("dataset", "model", "canaries", "train", "selection")
 
 
 def _product(grid: dict[str, list], points: list[dict] | None) -> list[dict[str, Any]]:

@@ -40,16 +40,17 @@ def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any
     target = pick_setting(experiment, setting, train_settings(config["experiments"][experiment]))
     exp = setting_experiment(config["experiments"][experiment], setting)
     train = {k: v for k, v in exp["train"].items() if k not in SETTING_KEYS}
-    return canonical(
-        {
-            "design": exp["design"],
-            "threat_model": exp["threat_model"],
-            "model": exp["model"],
-            "canaries": exp["canaries"],
-            "train": train,
-            "target_epsilon": target,
-        }
-    )
+    spec = {
+        "design": exp["design"],
+        "threat_model": exp["threat_model"],
+        "model": exp["model"],
+        "canaries": exp["canaries"],
+        "train": train,
+        "target_epsilon": target,
+    }
+    if exp.get("selection") is not None:  # a tuning audit; other jobs keep their params
+        spec["selection"] = exp["selection"]
+    return canonical(spec)
 
 
 def simulate_params(config: Config, experiment: str, setting: str) -> dict[str, Any]:
