@@ -141,11 +141,12 @@ def default_estimator_config(methods: Iterable[str]) -> dict[str, Any]:
 
 def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
     """The parameters an audit of estimator ``name`` runs with: the block of the validated
-    ``config`` (``method`` plus every parameter, schema defaults filled in), keys sorted. The
+    ``config`` (``method`` plus every parameter, schema defaults filled in; not its display
+    ``label``), keys sorted. The
     pipeline's audit rule and ``dpaudit audit`` both take their estimators from here."""
     from dpaudit.pipeline import canonical
 
-    return canonical(config["estimators"][name])
+    return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
 
 
 #: Dataset keys (besides name and seed) that apply to each kind of dataset.

@@ -106,8 +106,12 @@ def experiment_table(wildcards):
     return pipeline_targets.main_table(config, wildcards.experiment)
 
 
-def experiment_description(wildcards):
-    return pipeline_params.description(config, wildcards.experiment)
+def figure_caption(wildcards):
+    return pipeline_params.figure_caption(config, wildcards.experiment)
+
+
+def eps_figure_caption(wildcards):
+    return pipeline_params.figure_caption(config, wildcards.experiment, eps=True)
 
 
 def paper_target_inputs(wildcards):
