@@ -207,3 +207,22 @@ def test_xbern_intervals_are_frozen():
         for (interval, order), (lo, hi) in want.items():
             got = xbern.xbern_interval(x, 0.05, interval, order)
             assert _close(got[0], lo) and _close(got[1], hi), (n, interval, order, got)
+
+
+def test_one_run_pruned_search_matches_the_loop_over_the_grid():
+    """best_over_rows (sorted visits, early rejection test) returns best_of's row and bound,
+    including the first row on ties at epsilon 0 (null scores)."""
+    from dpaudit.estimators import selection_rules as rules
+
+    for seed, shift in [(10, 0.0), (11, 0.5), (12, 1.0), (13, 2.0), (14, 0.0)]:
+        s, mem = _scores(600, shift, seed)
+        rows = one_run._guess_table(s, mem, one_run.default_grid(600))
+        for level in (0.95, 1 - 0.05 / len(rows)):
+
+            def bound_at(row, lvl):
+                return one_run.epsilon_lower_bound(600, row[2], row[3], 1e-5, lvl), *row[2:], 600
+
+            want = rules.best_of(rows, level, bound_at, key=lambda b: b[0])
+            got = one_run.best_over_rows(rows, level, mm=600, delta=1e-5)
+            assert got[0] == want[0] and got[1][1:] == want[1][1:]
+            assert _close(got[1][0], want[1][0])
