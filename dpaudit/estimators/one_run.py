@@ -100,7 +100,10 @@ def _alpha(r: int, v: int, q: float) -> float:
     best = -math.inf
     total = 0.0
     done = 0  # pmf values summed so far (k = v - 1 ... v - done)
-    size = max(64, v - 1 - mode + 64)
+    top = _last_representable(r, q, v - 1)
+    if top < v - 1:  # pmf(k) = 0.0 in floating point for top < k <= v - 1: s_i = 0 there
+        done, best = v - 1 - top, 0.0
+    size = max(64, v - 1 - done - mode + 64)
     while done < v:
         hi = v - 1 - done
         lo = max(0, hi - size + 1)
@@ -114,6 +117,40 @@ def _alpha(r: int, v: int, q: float) -> float:
             break
         size *= 2
     return best
+
+
+#: -log of a number below the smallest positive double (4.9e-324 = e^-744.4), with a margin.
+_UNDERFLOW = 760.0
+
+
+def _last_representable(r: int, q: float, k_max: int) -> int:
+    """The largest k <= ``k_max`` whose binomial pmf may be nonzero in floating point.
+
+    Above the mean, P[Binom(r, q) = k] <= P[Binom >= k] <= exp(-r KL(k/r || q)) (the Chernoff
+    bound), so every k with r KL(k/r || q) > 760 has a pmf below e^-760, which rounds to 0.0.
+    KL grows with k above r q: a bisection on integers finds the boundary.
+    """
+    if k_max <= r * q or q <= 0.0 or q >= 1.0:
+        return k_max
+
+    def exponent(k: int) -> float:
+        a = k / r
+        left = a * math.log(a / q)
+        right = (1 - a) * math.log((1 - a) / (1 - q)) if a < 1 else 0.0
+        return r * (left + right)
+
+    if exponent(k_max) <= _UNDERFLOW:
+        return k_max
+    lo, hi = math.ceil(r * q), k_max  # exponent(lo) <= 760 < exponent(hi)
+    if exponent(lo) > _UNDERFLOW:
+        return lo - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if exponent(mid) <= _UNDERFLOW:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
