@@ -226,3 +226,33 @@ def test_one_run_pruned_search_matches_the_loop_over_the_grid():
             got = one_run.best_over_rows(rows, level, mm=600, delta=1e-5)
             assert got[0] == want[0] and got[1][1:] == want[1][1:]
             assert _close(got[1][0], want[1][0])
+
+
+@pytest.mark.parametrize("estimate", ["cp", "gdp"])
+def test_multi_run_branch_and_bound_matches_the_bound_order_search(estimate):
+    """argmax_over_thresholds (branch and bound on blocks of the sweep) returns the same
+    index, value and rates as the search in the order of the cheap bound, on sweeps large
+    enough to be split, with ties (rounded scores, null scores) and projected counts."""
+    from dpaudit.accounting.gaussian import gdp_mu_from_rates
+
+    def objective(a, b):
+        return (
+            multi_run.epsilon_from_rates(a, b, 1e-5)
+            if estimate == "cp"
+            else gdp_mu_from_rates(a, b)
+        )
+
+    lvl = multi_run.rate_level(0.95)
+    for n, shift, seed, digits in [(20000, 1.0, 20, 3), (20000, 0.0, 21, 3), (30000, 3.0, 22, 9)]:
+        s, mem = _scores(n, shift, seed)
+        sw = multi_run.sweep(np.round(s, digits), mem)
+        assert sw.threshold.size > 4 * multi_run._LEAF
+        for scale in (1.0, 0.7):
+            args = (sw.false_pos * scale, sw.n_nonmembers * scale, sw.false_neg * scale)
+            args = (*args, sw.n_members * scale, lvl, objective)
+            got = multi_run.argmax_over_thresholds(*args)
+            assert got == multi_run._argmax_in_bound_order(*args)
+            full = objective(
+                multi_run.cp_upper(args[0], args[1], lvl), multi_run.cp_upper(args[2], args[3], lvl)
+            )
+            assert got[1] == full.max()

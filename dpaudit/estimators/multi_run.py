@@ -34,6 +34,7 @@ it is an estimate, never a valid bound.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -72,7 +73,7 @@ def check_scores(score: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray,
             f"score is not finite (NaN or inf) at trial {int(np.argmax(bad))} "
             f"({int(bad.sum())} non-finite in all)"
         )
-    if not np.isin(membership, (0, 1)).all():
+    if not ((membership == 0) | (membership == 1)).all():
         raise ValueError("membership must be 0 or 1")
     membership = membership.astype(np.int8)
     n1 = int(membership.sum())
@@ -166,20 +167,22 @@ class Sweep:
 
 
 def sweep(score: np.ndarray, membership: np.ndarray) -> Sweep:
-    """All thresholds from one sort and a cumulative sum (Algorithm 5, vectorised)."""
+    """All thresholds from sorted scores (Algorithm 5, vectorised): the members' and the
+    non-members' scores are sorted apart (a plain sort, several times faster than a stable
+    argsort) and the error counts at each distinct score are binary searches in them."""
     score, membership = check_scores(score, membership)
-    order = np.argsort(score, kind="stable")
-    s = score[order]
-    m = membership[order].astype(np.int64)
-    n1 = int(m.sum())
-    n0 = int(m.size - n1)
-    # Last position of each run of equal scores: thresholds between distinct values only.
-    last = np.flatnonzero(np.append(s[1:] != s[:-1], True))
-    fn = np.cumsum(m)[last]  # members at or below the threshold
-    below = last + 1
-    fp = n0 - (below - fn)  # non-members strictly above
+    is_member = membership == 1
+    s1 = np.sort(score[is_member])  # members' scores
+    s0 = np.sort(score[~is_member])  # non-members' scores
+    n1, n0 = s1.size, s0.size
+    # The distinct scores in increasing order: the merge of the two sorted halves (a stable
+    # sort of two sorted runs is one linear merge), without repeats.
+    s = np.sort(np.concatenate([s0, s1]), kind="stable")
+    distinct = s[np.append(s[1:] != s[:-1], True)]
+    fn = np.searchsorted(s1, distinct, side="right")  # members at or below the threshold
+    fp = n0 - np.searchsorted(s0, distinct, side="right")  # non-members strictly above
     return Sweep(
-        threshold=np.concatenate([[-np.inf], s[last]]),
+        threshold=np.concatenate([[-np.inf], distinct]),
         false_pos=np.concatenate([[n0], fp]),
         false_neg=np.concatenate([[0], fn]),
         n_members=n1,
@@ -215,15 +218,79 @@ def argmax_over_thresholds(
     """argmax_j objective(cp_upper(k0[j]), cp_upper(k1[j])) for an objective that decreases
     in both rates (Eq. 1, or the GDP mu), without computing every Clopper-Pearson bound.
 
-    Thresholds are visited in decreasing order of ``objective`` at :func:`_cp_floor` (an upper
-    bound on their value) and the search stops once no unvisited threshold can beat the best
-    exact value: the result equals the full sweep's maximum (first index among ties is not
-    guaranteed). Returns (index, value, fpr_upper, fnr_upper).
+    Along a sweep (:func:`sweep`) the false-positive counts ``k0`` never increase and the
+    false-negative counts ``k1`` never decrease, and so do their Clopper-Pearson bounds; on a
+    block of thresholds j in [lo, hi) the objective is therefore at most
+    objective(cp_upper(k0[hi - 1]), cp_upper(k1[lo])), two bounds at the block's ends. Blocks
+    are split (branch and bound) in decreasing order of that bound until none left can beat the
+    best exact value; the maximum equals the full sweep's. The chosen index among exact ties is
+    that of :func:`_argmax_in_bound_order` (used as it is when the counts are not monotone or
+    a tie is possible). Returns (index, value, fpr_upper, fnr_upper).
     """
     k0 = np.asarray(k0, dtype=np.float64)
     k1 = np.asarray(k1, dtype=np.float64)
     if level < 0.5:
         raise ValueError(f"per-rate level must be >= 0.5, got {level}")
+    size = k0.size
+    monotone = bool(np.all(k0[1:] <= k0[:-1]) and np.all(k1[1:] >= k1[:-1]))
+    if size <= 4 * _LEAF or not monotone:
+        return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
+
+    def block_bounds(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return objective(cp_upper(k0[ends - 1], n0, level), cp_upper(k1[starts], n1, level))
+
+    def split(lo: int, hi: int) -> None:
+        cuts = np.unique(np.linspace(lo, hi, _FAN + 1).astype(np.int64))
+        ubs = block_bounds(cuts[:-1], cuts[1:])
+        for a, b, ub in zip(cuts[:-1].tolist(), cuts[1:].tolist(), ubs.tolist(), strict=True):
+            heapq.heappush(heap, (-ub, a, b))
+
+    heap: list[tuple[float, int, int]] = []
+    split(0, size)
+    best = (-1, -np.inf, 1.0, 1.0)
+    ties = 0  # indices at the best value, plus blocks that might hold one
+    while heap:
+        neg_ub, lo, hi = heapq.heappop(heap)
+        if -neg_ub < best[1]:
+            break
+        if -neg_ub == best[1]:
+            ties += 1  # could only tie: the tie-break below decides
+            continue
+        if hi - lo > _LEAF:
+            split(lo, hi)
+            continue
+        a = cp_upper(k0[lo:hi], n0, level)
+        b = cp_upper(k1[lo:hi], n1, level)
+        val = objective(a, b)
+        i = int(np.argmax(val))
+        if val[i] > best[1]:
+            best = (lo + i, float(val[i]), float(a[i]), float(b[i]))
+            ties = int(np.count_nonzero(val == val[i])) - 1
+        elif val[i] == best[1]:
+            ties += int(np.count_nonzero(val == val[i]))
+    if ties:
+        return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
+    return best
+
+
+#: Leaf size and fan-out of the branch and bound of :func:`argmax_over_thresholds`.
+_LEAF = 256
+_FAN = 16
+
+
+def _argmax_in_bound_order(
+    k0: np.ndarray,
+    n0: float,
+    k1: np.ndarray,
+    n1: float,
+    level: float,
+    objective,
+    chunk: int = 4096,
+) -> tuple[int, float, float, float]:
+    """:func:`argmax_over_thresholds` for any counts: thresholds visited in decreasing order
+    of ``objective`` at :func:`_cp_floor` (an upper bound on their value), stopping once no
+    unvisited threshold can beat the best exact value; among exact ties, the first in that
+    order."""
     ub = objective(_cp_floor(k0, n0, level), _cp_floor(k1, n1, level))
     order = np.argsort(-ub, kind="stable")
     best = (-1, -np.inf, 1.0, 1.0)
