@@ -169,18 +169,22 @@ class Sweep:
 def sweep(score: np.ndarray, membership: np.ndarray) -> Sweep:
     """All thresholds from sorted scores (Algorithm 5, vectorised): the members' and the
     non-members' scores are sorted apart (a plain sort, several times faster than a stable
-    argsort) and the error counts at each distinct score are binary searches in them."""
+    argsort of all scores) and merged; the error counts are cumulative sums."""
     score, membership = check_scores(score, membership)
     is_member = membership == 1
     s1 = np.sort(score[is_member])  # members' scores
     s0 = np.sort(score[~is_member])  # non-members' scores
     n1, n0 = s1.size, s0.size
-    # The distinct scores in increasing order: the merge of the two sorted halves (a stable
-    # sort of two sorted runs is one linear merge), without repeats.
-    s = np.sort(np.concatenate([s0, s1]), kind="stable")
-    distinct = s[np.append(s[1:] != s[:-1], True)]
-    fn = np.searchsorted(s1, distinct, side="right")  # members at or below the threshold
-    fp = n0 - np.searchsorted(s0, distinct, side="right")  # non-members strictly above
+    # All scores in increasing order: a stable argsort of the two sorted runs is one linear
+    # merge (Timsort), and tells which run, members or not, each score came from.
+    both = np.concatenate([s0, s1])
+    order = np.argsort(both, kind="stable")
+    s = both[order]
+    # Last position of each run of equal scores: thresholds between distinct values only.
+    last = np.flatnonzero(np.append(s[1:] != s[:-1], True))
+    distinct = s[last]
+    fn = np.cumsum(order >= n0)[last]  # members at or below the threshold
+    fp = n0 - (last + 1 - fn)  # non-members strictly above
     return Sweep(
         threshold=np.concatenate([[-np.inf], distinct]),
         false_pos=np.concatenate([[n0], fp]),
@@ -342,7 +346,7 @@ def stratified_split(
     if not 0.0 < select_fraction < 1.0:
         raise ValueError(f"select_fraction must lie in (0, 1), got {select_fraction!r}")
     rng = np.random.default_rng(seed)
-    sel, ev = [], []
+    chosen = np.zeros(membership.size, dtype=bool)
     for cls in (0, 1):
         idx = rng.permutation(np.flatnonzero(membership == cls))
         k = int(round(select_fraction * idx.size))
@@ -351,9 +355,8 @@ def stratified_split(
                 f"heldout split leaves no {'members' if cls else 'non-members'} on one side "
                 f"({idx.size} in all, select_fraction {select_fraction})"
             )
-        sel.append(idx[:k])
-        ev.append(idx[k:])
-    return np.sort(np.concatenate(sel)), np.sort(np.concatenate(ev))
+        chosen[idx[:k]] = True
+    return np.flatnonzero(chosen), np.flatnonzero(~chosen)  # both sorted, as before
 
 
 def threshold_rule(selection: str, select_fraction: float, split_seed: int) -> rules.Strategy:
