@@ -34,7 +34,6 @@ it is an estimate, never a valid bound.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -225,11 +224,12 @@ def argmax_over_thresholds(
     Along a sweep (:func:`sweep`) the false-positive counts ``k0`` never increase and the
     false-negative counts ``k1`` never decrease, and so do their Clopper-Pearson bounds; on a
     block of thresholds j in [lo, hi) the objective is therefore at most
-    objective(cp_upper(k0[hi - 1]), cp_upper(k1[lo])), two bounds at the block's ends. Blocks
-    are split (branch and bound) in decreasing order of that bound until none left can beat the
-    best exact value; the maximum equals the full sweep's. The chosen index among exact ties is
-    that of :func:`_argmax_in_bound_order` (used as it is when the counts are not monotone or
-    a tie is possible). Returns (index, value, fpr_upper, fnr_upper).
+    objective(cp_upper(k0[hi - 1]), cp_upper(k1[lo])), two bounds at the block's ends. Branch
+    and bound, level by level: the exact values at the ends of every live block give the best
+    value so far, blocks whose bound is below it are dropped, the rest split; blocks of at most
+    ``_LEAF`` thresholds are evaluated whole. The maximum equals the full sweep's. The chosen
+    index among exact ties is that of :func:`_argmax_in_bound_order` (used as it is when the
+    counts are not monotone or a tie is possible). Returns (index, value, fpr_upper, fnr_upper).
     """
     k0 = np.asarray(k0, dtype=np.float64)
     k1 = np.asarray(k1, dtype=np.float64)
@@ -240,46 +240,57 @@ def argmax_over_thresholds(
     if size <= 4 * _LEAF or not monotone:
         return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
 
-    def block_bounds(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        return objective(cp_upper(k0[ends - 1], n0, level), cp_upper(k1[starts], n1, level))
+    # Level by level: the exact value at both ends of every live block, the block's bound from
+    # them, the blocks that can still reach the best exact value split _FAN ways; blocks of
+    # at most _LEAF thresholds are evaluated whole. Few vectorised calls, whatever the size.
+    width = max(2, -(-size // _FIRST_BLOCKS))
+    starts = np.arange(0, size, width)
+    ends = np.minimum(starts + width, size)
+    seen_idx, seen = [], []
+    best_value = -np.inf
 
-    def split(lo: int, hi: int) -> None:
-        cuts = np.unique(np.linspace(lo, hi, _FAN + 1).astype(np.int64))
-        ubs = block_bounds(cuts[:-1], cuts[1:])
-        for a, b, ub in zip(cuts[:-1].tolist(), cuts[1:].tolist(), ubs.tolist(), strict=True):
-            heapq.heappush(heap, (-ub, a, b))
-
-    heap: list[tuple[float, int, int]] = []
-    split(0, size)
-    best = (-1, -np.inf, 1.0, 1.0)
-    ties = 0  # indices at the best value, plus blocks that might hold one
-    while heap:
-        neg_ub, lo, hi = heapq.heappop(heap)
-        if -neg_ub < best[1]:
-            break
-        if -neg_ub == best[1]:
-            ties += 1  # could only tie: the tie-break below decides
-            continue
-        if hi - lo > _LEAF:
-            split(lo, hi)
-            continue
-        a = cp_upper(k0[lo:hi], n0, level)
-        b = cp_upper(k1[lo:hi], n1, level)
+    def evaluate(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a = cp_upper(k0[idx], n0, level)
+        b = cp_upper(k1[idx], n1, level)
         val = objective(a, b)
-        i = int(np.argmax(val))
-        if val[i] > best[1]:
-            best = (lo + i, float(val[i]), float(a[i]), float(b[i]))
-            ties = int(np.count_nonzero(val == val[i])) - 1
-        elif val[i] == best[1]:
-            ties += int(np.count_nonzero(val == val[i]))
-    if ties:
+        seen_idx.append(idx)
+        seen.append((val, a, b))
+        return val, a, b
+
+    while True:
+        nb = starts.size
+        val, a, b = evaluate(np.concatenate([starts, ends - 1]))
+        best_value = max(best_value, float(val.max()))
+        ub = objective(a[nb:], b[:nb])  # smallest FPR bound at the end, FNR bound at the start
+        keep = ub >= best_value
+        starts, ends = starts[keep], ends[keep]
+        if int((ends - starts).max()) <= _LEAF:  # the kept blocks whole (keep is never empty)
+            inner = [np.arange(s + 1, e - 1) for s, e in zip(starts, ends, strict=True)]
+            val, _, _ = evaluate(np.concatenate(inner))
+            if val.size:
+                best_value = max(best_value, float(val.max()))
+            break
+        offsets = ((ends - starts)[:, None] * np.arange(_FAN + 1)[None, :]) // _FAN
+        sub_starts = (starts[:, None] + offsets[:, :-1]).ravel()
+        sub_ends = (starts[:, None] + offsets[:, 1:]).ravel()
+        nonempty = sub_ends > sub_starts
+        starts, ends = sub_starts[nonempty], sub_ends[nonempty]
+    idx = np.concatenate(seen_idx)
+    val = np.concatenate([s[0] for s in seen])
+    at_best = np.flatnonzero(val == best_value)
+    if np.unique(idx[at_best]).size != 1:  # a tie (or no finite value): the reference order
         return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
-    return best
+    w = int(at_best[0])
+    a = np.concatenate([s[1] for s in seen])
+    b = np.concatenate([s[2] for s in seen])
+    return int(idx[w]), float(val[w]), float(a[w]), float(b[w])
 
 
-#: Leaf size and fan-out of the branch and bound of :func:`argmax_over_thresholds`.
-_LEAF = 256
-_FAN = 16
+#: Leaf size, fan-out and number of first-level blocks of the branch and bound of
+#: :func:`argmax_over_thresholds`.
+_LEAF = 16
+_FAN = 4
+_FIRST_BLOCKS = 256
 
 
 def _argmax_in_bound_order(
