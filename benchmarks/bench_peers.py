@@ -88,54 +88,54 @@ def _fmt(v: object) -> str:
     return f"{float(v):.4f}"
 
 
-def bench_one_run(sizes: list[int]) -> None:
-    for m in sizes:
-        s, mem = scores(m, 1)
-        rep = 3 if m <= 10**4 else 2
+def one_run_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, jax_privacy): the one-run bound, Bonferroni over each one's thresholds."""
 
-        def ours(s=s, mem=mem):
-            return one_run.audit_scores(s, mem, DELTA, CONFIDENCE, selections=("bonferroni",))[
-                0
-            ].epsilon
+    def ours():
+        rows = one_run.audit_scores(s, mem, DELTA, CONFIDENCE, selections=("bonferroni",))
+        return rows[0].epsilon
 
-        def peer(s=s, mem=mem):
-            return auditor(s, mem).epsilon_one_run(1 - CONFIDENCE, DELTA)
+    def peer():
+        return auditor(s, mem).epsilon_one_run(1 - CONFIDENCE, DELTA)
 
-        t_peer = best_time(peer, rep) if jaxa else None
-        row("one-run, Bonferroni", f"m = {m:,}", t_peer, best_time(ours, rep))
+    return ours, peer
 
 
-def bench_multi_run_cp(sizes: list[int]) -> None:
+def multi_run_cp_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, jax_privacy): the Clopper-Pearson bound, threshold chosen on half the runs."""
+
+    def ours():
+        return multi_run.threshold_audit(s, mem, DELTA, CONFIDENCE, "heldout").epsilon
+
+    def peer():
+        return auditor(s, mem).epsilon_clopper_pearson(
+            1 - CONFIDENCE, DELTA, one_sided=False, threshold_strategy=jaxa.Split(0.5, 0)
+        )
+
+    return ours, peer
+
+
+def gdp_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, jax_privacy): the GDP fit (Nasr et al. 2023) as epsilon at DELTA."""
+
+    def ours():
+        return multi_run.threshold_audit(
+            s, mem, DELTA, CONFIDENCE, "same_data", estimate="gdp"
+        ).epsilon
+
+    def peer():
+        return auditor(s, mem).epsilon_from_gdp(1 - CONFIDENCE, DELTA)
+
+    return ours, peer
+
+
+def bench_scores(name: str, size_name: str, pair, sizes: list[int], seed: int) -> None:
+    """One row per size: dpaudit and jax_privacy on the same Gaussian scores."""
     for n in sizes:
-        s, mem = scores(n, 2)
+        ours, peer = pair(*scores(n, seed))
         rep = 3 if n <= 10**5 else 2
-
-        def ours(s=s, mem=mem):
-            return multi_run.threshold_audit(s, mem, DELTA, CONFIDENCE, "heldout").epsilon
-
-        def peer(s=s, mem=mem):
-            return auditor(s, mem).epsilon_clopper_pearson(
-                1 - CONFIDENCE, DELTA, one_sided=False, threshold_strategy=jaxa.Split(0.5, 0)
-            )
-
         t_peer = best_time(peer, rep) if jaxa else None
-        row("multi-run CP, held-out threshold", f"n = {n:,}", t_peer, best_time(ours, rep))
-
-
-def bench_gdp(sizes: list[int]) -> None:
-    for n in sizes:
-        s, mem = scores(n, 3)
-        rep = 3 if n <= 10**5 else 2
-
-        def ours(s=s, mem=mem):
-            r = multi_run.threshold_audit(s, mem, DELTA, CONFIDENCE, "same_data", estimate="gdp")
-            return r.epsilon
-
-        def peer(s=s, mem=mem):
-            return auditor(s, mem).epsilon_from_gdp(1 - CONFIDENCE, DELTA)
-
-        t_peer = best_time(peer, rep) if jaxa else None
-        row("GDP fit", f"n = {n:,}", t_peer, best_time(ours, rep))
+        row(name, f"{size_name} = {n:,}", t_peer, best_time(ours, rep))
 
 
 def bench_xbern(cases: list[tuple[int, int]]) -> None:
@@ -190,9 +190,9 @@ def main() -> None:
         "| dpaudit result | peer result |"
     )
     print("|---|---|---|---|---|---|---|")
-    bench_one_run(small)
-    bench_multi_run_cp(large)
-    bench_gdp(large)
+    bench_scores("one-run, Bonferroni", "m", one_run_pair, small, 1)
+    bench_scores("multi-run CP, held-out threshold", "n", multi_run_cp_pair, large, 2)
+    bench_scores("GDP fit", "n", gdp_pair, large, 3)
     bench_xbern([(1024, 32), (4096, 64), (65536, 256)])
 
 
