@@ -21,6 +21,7 @@ import jsonschema
 
 from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of the schema)
     SCHEMA_RESOURCE,
+    SETTING_KEYS,
     DefaultFillingValidator,
     estimator_defaults,
     fill_defaults,
@@ -127,7 +128,7 @@ def validate_config(
         messages = list(dict.fromkeys(_describe(e) for e in errors))  # once each, in order
         lines = "\n".join(f"  - {m}" for m in messages)
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
-    _check_references(config)
+    _check_references(config, validator)
     return config
 
 
@@ -140,11 +141,12 @@ def default_estimator_config(methods: Iterable[str]) -> dict[str, Any]:
 
 def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
     """The parameters an audit of estimator ``name`` runs with: the block of the validated
-    ``config`` (``method`` plus every parameter, schema defaults filled in), keys sorted. The
+    ``config`` (``method`` plus every parameter, schema defaults filled in; not its display
+    ``label``), keys sorted. The
     pipeline's audit rule and ``dpaudit audit`` both take their estimators from here."""
     from dpaudit.pipeline import canonical
 
-    return canonical(config["estimators"][name])
+    return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
 
 
 #: Dataset keys (besides name and seed) that apply to each kind of dataset.
@@ -153,7 +155,12 @@ DATASET_KEYS = {
     "vision": {"n_train", "n_test", "classes", "canary_pool", "normalize", "checksums"},
     "tabular": {"n_train", "n_test", "classes", "canary_pool", "test_fraction", "sha256"},
 }
-_DATASET_KIND = {"synthetic": "synthetic", "location": "tabular", "purchase": "tabular"}
+_DATASET_KIND = {
+    "synthetic": "synthetic",
+    "location": "tabular",
+    "purchase": "tabular",
+    "digits": "tabular",  # split like a table (test_fraction), checked like one (sha256)
+}
 
 
 def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
@@ -169,6 +176,55 @@ def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
         raise ConfigError(
             f"config key experiments.{exp}.dataset.sha256: required for dataset 'purchase' "
             "(no published checksum is pinned); allowed: the archive's 64-hex-digit SHA-256"
+        )
+    _check_dataset_sizes(exp, name, dataset)
+
+
+#: (training, test) records of each real data set's source splits: torchvision's splits, or
+#: the seeded split of a table's rows (dpaudit.data.prepare; test_fraction of them for test).
+SOURCE_SPLITS = {
+    "mnist": (60000, 10000),
+    "fashionmnist": (60000, 10000),
+    "cifar10": (50000, 10000),
+    "svhn": (73257, 26032),
+}
+#: Rows of the data sets split by test_fraction (dpaudit.data.tabular, dpaudit.data.bundled).
+SPLIT_ROWS = {"location": 5010, "purchase": 197324, "digits": 1797}
+
+
+def source_split_sizes(name: str, dataset: dict[str, Any]) -> tuple[int, int] | None:
+    """(training, test) records a real data set's source splits hold before any class filter
+    (None for synthetic data)."""
+    if name in SOURCE_SPLITS:
+        return SOURCE_SPLITS[name]
+    if name in SPLIT_ROWS:
+        rows = SPLIT_ROWS[name]
+        frac = dataset.get("test_fraction")
+        n_test = int(round((0.2 if frac is None else float(frac)) * rows))
+        return rows - n_test, n_test
+    return None
+
+
+def _check_dataset_sizes(exp: str, name: str, dataset: dict[str, Any]) -> None:
+    """n_train, and n_test plus canary_pool, must fit in the source splits (a class filter
+    only shrinks them, so this is necessary, and exact without one)."""
+    sizes = source_split_sizes(name, dataset)
+    if sizes is None:
+        return
+    n_train_src, n_test_src = sizes
+    filtered = " before the class filter" if dataset.get("classes") else ""
+    n_train = dataset.get("n_train")
+    if n_train is not None and n_train > n_train_src:
+        raise ConfigError(
+            f"config key experiments.{exp}.dataset.n_train: {n_train} training records, but "
+            f"{name!r} has {n_train_src}{filtered}; allowed: at most {n_train_src}"
+        )
+    held_out = (dataset.get("n_test") or 0) + (dataset.get("canary_pool") or 0)
+    if held_out > n_test_src:
+        raise ConfigError(
+            f"config key experiments.{exp}.dataset.n_test: n_test + canary_pool = {held_out} "
+            f"records from the test split, but {name!r} has {n_test_src}{filtered}; allowed: "
+            f"n_test + canary_pool at most {n_test_src}"
         )
 
 
@@ -234,6 +290,32 @@ def _check_trainer(exp: str, block: dict[str, Any]) -> None:
     problem = opacus_problem(block, block.get("shards", 1))
     if problem is not None:
         raise ConfigError(f"config key experiments.{exp}.{problem[0]}: {problem[1]}")
+
+
+def _check_selection(exp: str, block: dict[str, Any]) -> None:
+    """A tuning audit (``selection``: :mod:`dpaudit.training.tuning`) needs design multi_run,
+    the white-box statistic, a canary it can score, the vectorised engine and a noisy base."""
+    from dpaudit.training.tuning import TUNING_CANARIES
+
+    sel = block.get("selection")
+    if block.get("kind") != "train" or sel is None:
+        return
+    need = {
+        "design": ("multi_run",),
+        "threat_model": ("white_box_dot",),
+        "canaries.type": TUNING_CANARIES,
+        "train.engine": ("auto", "stacked", "func"),
+        "train.nonprivate": (False,),
+        "train.noise_multiplier": (None,),
+    }
+    for key, allowed in need.items():
+        head, _, tail = key.partition(".")
+        value = block.get(head) if not tail else (block.get(head) or {}).get(tail)
+        if value not in allowed:
+            raise ConfigError(
+                f"config key experiments.{exp}.{key}: {value!r}; a selection (tuning) audit "
+                f"needs one of {list(allowed)} (the noise is calibrated to each target epsilon)"
+            )
 
 
 def _check_estimators_apply(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
@@ -331,6 +413,71 @@ def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
                 f"config key experiments.{exp}.dataset.canary_pool: {held_out} held-out "
                 f"records, but {c['type']} canaries need a pool of {pool} (design {design!r}, "
                 f"{key}); allowed: dataset.canary_pool >= {pool}, or a smaller canaries.pool_size"
+            )
+
+
+#: Example shape of each named image data set (the tables' and digits' come from their modules).
+_VISION_SHAPES = {
+    "mnist": (1, 28, 28),
+    "fashionmnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),
+    "svhn": (3, 32, 32),
+}
+
+
+def data_shape(dataset: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """(example shape, number of classes) of a dataset block, as the prepared data will have
+    them (``dataset.classes`` keeps that many classes), without preparing any data."""
+    from dpaudit.data.bundled import DIGITS_CLASSES
+    from dpaudit.data.tabular import TABULAR_DATASETS
+    from dpaudit.data.vision import NUM_CLASSES
+
+    name = dataset.get("name", "synthetic")
+    if name == "synthetic":
+        shape, k = (int(dataset.get("n_features") or 20),), int(dataset.get("n_classes") or 10)
+    elif name == "digits":
+        shape, k = (1, 8, 8), DIGITS_CLASSES
+    elif name in TABULAR_DATASETS:
+        spec = TABULAR_DATASETS[name]
+        shape, k = (spec.features,), spec.classes
+    else:
+        shape, k = _VISION_SHAPES[name], NUM_CLASSES[name]
+    if dataset.get("classes"):
+        k = len(dataset["classes"])
+    return shape, k
+
+
+def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
+    """The model must take the data's examples (built and run once on the meta device, no
+    memory), and Dirac canaries (distinct coordinates) must fit in its parameter count."""
+    if block.get("kind") != "train":
+        return
+    import torch
+
+    from dpaudit.models import build_for_data
+
+    shape, k = data_shape(block.get("dataset") or {})
+    model = block.get("model") or {}
+    try:
+        with torch.device("meta"):
+            net = build_for_data(model, shape, k)
+            net(torch.zeros(2, *shape))
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise ConfigError(
+            f"config key experiments.{exp}.model: {model.get('name')!r} does not fit the data "
+            f"(examples of shape {shape}, {k} classes): {exc}"
+        ) from None
+    c = block["canaries"]
+    if c["type"] == "dirac":
+        n_params = sum(p.numel() for p in net.parameters())
+        per_trial, pool = canary_pool_need(block)
+        if pool > n_params:
+            design = block.get("design", "one_run")
+            key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
+            raise ConfigError(
+                f"config key experiments.{exp}.{key}: {pool} Dirac canaries need {pool} distinct "
+                f"coordinates but model {model.get('name')!r} has {n_params} parameters on this "
+                f"data; allowed: at most {n_params} (or a larger model)"
             )
 
 
@@ -480,10 +627,16 @@ def _check_paper_targets(config: dict[str, Any]) -> None:
 def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
     """Estimator keys that need another key (each fails only inside an audit job otherwise)."""
     method, selections = block["method"], block.get("selections") or []
-    if method == "one_run" and "fixed" in selections and not block.get("fixed"):
+    if method == "one_run" and "fixed" in selections:
+        if not block.get("fixed") and block.get("fixed_fraction") is None:
+            raise ConfigError(
+                f"config key estimators.{name}.fixed: required by selection 'fixed' in "
+                f"estimators.{name}.selections; allowed: [k_plus, k_minus], or "
+                "fixed_fraction in (0, 1]"
+            )
+    if method == "one_run" and block.get("fixed") and block.get("fixed_fraction") is not None:
         raise ConfigError(
-            f"config key estimators.{name}.fixed: required by selection 'fixed' in "
-            f"estimators.{name}.selections; allowed: [k_plus, k_minus]"
+            f"config key estimators.{name}.fixed_fraction: set fixed or fixed_fraction, not both"
         )
     if method != "fdp_one_run":
         return
@@ -499,16 +652,13 @@ def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
         )
 
 
-def _check_references(config: dict[str, Any]) -> None:
+def _check_references(config: dict[str, Any], validator: Any = None) -> None:
     """Cross-key checks the schema cannot express."""
     names = sorted(config.get("estimators", {}))
     for name in names:
         _check_estimator_block(name, config["estimators"][name])
     for exp, block in config.get("experiments", {}).items():
         _check_registered(exp, block)
-        _check_trainer(exp, block)
-        if "dataset" in block:
-            _check_dataset(exp, block["dataset"])
         for name in block.get("estimators", []) or []:
             if name not in names:
                 raise ConfigError(
@@ -516,8 +666,89 @@ def _check_references(config: dict[str, Any]) -> None:
                     f"allowed: names defined under 'estimators': {names}"
                 )
         _check_estimators_apply(config, exp, block)
-        _check_settings(exp, block)
-        _check_canary_pool(exp, block)
-        _check_target_epsilons(exp, block)
+        for point, effective in _grid_points(config, exp, block, validator):
+            try:
+                _check_trainer(exp, effective)
+                _check_selection(exp, effective)
+                if "dataset" in effective:
+                    _check_dataset(exp, effective["dataset"])
+                _check_settings(exp, effective)
+                _check_canary_pool(exp, effective)
+                _check_model_fits(exp, effective)
+                _check_target_epsilons(exp, effective)
+            except ConfigError as err:
+                if not point:
+                    raise
+                raise ConfigError(f"{err} (at grid point {point!r} of experiments.{exp})") from None
         _check_lidp_order(config, exp, block)
     _check_paper_targets(config)
+
+
+def _grid_points(
+    config: dict[str, Any], exp: str, block: dict[str, Any], validator: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    """(grid point name, the experiment block with its values set) of each point of a train
+    experiment's ``grid`` / ``points`` (one unnamed point without them); each point's block is
+    checked against the schema like the experiment's own keys."""
+    from dpaudit.pipeline import apply_point, train_points
+
+    if block.get("kind") != "train":
+        return [("", block)]
+    varied = list(block.get("grid") or {})
+    for point in block.get("points") or []:
+        varied += [k for k in point if k not in varied]
+    for key in varied:
+        if key.partition(".")[2] in SETTING_KEYS and key.startswith("train."):
+            raise ConfigError(
+                f"config key experiments.{exp}.grid.{key}: the target epsilons are the settings "
+                "of every grid point already; allowed: keys of dataset, model, canaries, train "
+                f"other than {['train.' + k for k in SETTING_KEYS]}"
+            )
+    columns = [k.rsplit(".", 1)[-1] for k in varied]
+    for key, column in zip(varied, columns, strict=True):
+        if columns.count(column) > 1 or column in _RESERVED_COLUMNS:
+            taken = "another grid key" if columns.count(column) > 1 else "the table"
+            raise ConfigError(
+                f"config key experiments.{exp}.grid.{key}: its audit-table column {column!r} "
+                f"(the key's last part) is taken by {taken}; "
+                f"allowed: grid keys with distinct last parts, none of {sorted(_RESERVED_COLUMNS)}"
+            )
+    try:
+        points = train_points(block)
+    except ValueError as err:
+        raise ConfigError(f"config key experiments.{exp}.grid: {err}") from None
+    out = []
+    for name, point in points.items():
+        effective = apply_point(block, point)
+        if point and validator is not None:
+            errors = list(validator.iter_errors({"experiments": {exp: effective}}))
+            errors = [e for e in errors if list(e.absolute_path)[:1] == ["experiments"]]
+            if errors:
+                raise ConfigError(
+                    f"{_describe(errors[0])} (the value set by grid point {name!r} of "
+                    f"experiments.{exp})"
+                )
+        out.append((name, effective))
+    return out
+
+
+#: Audit-table columns a grid key's column must not replace.
+_RESERVED_COLUMNS = frozenset(
+    {
+        "experiment",
+        "setting",
+        "seed",
+        "design",
+        "threat_model",
+        "estimator",
+        "method",
+        "params",
+        "epsilon",
+        "valid",
+        "selection",
+        "target_epsilon",
+        "claimed_epsilon",
+        "delta",
+        "accountant",
+    }
+)

@@ -27,7 +27,7 @@ import yaml
 SCHEMA_RESOURCE = "schema.yaml"
 
 #: Blocks of a ``kind: train`` experiment whose defaults :func:`fill_defaults` fills.
-TRAIN_BLOCKS = ("train", "canaries", "model", "dataset")
+TRAIN_BLOCKS = ("train", "canaries", "model", "dataset", "selection")
 
 #: Keys of a ``train`` block that choose settings (the pipeline's wildcards), not how one
 #: setting is trained: the training library does not read them.

@@ -24,7 +24,8 @@ rule figure_eps:
     conda:
         "../envs/dpaudit.yaml"
     params:
-        title=experiment_description,
+        figure=figure_params,
+        caption=eps_figure_caption,
     script:
         "../scripts/plot_eps.py"
 
@@ -48,11 +49,12 @@ rule figure:
     log:
         paths.log("{experiment}", "figure"),
     wildcard_constraints:
-        experiment=kind_pattern("simulate", "analysis"),
+        experiment=line_figure_pattern(),
     conda:
         "../envs/dpaudit.yaml"
     params:
         figure=figure_params,
+        caption=figure_caption,
     script:
         "../scripts/plot_figure.py"
 

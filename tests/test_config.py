@@ -22,9 +22,15 @@ def load(name: str) -> dict:
 CONFIGS = sorted(p for p in (REPO / "config").rglob("*.yaml") if p.name != "schema.yaml")
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=str)
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_shipped_config_is_valid(path):
-    validate_config(yaml.safe_load(path.read_text()), SCHEMA)
+    """Each shipped config as Snakemake reads it: merged into config/config.yaml (the
+    Snakefile's configfile) by ``--configfile`` (snakemake.utils.update_config)."""
+    from snakemake.utils import update_config
+
+    config = load("config.yaml")
+    update_config(config, yaml.safe_load(path.read_text()))
+    validate_config(config, SCHEMA)
 
 
 def test_defaults_are_filled():
@@ -80,9 +86,18 @@ def _resolve(sub: dict) -> dict:
 
 def _leaves(schema: dict, path: str, out: list) -> None:
     props = schema.get("properties", {})
+    # keys that one branch of a oneOf / anyOf or an if-then requires are required when chosen
+    required = set(schema.get("required", []))
+    for branch in schema.get("oneOf", []) + schema.get("anyOf", []):
+        required |= set(branch.get("required", []))
+    for rule in schema.get("allOf", []):
+        then = rule.get("then", {})
+        required |= set(then.get("required", []))
+        for branch in then.get("oneOf", []):
+            required |= set(branch.get("required", []))
     for key, sub in props.items():
         sub = _resolve(sub)
-        out.append((f"{path}.{key}", sub, key in schema.get("required", [])))
+        out.append((f"{path}.{key}", sub, key in required))
         _leaves(sub, f"{path}.{key}", out)
         if "items" in sub:
             _leaves(sub["items"], f"{path}.{key}[]", out)
@@ -187,8 +202,10 @@ def test_missing_kind_gives_one_clear_message():
 
 
 def test_missing_method_gives_one_clear_message():
-    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
-           "estimators": {"e": {"confidence": 2}}}
+    cfg = {
+        "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+        "estimators": {"e": {"confidence": 2}},
+    }
     with pytest.raises(ConfigError) as err:
         validate_config(cfg, SCHEMA)
     msg = str(err.value)
@@ -247,8 +264,11 @@ def test_audit_config_errors_name_the_file(tmp_path):
 
 
 def test_canaries_beyond_the_dataset_pool_are_rejected():
-    exp = {"kind": "train", "canaries": {"type": "mislabeled", "m": 100},
-           "dataset": {"canary_pool": 50}}
+    exp = {
+        "kind": "train",
+        "canaries": {"type": "mislabeled", "m": 100},
+        "dataset": {"canary_pool": 50},
+    }
     with pytest.raises(ConfigError) as err:
         validate_config(_exp_cfg(exp), SCHEMA)
     msg = str(err.value)
@@ -393,8 +413,10 @@ def test_paper_config_leaves_the_default_experiments_alone(path):
     ],
 )
 def test_estimator_keys_that_need_another_key(block, key):
-    cfg = {"experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
-           "estimators": {"e": block}}
+    cfg = {
+        "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+        "estimators": {"e": block},
+    }
     with pytest.raises(ConfigError, match=rf"config key {key}: "):
         validate_config(cfg, SCHEMA)
 
@@ -404,9 +426,166 @@ def test_lidp_order_above_the_canary_count_is_rejected():
     exp = {"kind": "train", "design": "lidp", "canaries": {"k": 1}}
     with pytest.raises(ConfigError, match=r"estimator 'l2' has order 2 but canaries\.k has only 1"):
         validate_config(_exp_cfg(exp, est), SCHEMA)
-    sim = {"kind": "simulate", "mechanism": "lidp_gaussian",
-           "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5}, "grid": {"K": [1, 4]}}
+    sim = {
+        "kind": "simulate",
+        "mechanism": "lidp_gaussian",
+        "params": {"n": 64, "d": 10, "epsilon": 2.0, "delta": 1e-5},
+        "grid": {"K": [1, 4]},
+    }
     with pytest.raises(ConfigError, match=r"setting K1 has only 1"):
         validate_config(_exp_cfg(sim, est), SCHEMA)
     est["l2"]["below_order"] = "skip"
     validate_config(_exp_cfg(sim, est), SCHEMA)
+
+
+def test_reproduce_takes_a_printed_number_or_a_claim_never_both_nor_neither():
+    def cfg(check):
+        return {
+            "experiments": {
+                "a": {
+                    "kind": "analysis",
+                    "analysis": "one_run_randomized_response",
+                    "params": {"epsilon": 4.0, "delta": 1.0e-5},
+                    "reproduce": [check],
+                }
+            }
+        }
+
+    validate_config(cfg({"quantity": "q", "paper": 1.0}), SCHEMA)
+    validate_config(cfg({"quantity": "q", "claim": {"test": "increasing", "x": "x"}}), SCHEMA)
+    validate_config(cfg({"quantity": "q", "claim": {"test": "at_least", "value": 0.5}}), SCHEMA)
+    for bad in (
+        {"quantity": "q"},
+        {"quantity": "q", "paper": 1.0, "claim": {"test": "flat", "x": "x"}},
+        {"quantity": "q", "claim": {"test": "increasing"}},  # along which column?
+        {"quantity": "q", "claim": {"test": "at_most"}},  # than what?
+        {"quantity": "q", "claim": {"test": "bigger", "x": "x"}},
+    ):
+        with pytest.raises(ConfigError, match="reproduce"):
+            validate_config(cfg(bad), SCHEMA)
+
+
+# ------------------------------------------------------------------ issue 11 items
+
+
+def test_dirac_canaries_beyond_the_parameter_count_are_rejected():
+    """Dirac canaries take distinct coordinates: m above the model's parameter count on the
+    data (digits, MLP 64-8-10: 610 parameters) is an error naming canaries.m, before any job."""
+    exp = {
+        "kind": "train",
+        "threat_model": "white_box_dot",
+        "dataset": {"name": "digits"},
+        "model": {"name": "mlp", "hidden": [8]},
+        "canaries": {"type": "dirac", "m": 611},
+        "train": {"target_epsilons": [4], "nonprivate": False},
+    }
+    with pytest.raises(ConfigError) as err:
+        validate_config(_exp_cfg(exp), SCHEMA)
+    msg = str(err.value)
+    assert "experiments.x.canaries.m: 611 Dirac canaries" in msg and "610 parameters" in msg
+    exp["canaries"]["m"] = 610
+    validate_config(_exp_cfg(exp), SCHEMA)
+    # in a grid, the point is named
+    exp["grid"] = {"canaries.m": [10, 1000]}
+    with pytest.raises(ConfigError, match="canaries.m: 1000 Dirac .* grid point 'm1000'"):
+        validate_config(_exp_cfg(exp), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "model", "why"),
+    [
+        ({"name": "digits"}, {"name": "lenet"}, "does not fit the data"),  # 8x8 is too small
+        ({"name": "location"}, {"name": "cnn"}, "needs image inputs"),
+    ],
+)
+def test_a_model_that_does_not_fit_the_data_is_rejected(dataset, model, why):
+    exp = {"kind": "train", "dataset": dataset, "model": model, "train": {"target_epsilons": [4]}}
+    with pytest.raises(ConfigError) as err:
+        validate_config(_exp_cfg(exp), SCHEMA)
+    msg = str(err.value)
+    assert f"experiments.x.model: {model['name']!r}" in msg and why in msg
+
+
+def test_one_run_fixed_fraction_satisfies_the_fixed_selection():
+    est = {"o": {"method": "one_run", "selections": ["fixed"], "fixed_fraction": 0.5}}
+    validate_config(_exp_cfg({"kind": "train"}, est), SCHEMA)
+    est["o"]["fixed"] = [1, 1]
+    with pytest.raises(ConfigError, match="estimators.o.fixed_fraction: set fixed or"):
+        validate_config(_exp_cfg({"kind": "train"}, est), SCHEMA)
+
+
+_CP = {"cp": {"method": "multi_run_cp"}, "or": {"method": "one_run"}}
+_TUNING = {
+    "kind": "train",
+    "design": "multi_run",
+    "threat_model": "white_box_dot",
+    "canaries": {"type": "dirac"},
+    "train": {"nonprivate": False, "target_epsilons": [4]},
+    "selection": {"setup": "etcv"},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"design": "one_run"}, "experiments.x.design: 'one_run'; a selection (tuning) audit"),
+        ({"threat_model": "black_box_loss"}, "experiments.x.threat_model: 'black_box_loss'"),
+        ({"canaries": {"type": "clipbkd"}}, "experiments.x.canaries.type: 'clipbkd'"),
+        ({"train": {"nonprivate": True}}, "experiments.x.train.nonprivate: True"),
+        ({"train": {"nonprivate": False, "noise_multiplier": 1.0}}, "train.noise_multiplier"),
+        ({"train": {"nonprivate": False, "engine": "opacus"}}, "needs train.engine auto"),
+    ],
+)
+def test_selection_audit_needs_a_tuning_design(change, key):
+    """selection (the tuning audit): multi_run, white_box_dot, a dirac or natural canary, the
+    vectorised engine, noise calibrated to each target epsilon; the valid block passes."""
+    validate_config(_exp_cfg(_TUNING, _CP), SCHEMA)
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_config(_exp_cfg({**_TUNING, **change}, _CP), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("selection", "key"),
+    [
+        ({"setup": "ntxx"}, "experiments.x.selection.setup"),
+        ({"nu": 1.0}, "experiments.x.selection.nu"),
+        ({"lrs": []}, "experiments.x.selection.lrs"),
+        ({"trials": 0}, "experiments.x.selection.trials"),
+        ({"statistic": "lambda_c"}, "experiments.x.selection.statistic"),
+    ],
+)
+def test_selection_block_values_are_checked(selection, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_config(_exp_cfg({**_TUNING, "selection": selection}, _CP), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [
+        ({"name": "digits", "n_train": 1500}, r"dataset.n_train: 1500 .* has 1438"),
+        ({"name": "digits", "n_test": 300, "canary_pool": 100}, r"dataset.n_test: .* = 400 .* 359"),
+        ({"name": "location", "n_train": 4500}, r"dataset.n_train: .* has 4008"),
+        ({"name": "cifar10", "n_test": 9000, "canary_pool": 5000}, r"n_test \+ canary_pool"),
+        ({"name": "mnist", "n_train": 70000, "classes": [0, 1]}, "before the class filter"),
+    ],
+)
+def test_dataset_sizes_beyond_the_source_splits_are_config_errors(dataset, message):
+    cfg = {
+        "experiments": {"x": {"kind": "train", "dataset": dataset}},
+        "estimators": {"o": {"method": "one_run"}},
+    }
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg, SCHEMA)
+
+
+def test_the_source_split_sizes_are_those_prepare_dataset_makes(tmp_path):
+    """The digits split the check assumes is the split prepare_dataset writes."""
+    from dpaudit.config import source_split_sizes
+    from dpaudit.data.prepare import load_prepared, prepare_dataset
+
+    out = tmp_path / "d.npz"
+    prepare_dataset("digits", {"canary_pool": 9}, str(tmp_path), None, str(out))
+    arrays, _ = load_prepared(out)
+    n_train, n_test = source_split_sizes("digits", {})
+    assert arrays["y_train"].size == n_train
+    assert arrays["y_test"].size + arrays["y_canary"].size == n_test

@@ -185,3 +185,36 @@ def test_bad_input(args, match):
 def test_unknown_selection():
     with pytest.raises(ValueError, match="allowed"):
         orb.audit_scores(np.zeros(10), np.zeros(10), 0.0, selections=["best"])
+
+
+def test_fixed_fraction_guesses_the_same_r_as_fdp_balanced():
+    """fixed_fraction 0.5 on m canaries: r = m/2 guesses, the r/2 highest IN and the r/2 lowest
+    OUT (Xiang et al., Fig. 6), the same guesses as fdp_one_run's balanced r_fraction 0.5."""
+    from dpaudit.estimators.fdp_one_run import released_guesses
+    from dpaudit.estimators.one_run_audit import run_one_run
+    from dpaudit.scores import FORMAT_VERSION, ScoreFile
+
+    rng = np.random.default_rng(5)
+    m = 1002
+    s = rng.integers(0, 2, size=m)
+    score = 1.5 * s + rng.normal(size=m)
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "experiment": "x",
+        "setting": "s",
+        "seed": 0,
+        "design": "one_run",
+        "threat_model": "white_box_dot",
+        "claimed_epsilon": 4.0,
+        "delta": 1e-5,
+        "accountant": "none",
+    }
+    sf = ScoreFile(score[None], s[None].astype(np.int8), np.arange(m)[None], meta)
+    (row,) = run_one_run(sf, {"method": "one_run", "selections": ["fixed"], "fixed_fraction": 0.5})
+    kp, km, wrong = released_guesses(score, s, round(0.5 * m), "balanced")
+    assert (row["k_plus"], row["k_minus"]) == (kp, km) == (251, 250)
+    assert row["r"] - row["correct"] == wrong
+    (same,) = run_one_run(sf, {"method": "one_run", "selections": ["fixed"], "fixed": [251, 250]})
+    assert same["epsilon"] == row["epsilon"]
+    with pytest.raises(ValueError, match="fixed_fraction, not both"):
+        run_one_run(sf, {"selections": ["fixed"], "fixed": [1, 1], "fixed_fraction": 0.5})

@@ -324,3 +324,23 @@ def test_one_run_engine_divergence_names_the_job(data):
             },
             device="cpu",
         )
+
+
+def test_no_canary_control_trains_on_the_data_alone(data):
+    """canaries.insert none: every canary OUT, the sample rate of the data alone, and the
+    model does not depend on the canaries at all (m = 10 or 40 Dirac canaries: the same
+    models, so the same accuracy); with coins the canaries change the models."""
+    none10 = _run(
+        data, tm="white_box_dot", ctype="dirac", eps=4.0, canaries={"m": 10, "insert": "none"}
+    )
+    none40 = _run(data, tm="white_box_dot", ctype="dirac", eps=4.0, canaries={"insert": "none"})
+    coins = _run(data, tm="white_box_dot", ctype="dirac", eps=4.0)
+    assert none40.score_file.membership.sum() == 0
+    assert none40.score_file.meta["sample_rate"] == 50 / 300  # n_nominal = n_train
+    assert coins.score_file.meta["sample_rate"] == 50 / 320  # + m/2 expected canaries
+    for k in none10.result.params:
+        assert torch.equal(none10.result.params[k], none40.result.params[k])
+    assert none40.score_file.meta["canaries_inserted"] == "none"
+    assert not torch.equal(none40.result.params["1.weight"], coins.result.params["1.weight"])
+    with pytest.raises(ValueError, match="canaries.insert: none .* design one_run"):
+        _run(data, design="lidp", ctype="mislabeled", canaries={"pool_size": 40, "insert": "none"})

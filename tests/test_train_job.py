@@ -157,3 +157,32 @@ def test_both_engines_take_a_job_id_and_the_run_spec(data, tmp_path):
     with pytest.raises(ValueError, match="run spec key shard: 3: train.engine opacus"):
         train_job(data, **JOB, shard=3, run_spec=_spec("opacus"), out=tmp_path / "o.npz")
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_opacus_engine_trains_with_adam(data, tmp_path, monkeypatch):
+    """train.optimizer adam on the Opacus engine: Opacus's DPOptimizer wraps torch.optim.Adam
+    (with the configured betas and eps), and the run differs from SGD's."""
+    import torch
+
+    from dpaudit.training import dpsgd
+
+    made = []
+    real = dpsgd.make_optimizer
+    monkeypatch.setattr(dpsgd, "make_optimizer", lambda *a: made.append(real(*a)) or made[-1])
+    spec = _spec("opacus", optimizer="adam", lr=0.01, adam_betas=[0.8, 0.99], adam_eps=1e-6)
+    sf = train_job(data, **JOB, shard=0, run_spec=spec, out=tmp_path / "a.npz", device="cpu")
+    assert isinstance(made[0], torch.optim.Adam)
+    assert made[0].defaults["betas"] == (0.8, 0.99) and made[0].defaults["eps"] == 1e-6
+    assert sf.meta["optimizer"] == "adam" and np.isfinite(sf.score).all()
+    sgd = train_job(data, **JOB, shard=0, run_spec=_spec("opacus", lr=0.01), out=tmp_path / "s.npz")
+    assert sgd.meta["optimizer"] == "sgd" and not np.allclose(sgd.score, sf.score)
+
+
+def test_vectorised_engine_trains_with_adam(data, tmp_path):
+    """train.optimizer adam reaches the vectorised engine (its meta says so; scores differ)."""
+    adam = train_job(
+        data, **JOB, shard=0, run_spec=_spec("auto", optimizer="adam", lr=0.01), out=tmp_path / "a"
+    )
+    sgd = train_job(data, **JOB, shard=0, run_spec=_spec("auto", lr=0.01), out=tmp_path / "s")
+    assert adam.meta["optimizer"] == "adam" and sgd.meta["optimizer"] == "sgd"
+    assert not np.allclose(adam.score, sgd.score)

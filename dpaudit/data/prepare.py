@@ -38,8 +38,11 @@ Parameters (``params``) for the real data sets; unknown keys raise ``ValueError`
   practice); a dict gives fixed constants.
 * ``checksums`` (vision only; {file name: md5}): replaces torchvision's MD5 for a file.
 * ``test_fraction`` (tables only; default 0.2): fraction of the file's rows in the test split.
-* ``sha256`` (tables only): the archive's SHA-256. Required for ``purchase``; overrides the pinned
-  value for ``location``.
+* ``sha256`` (tables and digits): the archive's SHA-256. Required for ``purchase``; overrides the
+  pinned value for ``location`` and ``digits`` (:mod:`dpaudit.data.bundled`).
+
+``"digits"`` (scikit-learn's bundled 8x8 handwritten digits, images (1, 8, 8) scaled to [0, 1])
+is split like the tables (``test_fraction``, seeded) and takes the same keys; it needs no network.
 
 For ``"synthetic"``, ``params`` are passed unchanged to
 ``dpaudit.data.synthetic.make_synthetic(**params)``; the arrays it returns are written as they are
@@ -61,7 +64,16 @@ import numpy as np
 from dpaudit.io import atomic_path
 
 FORMAT_VERSION = 1
-DATASETS = ("synthetic", "mnist", "fashionmnist", "cifar10", "svhn", "location", "purchase")
+DATASETS = (
+    "synthetic",
+    "mnist",
+    "fashionmnist",
+    "cifar10",
+    "svhn",
+    "location",
+    "purchase",
+    "digits",
+)
 ARRAY_KEYS = (
     "x_train",
     "y_train",
@@ -77,6 +89,7 @@ ARRAY_KEYS = (
 _COMMON = {"seed", "n_train", "n_test", "classes", "canary_pool"}
 _VISION = _COMMON | {"normalize", "checksums"}
 _TABULAR = _COMMON | {"test_fraction", "sha256"}
+_BUNDLED = _COMMON | {"test_fraction", "sha256"}
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 # Stream numbers for SeedSequence.spawn (documented above; do not reorder).
@@ -384,14 +397,35 @@ def _prepare_vision(name, params, root, mirror, streams, out) -> None:
     )
 
 
+def _test_fraction(params: Mapping[str, Any]) -> float:
+    frac = params.get("test_fraction", 0.2)
+    if isinstance(frac, bool) or not isinstance(frac, int | float) or not 0 < frac < 1:
+        raise ValueError(f"param 'test_fraction' must be a number in (0, 1), got {frac!r}")
+    return float(frac)
+
+
 def _prepare_tabular(name, params, root, mirror, streams, out) -> None:
     from dpaudit.data.tabular import TABULAR_DATASETS, load_tabular
 
     _check_keys(name, params, _TABULAR)
-    frac = params.get("test_fraction", 0.2)
-    if isinstance(frac, bool) or not isinstance(frac, int | float) or not 0 < frac < 1:
-        raise ValueError(f"param 'test_fraction' must be a number in (0, 1), got {frac!r}")
+    frac = _test_fraction(params)
     data = load_tabular(name, root, mirror, params.get("sha256"))
+    _prepare_split(name, params, data, TABULAR_DATASETS[name].classes, frac, streams, out)
+
+
+def _prepare_bundled(name, params, streams, out) -> None:
+    from dpaudit.data.bundled import DIGITS_CLASSES, load_digits
+
+    _check_keys(name, params, _BUNDLED)
+    frac = _test_fraction(params)
+    data = load_digits(params.get("sha256"))
+    # pixels 0..16 -> [0, 1], the range of the vision data sets without normalisation
+    _prepare_split(name, params, data, DIGITS_CLASSES, frac, streams, out, scale=16.0)
+
+
+def _prepare_split(name, params, data, k, frac, streams, out, scale: float = 1.0) -> None:
+    """A seeded train/test split of one array of records (tables, bundled data), then
+    :func:`_prepare_real`; ``scale`` divides the values (digits: 16)."""
     x, y = data["x"], data["y"]
     n = y.size
     n_test_src = int(round(frac * n))
@@ -402,17 +436,17 @@ def _prepare_tabular(name, params, root, mirror, streams, out) -> None:
         "params": dict(params),
         "sources": data["sources"],
         "split": f"seeded random split of the file's rows, test_fraction={frac}",
-        "normalization": None,
+        "normalization": None if scale == 1.0 else {"divided_by": scale},
     }
     _prepare_real(
         name,
         params,
         (x[train_rows], y[train_rows]),
         (x[test_rows], y[test_rows]),
-        TABULAR_DATASETS[name].classes,
+        k,
         data["classes"],
         streams,
-        lambda v: v.astype(np.float32),
+        lambda v: v.astype(np.float32) / np.float32(scale),
         meta,
         out,
         row_maps=(train_rows, test_rows),
@@ -480,5 +514,7 @@ def prepare_dataset(
     streams = np.random.SeedSequence(int(seed)).spawn(4)
     if name in ("location", "purchase"):
         _prepare_tabular(name, params, root, mirror, streams, out)
+    elif name == "digits":
+        _prepare_bundled(name, params, streams, out)
     else:
         _prepare_vision(name, params, root, mirror, streams, out)

@@ -18,6 +18,20 @@ def _grid(params: dict[str, Any], m: int) -> list[tuple[int, int]]:
     return one_run.default_grid(m, params.get("k_values"))
 
 
+def _fixed_pair(params: dict[str, Any], m: int) -> tuple[int, int] | None:
+    """(k+, k-) of the ``fixed`` selection: ``fixed``, or from ``fixed_fraction`` r =
+    round(fraction * m) guesses, the ceil(r/2) highest scores IN and the floor(r/2) lowest OUT
+    (Steinke et al. 2023, Alg. 1 line 7 with k+ = k- = r/2; the r = n/2 of Xiang et al.,
+    Fig. 6, App. A; the same split as ``fdp_one_run``'s ``guess: balanced``)."""
+    fixed, fraction = params["fixed"], params["fixed_fraction"]
+    if fixed and fraction is not None:
+        raise ValueError("one_run: set fixed (k+, k-) or fixed_fraction, not both")
+    if fraction is not None:
+        r = max(1, round(float(fraction) * m))
+        return (r + 1) // 2, r // 2
+    return (int(fixed[0]), int(fixed[1])) if fixed else None
+
+
 def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Steinke-Nasr-Jagielski one-run bound (Theorem 3.1), per trial, per selection rule."""
     if sf.meta["design"] != "one_run":
@@ -25,7 +39,7 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     params = fill_defaults("one_run", params)
     confidence = float(params["confidence"])
     selections = params["selections"]
-    fixed = params["fixed"]
+    fixed = _fixed_pair(params, sf.n_canaries)
     rows = []
     for t in range(sf.n_trials):
         results = one_run.audit_scores(
@@ -35,7 +49,7 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
             confidence=confidence,
             grid=_grid(params, sf.n_canaries),
             selections=selections,
-            fixed=tuple(fixed) if fixed else None,
+            fixed=fixed,
             split_seed=int(params["split_seed"]),
         )
         for res in results:

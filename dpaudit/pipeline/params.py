@@ -8,7 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.defaults import SETTING_KEYS
-from dpaudit.pipeline import canonical, setting_columns, simulate_settings, train_settings
+from dpaudit.pipeline import (
+    applicable_estimators,
+    canonical,
+    data_variants,
+    setting_columns,
+    setting_experiment,
+    simulate_settings,
+    train_settings,
+)
 from dpaudit.pipeline.targets import reproduction_checks
 
 Config = dict[str, Any]
@@ -27,20 +35,22 @@ def pick_setting(experiment: str, setting: str, settings: dict[str, Any]) -> Any
 def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any]:
     """The run spec of one training job (:func:`dpaudit.training.job.train_job`): everything
     it reads from the config, so that Snakemake reruns exactly the settings whose parameters
-    changed. The ``train`` keys that choose settings are not part of it."""
-    exp = config["experiments"][experiment]
-    target = pick_setting(experiment, setting, train_settings(exp))
+    changed. The ``train`` keys that choose settings are not part of it; a grid point's values
+    are (:func:`~dpaudit.pipeline.setting_experiment`)."""
+    target = pick_setting(experiment, setting, train_settings(config["experiments"][experiment]))
+    exp = setting_experiment(config["experiments"][experiment], setting)
     train = {k: v for k, v in exp["train"].items() if k not in SETTING_KEYS}
-    return canonical(
-        {
-            "design": exp["design"],
-            "threat_model": exp["threat_model"],
-            "model": exp["model"],
-            "canaries": exp["canaries"],
-            "train": train,
-            "target_epsilon": target,
-        }
-    )
+    spec = {
+        "design": exp["design"],
+        "threat_model": exp["threat_model"],
+        "model": exp["model"],
+        "canaries": exp["canaries"],
+        "train": train,
+        "target_epsilon": target,
+    }
+    if exp.get("selection") is not None:  # a tuning audit; other jobs keep their params
+        spec["selection"] = exp["selection"]
+    return canonical(spec)
 
 
 def simulate_params(config: Config, experiment: str, setting: str) -> dict[str, Any]:
@@ -50,9 +60,12 @@ def simulate_params(config: Config, experiment: str, setting: str) -> dict[str, 
     return canonical({"mechanism": exp["mechanism"], "params": params})
 
 
-def dataset_params(config: Config, experiment: str) -> dict[str, Any]:
-    """The dataset block of a train experiment."""
-    return canonical(config["experiments"][experiment]["dataset"])
+def dataset_params(config: Config, experiment: str, variant: str) -> dict[str, Any]:
+    """The dataset block of one prepared dataset (``variant``, see
+    :func:`~dpaudit.pipeline.data_variant`) of a train experiment."""
+    return canonical(
+        pick_setting(experiment, variant, data_variants(config["experiments"][experiment]))
+    )
 
 
 def analysis_params(config: Config, experiment: str) -> dict[str, Any]:
@@ -67,9 +80,41 @@ def setting_table(config: Config, experiment: str) -> dict[str, Any]:
 
 
 def figure_params(config: Config, experiment: str) -> dict[str, Any]:
-    """The figure block of an experiment, with its kind and its description as title."""
+    """The figure block of an experiment, with its kind, a title that fits (``figure.title``,
+    else :func:`~dpaudit.plots.labels.short_title` of the description), the display name of
+    each estimator block it runs (``estimator_labels``) and the values the paper prints for its
+    points (``marks``: the ``reproduce`` rows with a printed ``paper`` value)."""
+    from dpaudit.plots.labels import estimator_label, short_title
+
     exp = config["experiments"][experiment]
-    return canonical({"kind": exp["kind"], "title": exp.get("description", ""), **exp["figure"]})
+    block = {k: v for k, v in exp["figure"].items() if k != "caption"}
+    title = block.pop("title", None)
+    names = applicable_estimators(config, experiment) if exp["kind"] != "analysis" else []
+    marks = [
+        {k: row.get(k) for k in ("paper", "where", "column", "quantity")}
+        for row in exp.get("reproduce", [])
+        if row.get("paper") is not None and row.get("source", "printed") == "printed"
+    ]
+    return canonical(
+        {
+            "kind": exp["kind"],
+            **block,
+            "title": short_title(exp.get("description", "")) if title is None else title,
+            "estimator_labels": {n: estimator_label(config["estimators"][n]) for n in names},
+            "marks": marks,
+        }
+    )
+
+
+def figure_caption(config: Config, experiment: str, eps: bool = False) -> str:
+    """The report's caption of an experiment's figure (:func:`dpaudit.plots.captions.caption`);
+    ``eps``: of its empirical-vs-claimed figure (a train experiment with ``figure.x`` has both)."""
+    from dpaudit.plots.captions import caption
+
+    exp = config["experiments"][experiment]
+    if eps:
+        exp = {**exp, "figure": {k: v for k, v in exp["figure"].items() if k != "x"}}
+    return caption(exp, experiment)
 
 
 def description(config: Config, experiment: str) -> str:

@@ -24,6 +24,7 @@ from dpaudit.training.device import resolve_device
 log = logging.getLogger(__name__)
 
 ACCOUNTANTS = ("rdp", "prv", "gdp")
+OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass
@@ -42,8 +43,17 @@ class DPSGDParams:
     target_epsilon: float | None
     momentum: float = 0.0
     accountant: str = "rdp"
+    optimizer: str = "sgd"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
 
     def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(OPTIMIZERS)}")
+        if self.optimizer == "adam" and self.momentum:
+            raise ValueError(
+                f"momentum {self.momentum} applies to SGD; Adam has its own (train.adam_betas)"
+            )
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant {self.accountant!r}; allowed: {list(ACCOUNTANTS)}")
         if self.target_epsilon is not None and not self.target_epsilon > 0:
@@ -79,6 +89,16 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
         return float((model(x).argmax(dim=1) == y).float().mean())
 
 
+def make_optimizer(model: nn.Module, params: DPSGDParams) -> torch.optim.Optimizer:
+    """The optimizer Opacus's ``DPOptimizer`` wraps: SGD (with ``momentum``) or Adam (Kingma &
+    Ba 2015, ``betas``, ``eps``) stepping on the privatised gradient."""
+    if params.optimizer == "adam":
+        return torch.optim.Adam(
+            model.parameters(), lr=params.lr, betas=params.betas, eps=params.eps
+        )
+    return torch.optim.SGD(model.parameters(), lr=params.lr, momentum=params.momentum)
+
+
 def train_with_canaries(
     model: nn.Module,
     data: dict[str, np.ndarray],
@@ -107,7 +127,7 @@ def train_with_canaries(
         shuffle=False,
     )
     model = model.to(dev)
-    optimizer = torch.optim.SGD(model.parameters(), lr=params.lr, momentum=params.momentum)
+    optimizer = make_optimizer(model, params)
     engine = PrivacyEngine(accountant=params.accountant)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus warns about secure RNG; seeds are explicit here

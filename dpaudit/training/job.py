@@ -2,8 +2,10 @@
 
 :func:`train_job` is the single entry point of a training job (the Snakemake rule ``train``
 and ``dpaudit train`` / ``dpaudit train-shard`` call it). The run spec is a mapping with the
-keys ``design``, ``threat_model``, ``model``, ``canaries``, ``train`` and ``target_epsilon``;
-``train.engine`` chooses who trains:
+keys ``design``, ``threat_model``, ``model``, ``canaries``, ``train``, ``target_epsilon`` and,
+for a private-selection audit, ``selection`` (:mod:`dpaudit.training.tuning`: the tuning
+protocol's candidate runs trained by the vectorised engine, one score-file row per tuning
+trial); ``train.engine`` chooses who trains:
 
 ``opacus``   one model with Opacus's ``PrivacyEngine`` (:mod:`dpaudit.training.opacus_engine`):
              the reference the vectorised engines are tested against; design ``one_run``,
@@ -51,12 +53,21 @@ OPACUS_SUPPORTS: dict[str, tuple[str, ...]] = {
     "design": ("one_run",),
     "threat_model": ("black_box_loss",),
     "canaries.type": ("random_input",),
+    "canaries.insert": ("coins",),
     "train.sampler": ("poisson",),
 }
 #: ``train`` keys only the vectorised engines read (the Opacus engine needs them null).
 VECTORISED_ONLY = ("noise_multiplier", "steps", "buffer_size", "model_chunk")
 #: Keys of a run spec.
-RUN_SPEC_KEYS = ("design", "threat_model", "model", "canaries", "train", "target_epsilon")
+RUN_SPEC_KEYS = (
+    "design",
+    "threat_model",
+    "model",
+    "canaries",
+    "train",
+    "target_epsilon",
+    "selection",
+)
 
 
 def engine_of(run_spec: dict[str, Any]) -> str:
@@ -77,6 +88,7 @@ def opacus_problem(run_spec: dict[str, Any], shards: int = 1) -> tuple[str, str]
         "design": run_spec.get("design"),
         "threat_model": run_spec.get("threat_model"),
         "canaries.type": canaries.get("type"),
+        "canaries.insert": canaries.get("insert"),
         "train.sampler": train.get("sampler"),
     }
     for key, allowed in OPACUS_SUPPORTS.items():
@@ -126,6 +138,8 @@ def complete_run_spec(run_spec: dict[str, Any]) -> dict[str, Any]:
     }
     if "target_epsilon" in run_spec:
         spec["target_epsilon"] = run_spec["target_epsilon"]
+    if run_spec.get("selection") is not None:
+        spec["selection"] = fill_defaults("selection", run_spec["selection"])
     return spec
 
 
@@ -158,7 +172,14 @@ def train_job(
         raise ValueError(f"run spec: unknown key(s) {unknown}; allowed: {list(RUN_SPEC_KEYS)}")
     run_spec = complete_run_spec(run_spec)
     job = JobId(experiment, setting, seed, shard)
-    if engine_of(run_spec) == "opacus":
+    if run_spec.get("selection") is not None:  # a tuning audit (training.tuning)
+        from dpaudit.training.tuning import run_tuning
+
+        if engine_of(run_spec) == "opacus":
+            raise ValueError("run spec key train.engine: selection needs auto, stacked or func")
+        ckpt = checkpoint_path(out) if checkpoint else None
+        sf, obs = run_tuning(data, job, run_spec, ckpt, progress, device=device), {}
+    elif engine_of(run_spec) == "opacus":
         sf, obs = _train_opacus(data, job, run_spec, device), {}
         ckpt = None
     else:

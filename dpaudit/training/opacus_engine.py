@@ -19,6 +19,7 @@ import torch
 
 from dpaudit.canaries.inclusion import fair_coins
 from dpaudit.canaries.input_space import random_inputs
+from dpaudit.defaults import fill_defaults
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.seeding import derive_seed
@@ -62,7 +63,8 @@ def run_setting(
     """Train the one model of ``job_id`` (its setting and run seed) as the run spec's
     ``model``, ``canaries``, ``train`` and ``target_epsilon`` say; return its score file."""
     experiment, setting, seed = job_id.experiment, job_id.setting, job_id.seed
-    train, canaries = run_spec["train"], run_spec["canaries"]
+    # keys left out of a library caller's spec take the schema's defaults
+    train, canaries = fill_defaults("train", run_spec["train"]), run_spec["canaries"]
     target_epsilon = run_spec.get("target_epsilon")
     canary_x, canary_y = make_canaries(data, canaries)
     membership = fair_coins(len(canary_y), derive_seed(seed, "coins"))
@@ -74,11 +76,14 @@ def run_setting(
         epochs=train["epochs"],
         batch_size=train["batch_size"],
         lr=train["lr"],
-        momentum=train.get("momentum", 0.0),
+        momentum=train["momentum"],
         max_grad_norm=train["max_grad_norm"],
         delta=train["delta"],
         target_epsilon=target_epsilon,
-        accountant=train.get("accountant", "rdp"),
+        accountant=train["accountant"],
+        optimizer=train["optimizer"],
+        betas=(float(train["adam_betas"][0]), float(train["adam_betas"][1])),
+        eps=float(train["adam_eps"]),
     )
     result = train_with_canaries(
         net, data, canary_x, canary_y, membership, params, derive_seed(seed, "train"), device
@@ -100,6 +105,7 @@ def run_setting(
         "delta": train["delta"],
         "accountant": result.accountant,
         "sampler": "poisson",
+        "optimizer": params.optimizer,
         "m": len(canary_y),
         "n_train": int(len(data["y_train"])),
         **summary(result),

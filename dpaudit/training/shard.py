@@ -32,7 +32,7 @@ Threat models (``score`` names the statistic; Steinke §4, Pillutla App. D, Anna
 ``white_box_dot``     all iterates. Input canaries: ``sum_t <theta_{t-1} - theta_t,
                       clip(grad loss(theta_{t-1}; c))>`` (Steinke et al. §4.1). Gradient
                       canaries: the same sum with the fixed canary gradient, which telescopes to
-                      ``<theta_0 - theta_T, v>`` (plain SGD; our observation): for Dirac canaries
+                      ``<theta_0 - theta_T, v>`` (any optimizer; our observation): Dirac canaries
                       ``C (theta_0 - theta_T)[j]``.
 ``final_model_cosine``  gradient canaries, final model only (LiDP App. D.2, authors' code):
                       ``-<v, theta_T> / (|v| |theta_T|)`` (IN lowers ``<v, theta>``).
@@ -97,6 +97,30 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 CANARY_DEFAULTS: dict[str, Any] = fill_defaults("canaries")
 ADVERSARIES = ("natural", "partially_informed")
 NEIGHBOURING = ("add_remove", "zero_out")
+#: ``canaries.insert``: fair coins (the audit) or no canary inserted (the no-canary control).
+INSERT = ("coins", "none")
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """Which models a ``multi_run`` shard trains and who holds the target.
+
+    ``model_ids[j]``: the index whose :func:`model_seeds` model ``j`` draws from (so a model is
+    the same whatever else its job trains); ``members[j]``: 1 if model ``j`` trains on the target
+    canary.
+    """
+
+    model_ids: np.ndarray
+    members: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.model_ids) != len(self.members) or len(self.model_ids) < 1:
+            raise ValueError(
+                f"a shard plan needs as many members as model ids (>= 1), got "
+                f"{len(self.members)} and {len(self.model_ids)}"
+            )
+        if not np.isin(self.members, (0, 1)).all():
+            raise ValueError("shard plan members must be 0 or 1")
 
 
 @dataclass
@@ -205,6 +229,7 @@ def run_shard(
     progress: bool = False,
     step_hook: Callable[[int], None] | None = None,
     device: str = "cpu",
+    plan: ShardPlan | None = None,
 ) -> ShardOutput:
     """Train the shard of ``job_id`` as the run spec says (``design``, ``threat_model``,
     ``model``, ``canaries``, ``train``, ``target_epsilon``) and score its canaries; see the
@@ -216,15 +241,19 @@ def run_shard(
     shard (the caller deletes it after writing the outputs). ``step_hook(step)`` runs after
     every step.
     ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); only the CPU is tested.
+    ``plan`` (design ``multi_run`` only): which models to train and who holds the target,
+    instead of ``train.models_per_shard`` models with a fair coin each (the tuning protocol of
+    :mod:`dpaudit.training.tuning` decides both); ``x_train`` may then be empty (the
+    selection paper's ETCV, X = empty set).
     """
     experiment, setting, seed, shard = job_id.experiment, job_id.setting, job_id.seed, job_id.shard
     design, threat_model = run_spec["design"], run_spec["threat_model"]
     target_epsilon = run_spec.get("target_epsilon")
     t, c = _check_options(design, threat_model, run_spec["train"], run_spec["canaries"])
     x_train, y_train = data["x_train"], data["y_train"]
-    n_classes = int(max(y_train.max(), data["y_test"].max())) + 1
+    n_classes = int(max(np.max(y_train, initial=0), data["y_test"].max())) + 1
     shape = tuple(x_train.shape[1:])
-    n_models = int(t["models_per_shard"])
+    n_models = int(t["models_per_shard"]) if plan is None else len(plan.model_ids)
     if n_models < 1:
         raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
     for key in ("model_chunk", "eval_examples"):
@@ -234,8 +263,13 @@ def run_shard(
         return build_for_data(run_spec["model"], shape, n_classes)
 
     n_params = sum(p.numel() for p in template_model().parameters())
-    seeds = [model_seeds(seed, setting, shard, j) for j in range(n_models)]
+    ids = range(n_models) if plan is None else plan.model_ids
+    seeds = [model_seeds(seed, setting, shard, int(j)) for j in ids]
     cans = _draw_canaries(design, c, seeds, n_params, n_classes)
+    if plan is not None:
+        if design != "multi_run":
+            raise ValueError(f"a shard plan needs design multi_run, got {design!r}")
+        cans.member[:, 0] = plan.members
     examples = _shard_examples(data, cans, t, n_params, n_classes)
     job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
     cfg, claimed = _dpsgd_config(t, len(y_train), cans, target_epsilon, job)
@@ -280,6 +314,7 @@ def run_shard(
         "threat_model": threat_model,
         "score": SCORE_NAMES[threat_model],
         "canary_type": c["type"],
+        "canaries_inserted": c["insert"],
         "neighbouring": c["neighbouring"],
         "adversary": c["adversary"],
         "claimed_epsilon": claimed,
@@ -294,6 +329,7 @@ def run_shard(
         "steps_per_epoch": cfg.steps_per_epoch,
         "batch_size": cfg.batch_size,
         "lr": float(t["lr"]),
+        "optimizer": t["optimizer"],
         "max_grad_norm": float(t["max_grad_norm"]),
         "models": n_models,
         "n_train": len(y_train),
@@ -336,8 +372,8 @@ def _check_options(
     c = _merge(CANARY_DEFAULTS, canaries, "canaries")
     if t["momentum"]:
         raise ValueError(
-            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD (momentum 0); "
-            "use the Opacus one-model engine for momentum"
+            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD or Adam "
+            "(momentum 0); use the Opacus one-model engine for momentum"
         )
     kind = c["type"]
     if kind not in INPUT_CANARIES + GRADIENT_CANARIES:
@@ -362,6 +398,12 @@ def _check_options(
         raise ValueError(
             "canaries.adversary: partially_informed (Annamalai et al.) needs design multi_run, "
             "gradient canaries and neighbouring zero_out"
+        )
+    if c["insert"] not in INSERT:
+        raise ValueError(f"canaries.insert {c['insert']!r}; allowed: {list(INSERT)}")
+    if c["insert"] == "none" and design != "one_run":
+        raise ValueError(
+            f"canaries.insert: none (the no-canary control) is for design one_run, not {design!r}"
         )
     if zero_out and not gradient:
         raise ValueError(
@@ -418,7 +460,8 @@ def _draw_canaries(
     for j, s in enumerate(seeds):
         if design == "one_run":
             cols[j] = np.arange(n_cols)
-            member[j] = np.random.default_rng([s.canary, 0]).integers(0, 2, size=n_cols)
+            if c["insert"] == "coins":
+                member[j] = np.random.default_rng([s.canary, 0]).integers(0, 2, size=n_cols)
         elif design == "lidp":
             ins, null = lidp_split(pool_size, int(c["k"]), s.canary)
             cols[j] = np.concatenate([ins, null])
@@ -428,6 +471,8 @@ def _draw_canaries(
     zero_out = c["neighbouring"] == "zero_out"
     if zero_out:  # every column holds a record (the canary or the zero-out record)
         expected_in = n_cols
+    if c["insert"] == "none":  # the no-canary control: the data alone sets the sample rate
+        expected_in = 0
     return _Canaries(
         options=c,
         gradient=c["type"] in GRADIENT_CANARIES,
@@ -519,6 +564,9 @@ def _dpsgd_config(
         lr=float(t["lr"]),
         sampler=SamplerSpec(t["sampler"], b, t["buffer_size"]),
         steps_per_epoch=t_epoch,
+        optimizer=t["optimizer"],
+        betas=(float(t["adam_betas"][0]), float(t["adam_betas"][1])),
+        eps=float(t["adam_eps"]),
     )
     return cfg, claimed
 

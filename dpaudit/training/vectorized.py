@@ -12,7 +12,10 @@ for every model ``m`` (Abadi et al. 2016, Algorithm 1; the same steps as Opacus'
    clipped the same way;
 4. add Gaussian noise ``N(0, (sigma C)^2 I)``, divide by the *expected* batch size ``B``
    (Opacus's ``loss_reduction="mean"`` for Poisson sampling), and take an SGD step
-   ``theta_m <- theta_m - lr * g~``.
+   ``theta_m <- theta_m - lr * g~`` or, with ``optimizer="adam"``, an Adam step on ``g~``
+   (Kingma & Ba 2015, Algorithm 1, as ``torch.optim.Adam`` computes it, per model: its own
+   first and second moments; post-processing of the noisy gradient, so the guarantee is
+   DP-SGD's).
 
 Randomness depends only on per-model integer seeds and the step index: initialisation on
 the model's ``init`` seed, batches on ``numpy.random.default_rng([sampling seed, step])``
@@ -35,8 +38,8 @@ Everything the white-box threat models need is recorded here (Steinke §4.1; Ann
 ``step_dots``   per step, ``<g~_t, v_k>`` for every gradient canary ``v_k`` (Annamalai et al.,
                 Algorithm 1, ``o_t``; the Natural/PI likelihood ratios of their §5.3).
 For a gradient canary (fixed gradient ``v_k``) the white-box sum telescopes to
-``<theta_0 - theta_T, v_k>`` under plain SGD and is computed from the first and last iterates
-(our observation).
+``<theta_0 - theta_T, v_k>`` (a sum of parameter differences, whatever the optimizer) and is
+computed from the first and last iterates (our observation).
 """
 
 from __future__ import annotations
@@ -99,6 +102,10 @@ def model_seeds(base_seed: int, setting: str, shard: int, model: int) -> ModelSe
     return ModelSeeds(init=a, sampling=b, noise=c, canary=d)
 
 
+#: The update rules applied to the noisy gradient (``DPSGDConfig.optimizer``).
+OPTIMIZERS = ("sgd", "adam")
+
+
 # ----------------------------------------------------------------------------------------------
 # Configuration and inputs
 # ----------------------------------------------------------------------------------------------
@@ -112,6 +119,8 @@ class DPSGDConfig:
     ``steps_per_epoch`` (shuffling samplers only): T; ``None`` takes ``ceil(n_max / B)`` with
     ``n_max`` the largest training set of the shard, which depends on the shard, so set it
     (e.g. to ``ceil((n_base + n_canaries) / B)``) when a model must be recomputable alone.
+    ``optimizer``: ``sgd`` (plain SGD) or ``adam`` (``torch.optim.Adam`` with ``betas`` and
+    ``eps``, no weight decay) applied to each model's noisy gradient.
     """
 
     steps: int
@@ -122,8 +131,17 @@ class DPSGDConfig:
     lr: float
     sampler: SamplerSpec = field(default_factory=SamplerSpec)
     steps_per_epoch: int | None = None
+    optimizer: str = "sgd"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
 
     def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(OPTIMIZERS)}")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        if not self.eps > 0:
+            raise ValueError(f"eps must be > 0, got {self.eps}")
         if self.steps_per_epoch is not None and self.steps_per_epoch < 1:
             raise ValueError(f"steps_per_epoch must be >= 1, got {self.steps_per_epoch}")
         if self.steps < 0:
@@ -670,9 +688,11 @@ def _step_context(
         buffers=buffers,
         x=x,
         y=y,
-        x_rows=x.reshape(n_inputs, -1),
+        x_rows=x.reshape(n_inputs, x[0].numel() if n_inputs else 0),  # 0 rows: X empty
         # squared norms of the (flattened) examples: the ghost norm of a first linear layer
-        x_sqnorm=x.reshape(n_inputs, -1).pow(2).sum(1) if eng.name == "stacked" else None,
+        x_sqnorm=x.reshape(n_inputs, -1).pow(2).sum(1)
+        if eng.name == "stacked" and n_inputs
+        else None,
         vcan=vcan,
         partially_informed=data.partially_informed,
         wb_ids=wb_ids,
@@ -737,6 +757,8 @@ class _TrainState:
     noise_gens: list[torch.Generator]
     white_box: torch.Tensor | None
     step_dots: torch.Tensor | None
+    adam_m: torch.Tensor | None = None  # Adam's first moments, flat (M, P)
+    adam_v: torch.Tensor | None = None  # Adam's second moments, flat (M, P)
 
     @classmethod
     def start(
@@ -754,21 +776,33 @@ class _TrainState:
         if record.step_dots:
             step_dots = torch.zeros(n_models, ctx.kg, steps, dtype=ctx.f64, device=ctx.dev)
         gens = [torch.Generator().manual_seed(s.noise) for s in seeds]
-        return cls(params, gens, white_box, step_dots)
+        adam_m = adam_v = None
+        if ctx.config.optimizer == "adam":
+            adam_m = torch.zeros(n_models, ctx.n_params, dtype=ctx.dtype, device=ctx.dev)
+            adam_v = torch.zeros_like(adam_m)
+        return cls(params, gens, white_box, step_dots, adam_m, adam_v)
+
+    def _optional(self) -> dict[str, torch.Tensor | None]:
+        """The optional state (None where this run has none) a checkpoint holds."""
+        return {
+            "white_box": self.white_box,
+            "step_dots": self.step_dots,
+            "adam_m": self.adam_m,
+            "adam_v": self.adam_v,
+        }
 
     def resume(self, path: Path, fingerprint: str, steps: int) -> int:
         """Continue from checkpoint ``path`` if it is this run's; the step to start from."""
-        expected = {"params": self.params, "white_box": self.white_box, "step_dots": self.step_dots}
+        expected = {"params": self.params, **self._optional()}
         state = load_checkpoint(path, fingerprint, expected, steps)
         if state is None:
             return 0
         self.params = state["params"]
         for g, st in zip(self.noise_gens, state["noise_rng"].unbind(0), strict=True):
             g.set_state(st.clone())
-        if self.white_box is not None:
-            self.white_box = state["white_box"]
-        if self.step_dots is not None:
-            self.step_dots = state["step_dots"]
+        for key, have in self._optional().items():
+            if have is not None:
+                setattr(self, key, state[key])
         start = int(state["step"])
         log.info("resumed from %s at step %d of %d", path, start, steps)
         return start
@@ -781,10 +815,7 @@ class _TrainState:
             "params": self.params,
             "noise_rng": torch.stack([g.get_state() for g in self.noise_gens]),
         }
-        if self.white_box is not None:
-            state["white_box"] = self.white_box
-        if self.step_dots is not None:
-            state["step_dots"] = self.step_dots
+        state.update({k: v for k, v in self._optional().items() if v is not None})
         with atomic_path(path) as tmp:
             torch.save(state, tmp)
 
@@ -811,12 +842,31 @@ def _train_chunk(
         g_tilde = flat / ctx.config.batch_size
         dots = g_tilde @ ctx.vcan.T  # type: ignore[union-attr]
         state.step_dots[a:b, :, step] = dots.to(ctx.f64)
-    update = flat.mul_(ctx.config.lr / ctx.config.batch_size)  # theta_{t-1} - theta_t
+    if ctx.config.optimizer == "adam":
+        update = _adam_update(ctx, state, flat.div_(ctx.config.batch_size), a, b, step + 1)
+    else:
+        update = flat.mul_(ctx.config.lr / ctx.config.batch_size)  # theta_{t-1} - theta_t
     _check_finite(update, a, step + 1, ctx.config)
     if state.white_box is not None:
         state.white_box[a:b] += _white_box_dots(ctx, p_c, buf_c, update)
     for k, part in zip(ctx.names, _unflatten(ctx, update), strict=True):
         state.params[k][a:b].sub_(part)
+
+
+def _adam_update(
+    ctx: _StepContext, state: _TrainState, g: torch.Tensor, a: int, b: int, t: int
+) -> torch.Tensor:
+    """``theta_{t-1} - theta_t`` of an Adam step (Kingma & Ba 2015, Algorithm 1; the
+    arithmetic of ``torch.optim.Adam`` without weight decay or amsgrad) on the noisy gradients
+    ``g`` (m, P) of models ``a..b-1`` at (1-based) step ``t``; updates their moments in place
+    and overwrites ``g`` with the update."""
+    beta1, beta2 = ctx.config.betas
+    m_c, v_c = state.adam_m[a:b], state.adam_v[a:b]  # type: ignore[index]
+    m_c.lerp_(g, 1 - beta1)
+    v_c.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    step_size = ctx.config.lr / (1 - beta1**t)
+    denom = torch.sqrt(v_c, out=g).div_(math.sqrt(1 - beta2**t)).add_(ctx.config.eps)
+    return torch.div(m_c, denom, out=g).mul_(step_size)
 
 
 def _partially_informed_rows(
