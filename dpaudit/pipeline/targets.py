@@ -63,6 +63,12 @@ def audit_files(config: Config, experiment: str) -> list[str]:
     ]
 
 
+def analysis_inputs(config: Config, experiment: str) -> dict[str, str]:
+    """Experiment -> audit table, of the experiments an analysis reads (its ``inputs``)."""
+    inputs = config["experiments"][experiment].get("inputs") or []
+    return {name: paths.audit_table(name) for name in inputs}
+
+
 def main_table(config: Config, experiment: str) -> str:
     """An experiment's table: the audit table, or an analysis's table."""
     if config["experiments"][experiment]["kind"] == "analysis":
