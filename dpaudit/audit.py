@@ -3,7 +3,8 @@
 One row per (score file, estimator, parameters, selection): the setting's identity and claimed
 privacy from the file's metadata (``claimed_epsilon_<accountant>`` for each of
 ``meta["claimed_epsilons"]``, ``reference_<name>`` for each of ``meta["references"]``), the
-estimator's name and method, ``epsilon`` (the lower bound) and ``valid`` (False for
+estimator's name and method, ``test_accuracy`` (train experiments: the models' mean test
+accuracy), ``epsilon`` (the lower bound) and ``valid`` (False for
 uncorrected or point estimates), then each method's diagnostics.
 """
 
@@ -60,6 +61,9 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     }
     for accountant, eps in sorted((sf.meta.get("claimed_epsilons") or {}).items()):
         ident[f"claimed_epsilon_{accountant}"] = float("inf") if eps is None else eps
+    if sf.meta.get("test_accuracy") is not None:
+        # the trained models' mean test accuracy (train experiments; the papers report it)
+        ident["test_accuracy"] = float(sf.meta["test_accuracy"])
     for name, value in sorted((sf.meta.get("references") or {}).items()):
         # reference values of the setting (e.g. a known lower bound), drawn in figures
         ident[f"reference_{name}"] = float("nan") if value is None else float(value)

@@ -21,6 +21,7 @@ import jsonschema
 
 from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of the schema)
     SCHEMA_RESOURCE,
+    SETTING_KEYS,
     DefaultFillingValidator,
     estimator_defaults,
     fill_defaults,
@@ -127,7 +128,7 @@ def validate_config(
         messages = list(dict.fromkeys(_describe(e) for e in errors))  # once each, in order
         lines = "\n".join(f"  - {m}" for m in messages)
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
-    _check_references(config)
+    _check_references(config, validator)
     return config
 
 
@@ -563,16 +564,13 @@ def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
         )
 
 
-def _check_references(config: dict[str, Any]) -> None:
+def _check_references(config: dict[str, Any], validator: Any = None) -> None:
     """Cross-key checks the schema cannot express."""
     names = sorted(config.get("estimators", {}))
     for name in names:
         _check_estimator_block(name, config["estimators"][name])
     for exp, block in config.get("experiments", {}).items():
         _check_registered(exp, block)
-        _check_trainer(exp, block)
-        if "dataset" in block:
-            _check_dataset(exp, block["dataset"])
         for name in block.get("estimators", []) or []:
             if name not in names:
                 raise ConfigError(
@@ -580,10 +578,89 @@ def _check_references(config: dict[str, Any]) -> None:
                     f"allowed: names defined under 'estimators': {names}"
                 )
         _check_estimators_apply(config, exp, block)
-        _check_settings(exp, block)
-        _check_canary_pool(exp, block)
-        _check_target_epsilons(exp, block)
+        for point, effective in _grid_points(config, exp, block, validator):
+            try:
+                _check_trainer(exp, effective)
+                if "dataset" in effective:
+                    _check_dataset(exp, effective["dataset"])
+                _check_settings(exp, effective)
+                _check_canary_pool(exp, effective)
+                _check_target_epsilons(exp, effective)
+            except ConfigError as err:
+                if not point:
+                    raise
+                raise ConfigError(f"{err} (at grid point {point!r} of experiments.{exp})") from None
         _check_lidp_order(config, exp, block)
         _check_lidp_trials(config, exp, block)
     _check_input_experiments(config)
     _check_paper_targets(config)
+
+
+def _grid_points(
+    config: dict[str, Any], exp: str, block: dict[str, Any], validator: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    """(grid point name, the experiment block with its values set) of each point of a train
+    experiment's ``grid`` / ``points`` (one unnamed point without them); each point's block is
+    checked against the schema like the experiment's own keys."""
+    from dpaudit.pipeline import apply_point, train_points
+
+    if block.get("kind") != "train":
+        return [("", block)]
+    varied = list(block.get("grid") or {})
+    for point in block.get("points") or []:
+        varied += [k for k in point if k not in varied]
+    for key in varied:
+        if key.partition(".")[2] in SETTING_KEYS and key.startswith("train."):
+            raise ConfigError(
+                f"config key experiments.{exp}.grid.{key}: the target epsilons are the settings "
+                "of every grid point already; allowed: keys of dataset, model, canaries, train "
+                f"other than {['train.' + k for k in SETTING_KEYS]}"
+            )
+    columns = [k.rsplit(".", 1)[-1] for k in varied]
+    for key, column in zip(varied, columns, strict=True):
+        if columns.count(column) > 1 or column in _RESERVED_COLUMNS:
+            taken = "another grid key" if columns.count(column) > 1 else "the table"
+            raise ConfigError(
+                f"config key experiments.{exp}.grid.{key}: its audit-table column {column!r} "
+                f"(the key's last part) is taken by {taken}; "
+                f"allowed: grid keys with distinct last parts, none of {sorted(_RESERVED_COLUMNS)}"
+            )
+    try:
+        points = train_points(block)
+    except ValueError as err:
+        raise ConfigError(f"config key experiments.{exp}.grid: {err}") from None
+    out = []
+    for name, point in points.items():
+        effective = apply_point(block, point)
+        if point and validator is not None:
+            errors = list(validator.iter_errors({"experiments": {exp: effective}}))
+            errors = [e for e in errors if list(e.absolute_path)[:1] == ["experiments"]]
+            if errors:
+                raise ConfigError(
+                    f"{_describe(errors[0])} (the value set by grid point {name!r} of "
+                    f"experiments.{exp})"
+                )
+        out.append((name, effective))
+    return out
+
+
+#: Audit-table columns a grid key's column must not replace.
+_RESERVED_COLUMNS = frozenset(
+    {
+        "experiment",
+        "setting",
+        "seed",
+        "design",
+        "threat_model",
+        "estimator",
+        "method",
+        "params",
+        "epsilon",
+        "valid",
+        "selection",
+        "target_epsilon",
+        "claimed_epsilon",
+        "delta",
+        "accountant",
+    }
+)

@@ -371,6 +371,14 @@ def _check_distinct(files: list[ScoreFile]) -> None:
         seen_id[key] = sf.source
 
 
+def _mean_accuracy(files: list[ScoreFile]) -> float:
+    """The mean test accuracy over every model of the files (each file's mean weighted by its
+    number of models, ``test_accuracy_per_model``, else by its trials)."""
+    weights = [len(sf.meta.get("test_accuracy_per_model") or []) or sf.n_trials for sf in files]
+    total = sum(w * float(sf.meta["test_accuracy"]) for w, sf in zip(weights, files, strict=True))
+    return total / sum(weights)
+
+
 def concat(files: list[ScoreFile]) -> ScoreFile:
     """Stack the trials of several score files of one setting (e.g. training shards).
 
@@ -397,6 +405,8 @@ def concat(files: list[ScoreFile]) -> ScoreFile:
                 )
     meta = dict(first.meta)
     meta["seed"] = [sf.meta["seed"] for sf in files]
+    if all(sf.meta.get("test_accuracy") is not None for sf in files):
+        meta["test_accuracy"] = _mean_accuracy(files)
     return ScoreFile(
         score=np.concatenate([f.score for f in files]),
         membership=np.concatenate([f.membership for f in files]),

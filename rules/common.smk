@@ -29,11 +29,17 @@ wildcard_constraints:
     estimator="[A-Za-z][A-Za-z0-9_]*",
     paper="[a-z0-9_]+",
     figure="[A-Za-z0-9_]+",
+    variant="[A-Za-z0-9_.]+",
 
 
 def kind_pattern(*kinds):
     """A wildcard pattern matching exactly the experiments of these kinds."""
     return pipeline_targets.kind_pattern(config, *kinds)
+
+
+def line_figure_pattern():
+    """Wildcard pattern of the experiments that get the line figure of their table."""
+    return pipeline_targets.line_figure_pattern(config)
 
 
 def target_pattern(part):
@@ -72,7 +78,16 @@ def estimator_params(wildcards):
 
 
 def dataset_params(wildcards):
-    return pipeline_params.dataset_params(config, wildcards.experiment)
+    return pipeline_params.dataset_params(
+        config, wildcards.experiment, wildcards.variant
+    )
+
+
+def train_dataset(wildcards):
+    """The prepared dataset a training job reads (its setting's dataset variant)."""
+    return pipeline_targets.train_dataset(
+        config, wildcards.experiment, wildcards.setting
+    )
 
 
 def analysis_params(wildcards):

@@ -1,11 +1,12 @@
-# Datasets: generated or downloaded, then prepared into one standard .npz per experiment.
+# Datasets: generated or downloaded, then prepared into one standard .npz per experiment (one
+# per value of the dataset keys a train experiment's grid varies).
 
 
 rule prepare_dataset:
     output:
         paths.dataset(),
     log:
-        paths.log("{experiment}", "prepare_dataset"),
+        paths.log("{experiment}", "prepare_dataset", "{variant}"),
     conda:
         "../envs/dpaudit.yaml"
     params:

@@ -48,7 +48,7 @@ rule figure:
     log:
         paths.log("{experiment}", "figure"),
     wildcard_constraints:
-        experiment=kind_pattern("simulate", "analysis"),
+        experiment=line_figure_pattern(),
     conda:
         "../envs/dpaudit.yaml"
     params:

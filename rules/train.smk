@@ -4,7 +4,7 @@
 
 rule train:
     input:
-        dataset=paths.dataset(),
+        dataset=train_dataset,
     output:
         scores=paths.score_file(shard="{shard}"),
     log:

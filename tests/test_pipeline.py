@@ -14,6 +14,7 @@ from dpaudit.pipeline import params, paths, targets
 
 REPO = Path(__file__).resolve().parents[1]
 
+
 @pytest.fixture
 def config() -> dict:
     """A small config: a simulate grid (2 settings x 2 seeds), a sharded vectorized training,
@@ -73,7 +74,7 @@ def test_path_patterns_are_the_snakemake_patterns():
     assert paths.setting_audit() == "results/{experiment}/audit/{estimator}/{setting}.csv"
     assert paths.audit_table() == "results/{experiment}/audit.csv"
     assert paths.analysis_table() == "results/{experiment}/table.csv"
-    assert paths.dataset() == "resources/datasets/{experiment}.npz"
+    assert paths.dataset() == "resources/datasets/{experiment}/{variant}.npz"
     assert paths.figure(ext="png") == "results/{experiment}/figures/figure.png"
     assert paths.paper_target(ext="csv") == "results/{paper}/{figure}.csv"
     assert paths.log("{experiment}", "audit", paths.AUDIT_JOB) == (
@@ -297,4 +298,111 @@ def test_setting_table_and_dataset(config):
         "eps4": {"target_epsilon": 4.0},
         "nonprivate": {"target_epsilon": None},
     }
-    assert params.dataset_params(config, "vec")["n_train"] == 200
+    assert params.dataset_params(config, "vec", "base")["n_train"] == 200
+    assert targets.train_dataset(config, "vec", "eps8") == "resources/datasets/vec/base.npz"
+
+
+# ---- train grids -----------------------------------------------------------------------------
+
+
+def _grid_config(**extra) -> dict:
+    cfg = {
+        "experiments": {
+            "g": {
+                "kind": "train",
+                "design": "one_run",
+                "threat_model": "white_box_dot",
+                "dataset": {"name": "synthetic", "n_train": 400},
+                "model": {"name": "mlp", "hidden": [8]},
+                "canaries": {"type": "dirac", "m": 100},
+                "train": {"target_epsilons": [2, 8], "nonprivate": True, "steps": 10},
+                "grid": {"canaries.m": [10, 100], "dataset.n_train": [200, 400]},
+                "estimators": ["one_run"],
+                **extra,
+            }
+        },
+        "estimators": {"one_run": {"method": "one_run"}},
+    }
+    validate_config(cfg, load_schema())
+    return cfg
+
+
+def test_a_train_grid_makes_one_setting_per_point_and_epsilon():
+    from dpaudit.pipeline import experiment_settings
+
+    cfg = _grid_config()
+    settings = experiment_settings(cfg["experiments"]["g"])
+    assert len(settings) == 2 * 2 * 3
+    assert settings["m10_n_train200_eps2"] == 2.0
+    assert settings["m100_n_train400_nonprivate"] is None
+    spec = params.train_params(cfg, "g", "m10_n_train400_eps8")
+    assert spec["canaries"]["m"] == 10 and spec["target_epsilon"] == 8.0
+    assert "grid" not in spec and "points" not in spec
+    # the dataset is prepared once per value of the dataset keys, shared by the other keys
+    assert targets.train_dataset(cfg, "g", "m10_n_train200_eps2") == (
+        "resources/datasets/g/n_train200.npz"
+    )
+    assert targets.train_dataset(cfg, "g", "m100_n_train200_nonprivate") == (
+        "resources/datasets/g/n_train200.npz"
+    )
+    assert params.dataset_params(cfg, "g", "n_train400")["n_train"] == 400
+    table = params.setting_table(cfg, "g")
+    assert table["m100_n_train200_eps8"] == {"m": 100, "n_train": 200, "target_epsilon": 8.0}
+
+
+def test_train_points_vary_together_and_combine_with_the_grid():
+    cfg = _grid_config(
+        grid={"canaries.m": [10, 20]},
+        points=[
+            {"train.steps": 1, "train.noise_multiplier": 0.5},
+            {"train.steps": 10, "train.noise_multiplier": 1.5},
+        ],
+    )
+    spec = params.train_params(cfg, "g", "steps10_noise_multiplier1.5_m20_eps2")
+    assert spec["train"]["steps"] == 10 and spec["train"]["noise_multiplier"] == 1.5
+    assert spec["canaries"]["m"] == 20
+    assert len(params.setting_table(cfg, "g")) == 2 * 2 * 3
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ({"train.target_epsilons": [[1]]}, "grid.train.target_epsilons: the target epsilons"),
+        ({"canaries.mm": [1]}, "canaries.*mm"),
+        ({"canaries.m": [0]}, "canaries.m"),
+        ({"dataset.seed": [0, 1]}, "column 'seed'"),
+        ({"model.hidden": [[4]], "train.hidden": [1]}, "hidden"),
+        ({"canaries.type": ["dirac", "mislabeled"]}, "canary_pool.*grid point 'typemislabeled'"),
+        ({"nothing.m": [1]}, "grid"),
+    ],
+)
+def test_bad_train_grids_are_config_errors_naming_the_key(grid, message):
+    from dpaudit.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        _grid_config(grid=grid)
+
+
+def test_a_train_experiment_with_figure_x_gets_the_line_figure_and_publishes_it():
+    cfg = _grid_config(figure={"x": "m"}, paper_target="p/fig")
+    assert targets.figure_name(cfg, "g") == paths.FIGURE
+    assert re.fullmatch(targets.line_figure_pattern(cfg), "g")
+    assert targets.paper_target_inputs(cfg, "p", "fig")["pdf"] == "results/g/figures/figure.pdf"
+    everything = targets.all_targets(cfg)
+    assert "results/g/figures/figure.png" in everything
+    assert "results/g/figures/eps_empirical_vs_claimed.png" in everything  # still drawn
+    plain = _grid_config()
+    assert targets.figure_name(plain, "g") == paths.EPS_FIGURE
+    assert not re.fullmatch(targets.line_figure_pattern(plain), "g")
+
+
+def test_figure_where_selects_rows_and_names_a_missing_column():
+    import pandas as pd
+
+    from dpaudit.plots.lines import select_rows
+
+    table = pd.DataFrame({"selection": ["a", "b", "c"], "m": [1, 2, 3]})
+    assert list(select_rows(table, {"selection": ["a", "c"]})["m"]) == [1, 3]
+    assert list(select_rows(table, {"m": 2})["selection"]) == ["b"]
+    with pytest.raises(ValueError, match="no column 'k'"):
+        select_rows(table, {"k": 1})

@@ -288,3 +288,18 @@ def test_meta_extras_name_the_file_and_key(tmp_path, over, match):
     path = _raw_npz(tmp_path / "x.npz", meta=meta)
     with pytest.raises(ScoreFileError, match=f"x.npz: .*{match}"):
         scores.read(path)
+
+
+def test_concat_averages_test_accuracy_over_every_model_and_the_audit_reports_it():
+    from dpaudit.audit import run_estimator
+
+    a = make(n_trials=2, meta={**META, "test_accuracy": 0.5, "test_accuracy_per_model": [0.4, 0.6]})
+    b = make(
+        n_trials=3,
+        meta={**META, "seed": 4, "test_accuracy": 0.8, "test_accuracy_per_model": [0.8] * 3},
+    )
+    both = scores.concat([a, b])
+    assert both.meta["test_accuracy"] == pytest.approx((0.4 + 0.6 + 3 * 0.8) / 5)
+    rows = run_estimator(both, "one_run", {"method": "one_run"})
+    assert len(rows) and (rows["test_accuracy"] == both.meta["test_accuracy"]).all()
+    assert "test_accuracy" not in run_estimator(make(), "one_run", {"method": "one_run"})

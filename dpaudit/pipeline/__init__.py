@@ -15,25 +15,106 @@ from typing import Any
 NONPRIVATE = "nonprivate"
 
 
-def setting_name(target_epsilon: float | None) -> str:
-    """``eps4``, ``eps0.5``, ... or ``nonprivate`` for a run without noise."""
+def _fmt(value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text.replace("-", "m").replace("+", "")
+
+
+#: The blocks of a train experiment whose keys a ``grid`` / ``points`` entry may vary
+#: (``canaries.m``, ``dataset.n_train``, ``train.steps``, ...).
+GRID_BLOCKS = ("dataset", "model", "canaries", "train")
+
+
+def _product(grid: dict[str, list], points: list[dict] | None) -> list[dict[str, Any]]:
+    """Every explicit point updated with every point of the cartesian product of ``grid``."""
+    keys = list(grid)
+    return [
+        {**point, **dict(zip(keys, values, strict=True))}
+        for point in (points or [{}])
+        for values in itertools.product(*(grid[k] for k in keys))
+    ]
+
+
+def _point_name(point: dict[str, Any]) -> str:
+    """``m10_steps100`` from ``{"canaries.m": 10, "train.steps": 100}`` (last key components)."""
+    return "_".join(f"{k.rsplit('.', 1)[-1]}{_fmt(v)}" for k, v in point.items())
+
+
+def train_points(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Grid point name -> the dotted keys it sets, of a ``kind: train`` experiment.
+
+    ``grid`` (cartesian product) and ``points`` (values that vary together) set keys of the
+    experiment's ``dataset``, ``model``, ``canaries`` and ``train`` blocks; without either there
+    is one point, named ``""``, that sets nothing.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for point in _product(experiment.get("grid") or {}, experiment.get("points")):
+        name = _point_name(point)
+        if name in out:
+            raise ValueError(f"two grid points are both named {name!r}")
+        out[name] = point
+    return out
+
+
+def apply_point(experiment: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """The experiment with the grid point's dotted keys set (the blocks copied, not changed)."""
+    out = {k: v for k, v in experiment.items() if k not in ("grid", "points")}
+    for key, value in point.items():
+        block, _, name = key.partition(".")
+        out[block] = {**(out.get(block) or {}), name: value}
+    return out
+
+
+def setting_name(target_epsilon: float | None, point: str = "") -> str:
+    """``eps4``, ``eps0.5``, ... or ``nonprivate`` for a run without noise; prefixed by the
+    grid point's name (``m10_eps4``) in an experiment with a grid."""
     if target_epsilon is None or math.isinf(target_epsilon):
-        return NONPRIVATE
-    return f"eps{target_epsilon:g}"
+        name = NONPRIVATE
+    else:
+        name = f"eps{target_epsilon:g}"
+    return f"{point}_{name}" if point else name
+
+
+def train_setting_specs(experiment: dict[str, Any]) -> dict[str, tuple[str, float | None]]:
+    """Setting name -> (grid point name, target epsilon or None for no noise) of a train
+    experiment: every grid point times every target epsilon (and ``nonprivate``)."""
+    out: dict[str, tuple[str, float | None]] = {}
+    for point_name, point in train_points(experiment).items():
+        train = apply_point(experiment, point)["train"]
+        targets: list[float | None] = [float(e) for e in train["target_epsilons"]]
+        if train.get("nonprivate"):
+            targets.append(None)
+        for target in targets:
+            out[setting_name(target, point_name)] = (point_name, target)
+    return out
 
 
 def train_settings(experiment: dict[str, Any]) -> dict[str, float | None]:
     """Setting name -> target epsilon (None: no noise) of a ``kind: train`` experiment."""
-    train = experiment["train"]
-    out: dict[str, float | None] = {setting_name(e): float(e) for e in train["target_epsilons"]}
-    if train.get("nonprivate"):
-        out[NONPRIVATE] = None
-    return out
+    return {name: target for name, (_, target) in train_setting_specs(experiment).items()}
 
 
-def _fmt(value: Any) -> str:
-    text = f"{value:g}" if isinstance(value, float) else str(value)
-    return text.replace("-", "m").replace("+", "")
+def setting_experiment(experiment: dict[str, Any], setting: str) -> dict[str, Any]:
+    """The experiment block that trains ``setting``: its grid point applied."""
+    point_name, _ = train_setting_specs(experiment)[setting]
+    return apply_point(experiment, train_points(experiment)[point_name])
+
+
+def data_variant(experiment: dict[str, Any], setting: str) -> str:
+    """The prepared dataset a train setting reads: ``base``, or the name of the ``dataset.*``
+    values of its grid point (``n_train1000``), so that settings differing only in other keys
+    share one prepared file."""
+    point_name, _ = train_setting_specs(experiment)[setting]
+    point = train_points(experiment)[point_name]
+    return _point_name({k: v for k, v in point.items() if k.startswith("dataset.")}) or "base"
+
+
+def data_variants(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Dataset variant name -> the dataset block it is prepared from."""
+    return {
+        data_variant(experiment, s): setting_experiment(experiment, s)["dataset"]
+        for s in train_setting_specs(experiment)
+    }
 
 
 def simulate_settings(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -44,22 +125,18 @@ def simulate_settings(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ``grid``; it is named after the varying values, like ``n1024_K32``.
     """
     base = dict(experiment.get("params") or {})
-    grid = experiment.get("grid") or {}
-    points = experiment.get("points") or [{}]
-    keys = list(grid)
     out: dict[str, dict[str, Any]] = {}
-    for point in points:
-        for values in itertools.product(*(grid[k] for k in keys)):
-            varying = {**point, **dict(zip(keys, values, strict=True))}
-            name = "_".join(f"{k}{_fmt(v)}" for k, v in varying.items()) or "base"
-            if name in out:
-                raise ValueError(f"two settings are both named {name!r}")
-            out[name] = {**base, **varying}
+    for varying in _product(experiment.get("grid") or {}, experiment.get("points")):
+        name = "_".join(f"{k}{_fmt(v)}" for k, v in varying.items()) or "base"
+        if name in out:
+            raise ValueError(f"two settings are both named {name!r}")
+        out[name] = {**base, **varying}
     return out
 
 
 def varying_keys(experiment: dict[str, Any]) -> list[str]:
-    """The parameter names that vary across the settings of a simulate experiment."""
+    """The parameter names that vary across the settings of a simulate experiment (or the
+    dotted keys of a train experiment's grid)."""
     keys = list(experiment.get("grid") or {})
     for point in experiment.get("points") or []:
         keys += [k for k in point if k not in keys]
@@ -82,7 +159,14 @@ def setting_columns(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
         keys = varying_keys(experiment)
         return {s: {k: p[k] for k in keys} for s, p in simulate_settings(experiment).items()}
     if experiment["kind"] == "train":
-        return {s: {"target_epsilon": e} for s, e in train_settings(experiment).items()}
+        points = train_points(experiment)
+        return {
+            s: {
+                **{k.rsplit(".", 1)[-1]: v for k, v in points[point].items()},
+                "target_epsilon": target,
+            }
+            for s, (point, target) in train_setting_specs(experiment).items()
+        }
     return {}
 
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.defaults import SETTING_KEYS
-from dpaudit.pipeline import canonical, setting_columns, simulate_settings, train_settings
+from dpaudit.pipeline import (
+    canonical,
+    data_variants,
+    setting_columns,
+    setting_experiment,
+    simulate_settings,
+    train_settings,
+)
 from dpaudit.pipeline.targets import reproduction_checks
 
 Config = dict[str, Any]
@@ -27,9 +34,10 @@ def pick_setting(experiment: str, setting: str, settings: dict[str, Any]) -> Any
 def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any]:
     """The run spec of one training job (:func:`dpaudit.training.job.train_job`): everything
     it reads from the config, so that Snakemake reruns exactly the settings whose parameters
-    changed. The ``train`` keys that choose settings are not part of it."""
-    exp = config["experiments"][experiment]
-    target = pick_setting(experiment, setting, train_settings(exp))
+    changed. The ``train`` keys that choose settings are not part of it; a grid point's values
+    are (:func:`~dpaudit.pipeline.setting_experiment`)."""
+    target = pick_setting(experiment, setting, train_settings(config["experiments"][experiment]))
+    exp = setting_experiment(config["experiments"][experiment], setting)
     train = {k: v for k, v in exp["train"].items() if k not in SETTING_KEYS}
     return canonical(
         {
@@ -50,9 +58,12 @@ def simulate_params(config: Config, experiment: str, setting: str) -> dict[str, 
     return canonical({"mechanism": exp["mechanism"], "params": params})
 
 
-def dataset_params(config: Config, experiment: str) -> dict[str, Any]:
-    """The dataset block of a train experiment."""
-    return canonical(config["experiments"][experiment]["dataset"])
+def dataset_params(config: Config, experiment: str, variant: str) -> dict[str, Any]:
+    """The dataset block of one prepared dataset (``variant``, see
+    :func:`~dpaudit.pipeline.data_variant`) of a train experiment."""
+    return canonical(
+        pick_setting(experiment, variant, data_variants(config["experiments"][experiment]))
+    )
 
 
 def analysis_params(config: Config, experiment: str) -> dict[str, Any]:

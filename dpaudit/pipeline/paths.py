@@ -35,9 +35,10 @@ _SCORE_RE = re.compile(
 )
 
 
-def dataset(experiment: str = "{experiment}") -> str:
-    """The prepared dataset of a train experiment."""
-    return f"{DATASETS}/{experiment}.npz"
+def dataset(experiment: str = "{experiment}", variant: str = "{variant}") -> str:
+    """A prepared dataset of a train experiment: ``base``, or one per value of the
+    ``dataset.*`` keys its grid varies (:func:`dpaudit.pipeline.data_variant`)."""
+    return f"{DATASETS}/{experiment}/{variant}.npz"
 
 
 def score_file(

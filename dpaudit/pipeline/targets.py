@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpaudit.pipeline import applicable_estimators, experiment_settings, paths
+from dpaudit.pipeline import applicable_estimators, data_variant, experiment_settings, paths
 
 Config = dict[str, Any]
 
@@ -22,6 +22,20 @@ NO_MATCH = "(?!)"
 def experiments_of(config: Config, *kinds: str) -> list[str]:
     """The names of the experiments of these kinds, in config order."""
     return [name for name, exp in config["experiments"].items() if exp["kind"] in kinds]
+
+
+def has_line_figure(experiment: dict[str, Any]) -> bool:
+    """Whether an experiment gets the line figure of its table (``figure`` rule): simulate and
+    analysis experiments always, train experiments when their ``figure.x`` names a column."""
+    if experiment["kind"] != "train":
+        return True
+    return bool((experiment.get("figure") or {}).get("x"))
+
+
+def line_figure_pattern(config: Config) -> str:
+    """A wildcard pattern matching exactly the experiments that get the line figure."""
+    names = [n for n, exp in config["experiments"].items() if has_line_figure(exp)]
+    return "|".join(names) or NO_MATCH
 
 
 def kind_pattern(config: Config, *kinds: str) -> str:
@@ -69,6 +83,11 @@ def analysis_inputs(config: Config, experiment: str) -> dict[str, str]:
     return {name: paths.audit_table(name) for name in inputs}
 
 
+def train_dataset(config: Config, experiment: str, setting: str) -> str:
+    """The prepared dataset one training job of ``setting`` reads."""
+    return paths.dataset(experiment, data_variant(config["experiments"][experiment], setting))
+
+
 def main_table(config: Config, experiment: str) -> str:
     """An experiment's table: the audit table, or an analysis's table."""
     if config["experiments"][experiment]["kind"] == "analysis":
@@ -77,10 +96,11 @@ def main_table(config: Config, experiment: str) -> str:
 
 
 def figure_name(config: Config, experiment: str) -> str:
-    """The name of an experiment's figure: train experiments plot claimed vs empirical epsilon."""
-    if config["experiments"][experiment]["kind"] == "train":
-        return paths.EPS_FIGURE
-    return paths.FIGURE
+    """The name of an experiment's (published) figure: the line figure of its table, or, for a
+    train experiment without ``figure.x``, claimed vs empirical epsilon."""
+    if has_line_figure(config["experiments"][experiment]):
+        return paths.FIGURE
+    return paths.EPS_FIGURE
 
 
 def figure_files(config: Config, experiment: str) -> dict[str, str]:
@@ -147,6 +167,8 @@ def all_targets(config: Config) -> list[str]:
             targets += score_files(config, name)
         figures = figure_files(config, name)
         targets += [main_table(config, name), figures["pdf"], figures["png"]]
+        if exp["kind"] == "train" and figure_name(config, name) != paths.EPS_FIGURE:
+            targets += [paths.figure(name, paths.EPS_FIGURE, ext) for ext in ("pdf", "png")]
     for key in paper_targets(config):
         targets += paper_target_files(key)
     if reproduced(config):

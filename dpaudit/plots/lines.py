@@ -23,6 +23,32 @@ def _series_label(key: Any, columns: Sequence[str]) -> str:
 REFERENCE_LABELS = {"shuffle_lower_bound": "shuffle lower bound (Chua et al.)"}
 
 
+def select_rows(table: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
+    """The rows whose columns have the given values (a value or a list of values); a column the
+    table lacks is an error naming it and the columns it has."""
+    keep = pd.Series(True, index=table.index)
+    for col, want in where.items():
+        if col not in table.columns:
+            raise ValueError(f"figure.where: no column {col!r}; columns: {sorted(table.columns)}")
+        values = want if isinstance(want, list) else [want]
+        keep &= table[col].astype(str).isin([str(v) for v in values]) | table[col].isin(values)
+    return table[keep].copy()
+
+
+def _plot_claimed(ax: Any, table: pd.DataFrame, x: str) -> None:
+    """The claimed epsilon in grey: a line along ``x`` where it has one value per ``x`` (x is
+    the target epsilon, or a swept mechanism parameter), else one horizontal line per value."""
+    finite = table[np.isfinite(table["claimed_epsilon"].astype(float))]
+    per_x = finite.groupby(x)["claimed_epsilon"].nunique()
+    if len(per_x) and (per_x <= 1).all():
+        claimed = finite.groupby(x)["claimed_epsilon"].mean().sort_index()
+        ax.plot(claimed.index, claimed.to_numpy(), color="grey", lw=1.2, label="claimed epsilon")
+        return
+    for i, value in enumerate(sorted(finite["claimed_epsilon"].round(6).unique())):
+        label = "claimed epsilon" if i == 0 else None
+        ax.axhline(value, color="grey", lw=1.0, ls=":", label=label)
+
+
 def plot_table(table: pd.DataFrame, fig: dict[str, Any], outputs: Sequence[str | Path]) -> None:
     """Plot ``fig['y']`` against ``fig['x']``, one line per value of the ``series`` columns.
 
@@ -34,7 +60,7 @@ def plot_table(table: pd.DataFrame, fig: dict[str, Any], outputs: Sequence[str |
     import matplotlib.pyplot as plt
 
     kind = fig.get("kind", "analysis")
-    table = table.copy()
+    table = select_rows(table, fig.get("where") or {})
     y = fig.get("y") or "epsilon"
     if y not in table.columns and "y" in table.columns:
         y = "y"
@@ -55,16 +81,15 @@ def plot_table(table: pd.DataFrame, fig: dict[str, Any], outputs: Sequence[str |
         ax.errorbar(
             agg.index.to_numpy(),
             agg["mean"].to_numpy(),
-            yerr=se if kind == "simulate" else None,
+            yerr=se if kind in ("simulate", "train") else None,
             fmt="o-" if valid else "o--",
             color=f"C{i % 10}",
             ms=3,
             capsize=2,
             label=label,
         )
-    if kind == "simulate" and fig.get("claimed", True) and "claimed_epsilon" in table:
-        claimed = table.groupby(x)["claimed_epsilon"].mean().sort_index()
-        ax.plot(claimed.index, claimed.to_numpy(), color="grey", lw=1.2, label="claimed epsilon")
+    if kind in ("simulate", "train") and fig.get("claimed", True) and "claimed_epsilon" in table:
+        _plot_claimed(ax, table, x)
     refs = [c for c in table.columns if c.startswith("reference_")]
     for j, col in enumerate(sorted(refs) if fig.get("references", True) else []):
         ref = table.groupby(x)[col].mean().dropna().sort_index()
