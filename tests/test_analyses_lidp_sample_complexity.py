@@ -131,3 +131,16 @@ def test_table1_from_audit_tables():
         sc.table1({"a": no_500}, {"a": info["a"]}, 500, "w1", {"w2": 2})
     with pytest.raises(ValueError, match="no audit table"):
         sc.table1({}, info, 1000, "w1", {"w2": 2})
+
+
+def test_audit_rows_selects_and_stacks_input_tables():
+    from dpaudit.analyses import run
+
+    a, b = _audit_table(0.004), _audit_table(0.0005)
+    out = run("audit_rows", {"where": {"n_trials": 1000, "estimator": "w2"}}, {"a": a, "b": b})
+    assert set(out["experiment"]) == {"a", "b"} and (out["n_trials"] == 1000).all()
+    assert len(out) == 2 * 2 * 3 * 2  # experiments x epsilons x seeds x K
+    with pytest.raises(ValueError, match="column 'kk'"):
+        run("audit_rows", {"where": {"kk": 1}}, {"a": a})
+    with pytest.raises(ValueError, match="reads no tables"):
+        run("selection_table4", {}, {"a": a})

@@ -235,3 +235,31 @@ def table1(
                 }
             )
     return pd.DataFrame(out)
+
+
+def audit_rows(
+    tables: Mapping[str, pd.DataFrame], where: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """The rows of the input experiments' audit tables (stacked, ``experiment`` column kept)
+    whose columns equal ``where``'s values: one experiment's bounds re-plotted along another
+    axis (e.g. against K at a fixed n for Figs. 5 and 13-15, or test accuracy against K for
+    Fig. 12) without training again."""
+    if not tables:
+        raise ValueError("audit_rows needs at least one input table")
+    frames = []
+    for name, t in tables.items():
+        t = t.copy()
+        t["experiment"] = name
+        for key, value in (where or {}).items():
+            if key not in t.columns:
+                raise ValueError(
+                    f"audit_rows: column {key!r} (where) not in the table of {name}; "
+                    f"columns: {list(t.columns)}"
+                )
+            col = t[key]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                t = t[col.astype(str) == str(value)]
+            else:
+                t = t[np.isclose(pd.to_numeric(col, errors="coerce"), float(value))]
+        frames.append(t)
+    return pd.concat(frames, ignore_index=True)

@@ -33,6 +33,7 @@ ANALYSES: dict[str, Callable[..., pd.DataFrame]] = {
     "lidp_gaussian_correlations": lidp_gaussian.correlation_curve,
     "lidp_gaussian_bias_variance": lidp_gaussian.bias_variance_curve,
     "lidp_table1": lidp_sample_complexity.table1,
+    "audit_rows": lidp_sample_complexity.audit_rows,
     "shuffle_fig3_references": shuffling.fig3_reference_lines,
     "shuffle_calibrated_references": shuffling.calibrated_reference_lines,
     "selection_example1": selection.example1_curve,
@@ -56,7 +57,7 @@ def get(name: str) -> Callable[..., pd.DataFrame]:
 
 
 #: Analyses that read other experiments' audit tables (the experiment's ``inputs``).
-READS_TABLES = frozenset({"lidp_table1"})
+READS_TABLES = frozenset({"lidp_table1", "audit_rows"})
 
 
 def run(
