@@ -144,3 +144,27 @@ def test_audit_rows_selects_and_stacks_input_tables():
         run("audit_rows", {"where": {"kk": 1}}, {"a": a})
     with pytest.raises(ValueError, match="reads no tables"):
         run("selection_table4", {}, {"a": a})
+
+
+def test_paper_config_table1_rows_agree_with_the_library():
+    """config/paper/lidp_training.yaml repeats Table 1 as reproduce rows: one per cell, the
+    same numbers as PAPER_TABLE1."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).parents[1] / "config" / "paper" / "lidp_training.yaml"
+    rows = yaml.safe_load(path.read_text())["experiments"]["lidp_paper_table1"]["reproduce"]
+    got = {
+        (
+            r["where"]["paper_row"],
+            r["where"]["canary"],
+            r["where"]["order"],
+            r["where"]["target_epsilon"],
+        ): r["paper"]
+        for r in rows
+    }
+    want = {
+        (a, b, c, e): v for (a, b, c), cells in sc.PAPER_TABLE1.items() for e, v in cells.items()
+    }
+    assert got == want and len(got) == 48

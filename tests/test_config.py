@@ -80,9 +80,18 @@ def _resolve(sub: dict) -> dict:
 
 def _leaves(schema: dict, path: str, out: list) -> None:
     props = schema.get("properties", {})
+    # keys that one branch of a oneOf / anyOf or an if-then requires are required when chosen
+    required = set(schema.get("required", []))
+    for branch in schema.get("oneOf", []) + schema.get("anyOf", []):
+        required |= set(branch.get("required", []))
+    for rule in schema.get("allOf", []):
+        then = rule.get("then", {})
+        required |= set(then.get("required", []))
+        for branch in then.get("oneOf", []):
+            required |= set(branch.get("required", []))
     for key, sub in props.items():
         sub = _resolve(sub)
-        out.append((f"{path}.{key}", sub, key in schema.get("required", [])))
+        out.append((f"{path}.{key}", sub, key in required))
         _leaves(sub, f"{path}.{key}", out)
         if "items" in sub:
             _leaves(sub["items"], f"{path}.{key}[]", out)
@@ -467,3 +476,30 @@ def test_analysis_inputs_must_be_score_experiments_and_only_for_table_analyses()
     cfg["experiments"]["t"] = closed
     with pytest.raises(ConfigError, match=r"experiments\.t\.inputs: analysis 'selection_table4'"):
         validate_config(cfg, SCHEMA)
+
+
+def test_reproduce_takes_a_printed_number_or_a_claim_never_both_nor_neither():
+    def cfg(check):
+        return {
+            "experiments": {
+                "a": {
+                    "kind": "analysis",
+                    "analysis": "one_run_randomized_response",
+                    "params": {"epsilon": 4.0, "delta": 1.0e-5},
+                    "reproduce": [check],
+                }
+            }
+        }
+
+    validate_config(cfg({"quantity": "q", "paper": 1.0}), SCHEMA)
+    validate_config(cfg({"quantity": "q", "claim": {"test": "increasing", "x": "x"}}), SCHEMA)
+    validate_config(cfg({"quantity": "q", "claim": {"test": "at_least", "value": 0.5}}), SCHEMA)
+    for bad in (
+        {"quantity": "q"},
+        {"quantity": "q", "paper": 1.0, "claim": {"test": "flat", "x": "x"}},
+        {"quantity": "q", "claim": {"test": "increasing"}},  # along which column?
+        {"quantity": "q", "claim": {"test": "at_most"}},  # than what?
+        {"quantity": "q", "claim": {"test": "bigger", "x": "x"}},
+    ):
+        with pytest.raises(ConfigError, match="reproduce"):
+            validate_config(cfg(bad), SCHEMA)

@@ -33,8 +33,13 @@ def test_values_not_printed_in_the_paper_are_marked(table):
     )
     ours = reproduction.check(
         table,
-        {"quantity": "computed", "paper": 0.7, "column": "sigma", "where": {"setting": "b"},
-         "source": "ours"},
+        {
+            "quantity": "computed",
+            "paper": 0.7,
+            "column": "sigma",
+            "where": {"setting": "b"},
+            "source": "ours",
+        },
         "exp",
     )
     md = reproduction.to_markdown(pd.DataFrame([printed, ours]))
@@ -47,3 +52,80 @@ def test_values_not_printed_in_the_paper_are_marked(table):
 def test_unknown_column_names_the_columns(table):
     with pytest.raises(KeyError, match="columns"):
         reproduction.check(table, {"quantity": "q", "paper": 1, "where": {"nope": 1}}, "exp")
+
+
+# ---- qualitative claims ------------------------------------------------------------------------
+
+
+def _claims_table():
+    import pandas as pd
+
+    rows = []
+    for m, eps in [(10, 0.2), (100, 0.8), (1000, 1.1), (5000, 1.2)]:
+        for seed in (0, 1):
+            rows.append({"estimator": "one_run", "m": m, "seed": seed, "epsilon": eps})
+            rows.append({"estimator": "fdp", "m": m, "seed": seed, "epsilon": eps + 0.1})
+    for n, eps in [(0, 1.0), (1000, 0.7), (10000, 0.3)]:
+        rows.append({"estimator": "bb", "m": n, "seed": 0, "epsilon": eps})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("where", "claim", "holds"),
+    [
+        ({"estimator": "one_run"}, {"test": "increasing", "x": "m", "concave": True}, True),
+        ({"estimator": "one_run"}, {"test": "decreasing", "x": "m"}, False),
+        ({"estimator": "bb"}, {"test": "decreasing", "x": "m"}, True),
+        ({"estimator": "bb"}, {"test": "increasing", "x": "m"}, False),
+        ({"estimator": "one_run"}, {"test": "flat", "x": "m"}, False),
+        ({"estimator": "one_run", "m": 5000}, {"test": "flat", "x": "seed"}, True),
+        ({"estimator": "one_run"}, {"test": "not_monotone", "x": "m"}, False),
+        ({"estimator": "fdp"}, {"test": "at_least", "than": {"estimator": "one_run"}}, True),
+        ({"estimator": "one_run"}, {"test": "at_least", "than": {"estimator": "fdp"}}, False),
+        ({"estimator": "one_run"}, {"test": "at_most", "value": 1.2}, True),
+    ],
+)
+def test_claims_hold_or_not(where, claim, holds):
+    row = reproduction.check(
+        _claims_table(), {"quantity": "q", "claim": claim, "where": where}, "exp"
+    )
+    assert row["agrees"] is holds
+    assert row["source"] == "claim" and row["measured"]
+
+
+def test_an_increase_with_growing_increments_is_not_diminishing_returns():
+    import pandas as pd
+
+    table = pd.DataFrame({"m": [1, 2, 3], "epsilon": [0.0, 0.1, 0.5]})
+    spec = {"quantity": "q", "claim": {"test": "increasing", "x": "m", "concave": True}}
+    assert reproduction.check(table, spec, "e")["agrees"] is False
+    spec["claim"]["concave"] = False
+    assert reproduction.check(table, spec, "e")["agrees"] is True
+
+
+def test_claims_get_their_own_section_in_the_markdown():
+    import pandas as pd
+
+    table = _claims_table()
+    printed = reproduction.check(
+        table, {"quantity": "p", "paper": 1.2, "where": {"m": 5000, "estimator": "one_run"}}, "e"
+    )
+    claim = reproduction.check(
+        table,
+        {
+            "quantity": "c",
+            "claim": {"test": "increasing", "x": "m"},
+            "where": {"estimator": "one_run"},
+        },
+        "e",
+    )
+    md = reproduction.to_markdown(pd.DataFrame([printed, claim]))
+    assert "qualitative claims" in md and "epsilon rises with m" in md
+    assert "m=10: 0.2, m=100: 0.8" in md
+
+
+def test_a_claim_on_a_missing_column_names_it():
+    with pytest.raises(KeyError, match="'n_train'"):
+        reproduction.check(
+            _claims_table(), {"quantity": "q", "claim": {"test": "flat", "x": "n_train"}}, "e"
+        )
