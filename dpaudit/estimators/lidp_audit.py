@@ -111,7 +111,6 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
             f"unknown lidp parameter(s) {sorted(unknown)}; allowed: {known + ['beta']}"
         )
     p = fill_defaults("lidp", params)  # the schema's defaults (order 1 for clopper_pearson)
-    interval = p["interval"]
     order = int(p["order"])
     if p["below_order"] not in BELOW_ORDER:
         raise ValueError(f"below_order must be one of {BELOW_ORDER}, got {p['below_order']!r}")
@@ -119,20 +118,33 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     if p["below_order"] == "skip" and min(score_in.shape[1], score_out.shape[1]) < order:
         return []
     heldout_trials = sf.meta.get("heldout_trials", 0) or 0
+    confidence = _confidence(params)
     if p.get("trials") is not None:
         return [
-            _row(res, interval, sf, source)
-            for res, source in _bounds_at_trials(
-                sf, score_in, score_out, p, heldout_trials, _confidence(params)
+            _row(_audit(score_in[rows], score_out[rows], sf, p, confidence, n_tune), sf, origin)
+            for rows, n_tune, origin in trial_subsets(
+                sf.n_trials, list(p["trials"]), p, heldout_trials, str(sf.source)
             )
         ]
-    res = lidp.audit_scores(
+    return [_row(_audit(score_in, score_out, sf, p, confidence, heldout_trials), sf)]
+
+
+def _audit(
+    score_in: np.ndarray,
+    score_out: np.ndarray,
+    sf: ScoreFile,
+    p: dict[str, Any],
+    confidence: float,
+    heldout_trials: int,
+) -> lidp.LiDPAudit:
+    """:func:`.lidp.audit_scores` with the estimator's filled parameters ``p``."""
+    return lidp.audit_scores(
         score_in,
         score_out,
         delta=sf.delta,
-        confidence=_confidence(params),
-        interval=interval,
-        order=order,
+        confidence=confidence,
+        interval=p["interval"],
+        order=int(p["order"]),
         variant=p["variant"],
         threshold=p["threshold"],
         heldout_fraction=float(p["heldout_fraction"]),
@@ -140,12 +152,11 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
         grid_size=int(p["grid_size"]),
         heldout_trials=heldout_trials,
     )
-    return [_row(res, interval, sf)]
 
 
-def _row(res: lidp.LiDPAudit, interval: str, sf: ScoreFile, source: str | None = None) -> dict:
+def _row(res: lidp.LiDPAudit, sf: ScoreFile, source: str | None = None) -> dict:
     row = res.as_row()
-    row["asymptotic"] = interval == "wilson"
+    row["asymptotic"] = res.interval == "wilson"
     row["lidp_variant"] = sf.meta.get("lidp_variant", "")
     if source is not None:
         row["heldout_source"] = source
@@ -179,32 +190,3 @@ def trial_subsets(
         t = tune[: int(n)]
         out.append((np.concatenate([t, ev[: int(n)]]), len(t), origin))
     return out
-
-
-def _bounds_at_trials(
-    sf: ScoreFile,
-    score_in: np.ndarray,
-    score_out: np.ndarray,
-    p: dict[str, Any],
-    heldout: int,
-    confidence: float,
-):
-    """The audit at each n of ``p["trials"]`` (nested subsets of the file's trials)."""
-    for rows, n_tune, origin in trial_subsets(
-        sf.n_trials, list(p["trials"]), p, heldout, str(sf.source)
-    ):
-        res = lidp.audit_scores(
-            score_in[rows],
-            score_out[rows],
-            delta=sf.delta,
-            confidence=confidence,
-            interval=p["interval"],
-            order=int(p["order"]),
-            variant=p["variant"],
-            threshold=p["threshold"],
-            heldout_fraction=float(p["heldout_fraction"]),
-            split_seed=int(p["split_seed"]),
-            grid_size=int(p["grid_size"]),
-            heldout_trials=n_tune,
-        )
-        yield res, origin
