@@ -43,6 +43,13 @@ def test_factor_and_jackknife_standard_error():
     loo = np.array([1000 / ((b - 0.2) * 1000) for b in ((0.45 + 0.5) / 2, 0.45, 0.425)])
     assert se == pytest.approx(math.sqrt(2 / 3 * ((loo - loo.mean()) ** 2).sum()))
     assert math.isnan(sc.improvement_factor(base[:1], N, curves[:1], 1000)[1])
+    # a baseline bound of 0 leaves nothing to reach: no factor
+    f, se = sc.improvement_factor(np.zeros(3), N, np.tile(0.2 + 0.001 * N, (3, 1)), 1000)
+    assert math.isnan(f) and math.isnan(se)
+    f, se = sc.improvement_factor(
+        np.array([0.0, 0.45, 0.45]), N, np.tile(0.2 + 0.001 * N, (3, 1)), 1000
+    )
+    assert f == pytest.approx(1000 / 100) and math.isfinite(se)  # every leave-one-out mean > 0
     with pytest.raises(ValueError, match="R = 3"):
         sc.improvement_factor(base, N, curves, 1000)
 

@@ -125,6 +125,7 @@ def test_vs_k_and_table1(run_dir):
     assert len(cells) == 2 and (cells["repetitions"] == 2).all()
     assert list(cells["paper_factor"]) == [2.55, 5.98]  # FMNIST/Linear, eps 8, 2nd order
     assert np.isfinite(cells["baseline_epsilon"]).all()
-    assert (cells["factor"] >= 0).all()
+    # NaN where the DP baseline's bound is 0 (one epoch at epsilon 8: nothing to reach)
+    assert ((cells["factor"] >= 0) | cells["factor"].isna()).all()
     for path in ("tiny_vs_K.png", "tiny_table1.png", "tiny_poisoning_vs_n.png"):
         assert (run_dir / "results/lidp" / path).stat().st_size > 1000

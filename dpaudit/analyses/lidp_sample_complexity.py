@@ -16,7 +16,8 @@ this factor by linearly interpolating/extrapolating eps-hat_n". Our definition, 
    reaches ``b`` (:func:`trials_to_reach`): interpolated between the two grid points around it,
    extrapolated along the first segment when ``e(n_1) >= b`` (at least 1 trial) and along the
    last one when ``e(n_J) < b`` (infinitely many when the last segment does not rise).
-4. The factor is ``n_ref / n*`` (3.31 means LiDP needs about 1000 / 3.31 = 302 trials).
+4. The factor is ``n_ref / n*`` (3.31 means LiDP needs about 1000 / 3.31 = 302 trials); it is
+   undefined (NaN) when the baseline's mean bound is 0: there is nothing to reach.
 5. Its standard error over repetitions is the leave-one-out jackknife over the R repetitions
    (steps 2-4 without repetition r give ``F_(r)``):
    ``sqrt((R - 1) / R * sum_r (F_(r) - mean F_(.))^2)``.
@@ -97,13 +98,18 @@ def improvement_factor(
         raise ValueError(f"curves must be (R, J) with R = {len(b)} repetitions, got {c.shape}")
 
     def factor(rows: np.ndarray) -> float:
-        return float(n_ref / trials_to_reach(n, c[rows].mean(0), float(b[rows].mean())))
+        target = float(b[rows].mean())
+        if target <= 0:
+            return math.nan
+        return float(n_ref / trials_to_reach(n, c[rows].mean(0), target))
 
     r = len(b)
     full = factor(np.arange(r))
     if r < 2:
         return full, math.nan
     loo = np.array([factor(np.delete(np.arange(r), i)) for i in range(r)])
+    if np.isnan(loo).any():
+        return full, math.nan
     if not np.isfinite(loo).all():
         return full, math.inf
     return full, float(math.sqrt((r - 1) / r * ((loo - loo.mean()) ** 2).sum()))
