@@ -103,6 +103,10 @@ def setting_table(wildcards):
     return pipeline_params.setting_table(config, wildcards.experiment)
 
 
+def estimator_labels(wildcards):
+    return pipeline_params.estimator_labels(config, wildcards.experiment)
+
+
 def figure_params(wildcards):
     return pipeline_params.figure_params(config, wildcards.experiment)
 
