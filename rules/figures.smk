@@ -23,6 +23,8 @@ rule figure_eps:
         experiment=kind_pattern("train"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         title=experiment_description,
     script:
@@ -51,6 +53,8 @@ rule figure:
         experiment=kind_pattern("simulate", "analysis"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         figure=figure_params,
     script:
@@ -71,6 +75,8 @@ rule paper_target:
         figure=target_pattern(1),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     script:
         "../scripts/paper_target.py"
 
@@ -89,6 +95,8 @@ rule reproduction:
         paths.log("reproduction"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         checks=reproduction_params,
     script:
