@@ -39,5 +39,6 @@ rule audit_table:
         "../envs/dpaudit.yaml"
     params:
         settings=setting_table,
+        labels=estimator_labels,
     script:
         "../scripts/audit_table.py"

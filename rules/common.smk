@@ -94,8 +94,17 @@ def analysis_params(wildcards):
     return pipeline_params.analysis_params(config, wildcards.experiment)
 
 
+def analysis_inputs(wildcards):
+    """The audit tables an analysis reads (its experiment's ``inputs``; none for most)."""
+    return pipeline_targets.analysis_inputs(config, wildcards.experiment)
+
+
 def setting_table(wildcards):
     return pipeline_params.setting_table(config, wildcards.experiment)
+
+
+def estimator_labels(wildcards):
+    return pipeline_params.estimator_labels(config, wildcards.experiment)
 
 
 def figure_params(wildcards):
@@ -106,8 +115,12 @@ def experiment_table(wildcards):
     return pipeline_targets.main_table(config, wildcards.experiment)
 
 
-def experiment_description(wildcards):
-    return pipeline_params.description(config, wildcards.experiment)
+def figure_caption(wildcards):
+    return pipeline_params.figure_caption(config, wildcards.experiment)
+
+
+def eps_figure_caption(wildcards):
+    return pipeline_params.figure_caption(config, wildcards.experiment, eps=True)
 
 
 def paper_target_inputs(wildcards):

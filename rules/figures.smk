@@ -24,7 +24,8 @@ rule figure_eps:
     conda:
         "../envs/dpaudit.yaml"
     params:
-        title=experiment_description,
+        figure=figure_params,
+        caption=eps_figure_caption,
     script:
         "../scripts/plot_eps.py"
 
@@ -53,6 +54,7 @@ rule figure:
         "../envs/dpaudit.yaml"
     params:
         figure=figure_params,
+        caption=figure_caption,
     script:
         "../scripts/plot_figure.py"
 
