@@ -73,8 +73,9 @@ log = logging.getLogger(__name__)
 #: Default models per chunk of the stacked engine (see ``train_shard``).
 STACKED_CHUNK = 8
 
-#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)``.
-CLIP_EPS = 1e-6
+#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)`` (one value for the per-sample
+#: gradients and the gradient canaries).
+CLIP_EPS = gradient_space.CLIP_EPS
 
 
 # ----------------------------------------------------------------------------------------------
