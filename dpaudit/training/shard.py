@@ -217,7 +217,7 @@ class _Examples:
     y: np.ndarray
     n_inputs: int
     items: list[np.ndarray]
-    grad_pool: torch.Tensor | None
+    grad_pool: gradient_space.Canaries | None
     dirac_coords: np.ndarray | None
 
 
@@ -502,13 +502,15 @@ def _shard_examples(
     dirac_coords = None
     if cans.gradient:
         norm = float(t["max_grad_norm"])
-        if c["type"] == "dirac":
-            v, dirac_coords = gradient_space.dirac(pool_size, n_params, norm, c["seed"])
+        # zero-out: one zero-gradient record per column, used by OUT canaries
+        zeros = n_cols if cans.zero_out else 0
+        if c["type"] == "dirac":  # sparse: O(m) memory (m x params dense: 55 GB on WRN-16-4)
+            grad_pool = gradient_space.dirac_sparse(pool_size, n_params, norm, c["seed"], zeros)
+            dirac_coords = grad_pool.coords[:pool_size].numpy()
         else:
             v = gradient_space.random_direction(pool_size, n_params, norm, c["seed"])
-        if cans.zero_out:  # one zero-gradient record per column, used by OUT canaries
-            v = np.concatenate([v, np.zeros((n_cols, n_params), dtype=v.dtype)])
-        grad_pool = torch.from_numpy(v)
+            v = np.concatenate([v, np.zeros((zeros, n_params), dtype=v.dtype)])
+            grad_pool = torch.from_numpy(v)
         x_all, y_all = x_train, y_train
         offset_train, n_inputs = 0, n_train
     else:
@@ -582,7 +584,8 @@ def _canary_scores(
     """The (trials, canaries) scores of the threat model (higher means IN) and, for
     ``per_step_dot``, the per-step observations; see the module docstring."""
     observations: dict[str, np.ndarray] = {}
-    cols, pool_size, grad_pool = cans.cols, cans.pool_size, examples.grad_pool
+    cols, pool_size = cans.cols, cans.pool_size
+    pool = _pool_canaries(examples.grad_pool, pool_size)
     n_models = cols.shape[0]
     if threat_model in ("black_box_loss", "black_box_logit"):
         logits = _all_logits(template, result, torch.from_numpy(examples.x[:pool_size]))
@@ -597,20 +600,37 @@ def _canary_scores(
         score = np.take_along_axis(result.white_box, pos, axis=1)  # type: ignore[arg-type]
     elif threat_model == "white_box_dot":
         diff = (result.flat("params0") - result.flat("params")).double()
-        full = (diff @ grad_pool[:pool_size].double().T).numpy()  # type: ignore[index]
+        full = gradient_space.dots(pool, diff).numpy()  # type: ignore[arg-type]
         score = np.take_along_axis(full, cols, axis=1)
     elif threat_model == "final_model_cosine":
         theta = result.flat("params").double()
-        vp = grad_pool[:pool_size].double()  # type: ignore[index]
-        cos = (theta @ vp.T) / (theta.norm(dim=1, keepdim=True) * vp.norm(dim=1)[None])
+        norms = gradient_space.row_norms(pool).double()  # type: ignore[arg-type]
+        cos = gradient_space.dots(pool, theta) / (  # type: ignore[arg-type]
+            theta.norm(dim=1, keepdim=True) * norms[None]
+        )
         score = np.take_along_axis(-cos.numpy(), cols, axis=1)
     else:  # per_step_dot: o_t = <g~_t, v/|v|>
-        vn = grad_pool[:pool_size].norm(dim=1).double().numpy()  # type: ignore[index]
+        vn = gradient_space.row_norms(pool).double().numpy()  # type: ignore[arg-type]
         obs = result.step_dots[:, :pool_size] / vn[None, :, None]  # type: ignore[index]
         obs = np.take_along_axis(obs, cols[:, :, None], axis=1)
         observations["step_dots"] = obs
         score = obs.sum(-1)
     return score, observations
+
+
+def _pool_canaries(
+    grad_pool: gradient_space.Canaries | None, pool_size: int
+) -> gradient_space.Canaries | None:
+    """The first ``pool_size`` gradient canaries (the pool, without zero-out records), float64."""
+    if grad_pool is None:
+        return None
+    if isinstance(grad_pool, gradient_space.SparseCanaries):
+        return gradient_space.SparseCanaries(
+            grad_pool.coords[:pool_size],
+            grad_pool.values[:pool_size].double(),
+            grad_pool.n_params,
+        )
+    return grad_pool[:pool_size].double()
 
 
 def check_finite_scores(score: np.ndarray, job: str, steps: int) -> None:

@@ -62,6 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from dpaudit.canaries import gradient_space
 from dpaudit.io import atomic_path
 from dpaudit.training.samplers import ModelBatchStream, SamplerSpec, steps_per_epoch
 from dpaudit.training.stacked import StackedSequential
@@ -72,8 +73,9 @@ log = logging.getLogger(__name__)
 #: Default models per chunk of the stacked engine (see ``train_shard``).
 STACKED_CHUNK = 8
 
-#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)``.
-CLIP_EPS = 1e-6
+#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)`` (one value for the per-sample
+#: gradients and the gradient canaries).
+CLIP_EPS = gradient_space.CLIP_EPS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,7 +169,9 @@ class ShardData:
     ``i < N`` are rows of ``x``; ids ``N + k`` are gradient canary ``k``, a row of
     ``grad_canaries`` (K_g, P): a fixed vector in the flat parameter space (parameters in
     ``named_parameters`` order) that replaces the per-sample gradient whenever the item is in a
-    batch (Pillutla et al. App. D.2; Steinke et al. §4.1).
+    batch (Pillutla et al. App. D.2; Steinke et al. §4.1); a dense tensor, or
+    :class:`~dpaudit.canaries.gradient_space.SparseCanaries` for Dirac canaries (O(K_g) memory,
+    the same arithmetic).
 
     ``partially_informed = (target, zero)``: the Partially-Informed adversary of Annamalai et al.
     (Algorithm 1, blue line; their §5.1): in every batch that holds neither the target nor
@@ -178,7 +182,7 @@ class ShardData:
     x: torch.Tensor
     y: torch.Tensor
     train_items: Sequence[np.ndarray]
-    grad_canaries: torch.Tensor | None = None
+    grad_canaries: gradient_space.Canaries | None = None
     partially_informed: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
@@ -386,11 +390,6 @@ def choose_engine(template: nn.Module, engine: str = "auto"):
     return StackedEngine(template)
 
 
-def _clip_rows(v: torch.Tensor, c: float) -> torch.Tensor:
-    norms = v.norm(dim=1, keepdim=True)
-    return v * (c / (norms + CLIP_EPS)).clamp(max=1.0)
-
-
 def _fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -401,7 +400,9 @@ def _data_fingerprint(data: ShardData) -> str:
     h.update(data.y.detach().cpu().numpy().tobytes())
     for items in data.train_items:
         h.update(np.asarray(items, dtype=np.int64).tobytes() + b"|")
-    if data.grad_canaries is not None:
+    if isinstance(data.grad_canaries, gradient_space.SparseCanaries):
+        h.update(data.grad_canaries.fingerprint())
+    elif data.grad_canaries is not None:
         h.update(data.grad_canaries.detach().cpu().numpy().tobytes())
     h.update(repr(data.partially_informed).encode())
     return h.hexdigest()
@@ -616,7 +617,7 @@ class _StepContext:
     y: torch.Tensor
     x_rows: torch.Tensor
     x_sqnorm: torch.Tensor | None
-    vcan: torch.Tensor | None
+    vcan: gradient_space.Canaries | None
     partially_informed: tuple[int, int] | None
     wb_ids: np.ndarray | None
     wb_x: torch.Tensor | None
@@ -662,7 +663,7 @@ def _step_context(
             raise ValueError(
                 f"gradient canaries have {vcan.shape[1]} coordinates, the model has {n_params}"
             )
-        vcan = _clip_rows(vcan, config.max_grad_norm)
+        vcan = gradient_space.clip_rows(vcan, config.max_grad_norm)
     wb_ids = None if record.white_box_inputs is None else np.asarray(record.white_box_inputs)
     if wb_ids is not None and (wb_ids.min() < 0 or wb_ids.max() >= n_inputs):
         raise ValueError("white_box_inputs must be rows of x")
@@ -840,7 +841,7 @@ def _train_chunk(
         flat.add_(noise.to(ctx.dev, ctx.dtype))
     if state.step_dots is not None:
         g_tilde = flat / ctx.config.batch_size
-        dots = g_tilde @ ctx.vcan.T  # type: ignore[union-attr]
+        dots = gradient_space.dots(ctx.vcan, g_tilde)
         state.step_dots[a:b, :, step] = dots.to(ctx.f64)
     if ctx.config.optimizer == "adam":
         update = _adam_update(ctx, state, flat.div_(ctx.config.batch_size), a, b, step + 1)
@@ -942,7 +943,7 @@ def _add_gradient_canaries(
     if pi_rows.any():
         target = ctx.partially_informed[0]  # type: ignore[index]
         counts[torch.from_numpy(pi_rows), target - ctx.n_inputs] -= 1
-    flat.addmm_(counts.to(ctx.dev), ctx.vcan)  # type: ignore[arg-type]
+    gradient_space.add_weighted(flat, counts.to(ctx.dev), ctx.vcan)  # type: ignore[arg-type]
 
 
 def _unflatten(ctx: _StepContext, flat: torch.Tensor) -> list[torch.Tensor]:
