@@ -60,13 +60,16 @@ def test_sbatch_option_parsing():
 
 @pytest.mark.slow
 def test_test_config_on_slurm_matches_a_local_run(cluster, tmp_path):
-    config = ("--configfile", "config/test.yaml")
-    # resources from the config, so that the test sees them arrive (not the schema defaults)
-    compute = (
-        "--config",
-        "compute={job_runtime: 11, job_mem_mb: 1500, training_runtime: 13, training_mem_mb: 1700}",
-    )
+    # resources from the config, so that the test sees them arrive (not the schema defaults);
+    # a config file, since `--config compute={...}` hands the nested values over as strings
+    config = ("--configfile", "config/test.yaml", "compute.yaml")
+    compute = ()
     slurm_dir, local_dir = copy_repo(tmp_path / "slurm"), copy_repo(tmp_path / "local")
+    for where in (slurm_dir, local_dir):
+        (where / "compute.yaml").write_text(
+            "compute: {job_runtime: 11, job_mem_mb: 1500, training_runtime: 13, "
+            "training_mem_mb: 1700}\n"
+        )
     t_slurm, run = snakemake(slurm_dir, *SLURM_ARGS, "--verbose", *compute, *config)
     assert run.returncode == 0, run.stderr[-4000:]
     t_local, local = snakemake(local_dir, "--cores", "2", *compute, *config)
