@@ -131,40 +131,23 @@ def test_likelihood_ratio_statistic_scores_the_observations(data, adversary, pre
     (dpaudit.likelihood_ratios, tested against its definition) of B o_t / C, per epoch."""
     from dpaudit.likelihood_ratios import log_likelihood_ratio
 
-    canaries = {"neighbouring": "zero_out", "adversary": adversary, "statistic": "likelihood_ratio"}
-    out = _run(
-        data,
-        "multi_run",
-        "per_step_dot",
-        "random_gradient",
-        canaries={**canaries, "prefix_batches": prefix},
-        train={
-            "models_per_shard": 4,
-            "sampler": "batch_then_shuffle",
-            "epochs": 2,
-            "noise_multiplier": 0.7,
-            "max_grad_norm": 2.0,
-        },
-    )
+    train = {
+        "models_per_shard": 4,
+        "sampler": "batch_then_shuffle",
+        "epochs": 2,
+        "noise_multiplier": 0.7,
+        "max_grad_norm": 2.0,
+    }
+    canaries = {"neighbouring": "zero_out", "adversary": adversary}
+    lr = {"statistic": "likelihood_ratio", "prefix_batches": prefix}
+    args = (data, "multi_run", "per_step_dot", "random_gradient")
+    out = _run(*args, canaries={**canaries, **lr}, train=train)
     sf = out.score_file
     assert (sf.meta["statistic"], sf.meta["prefix_batches"]) == ("likelihood_ratio", prefix)
     x = out.observations["step_dots"][:, 0] * 50 / 2.0
     want = log_likelihood_ratio(x, 0.7, adversary, 6, 50, prefix)
     np.testing.assert_allclose(sf.score[:, 0], want, rtol=1e-12)
-    summed = _run(
-        data,
-        "multi_run",
-        "per_step_dot",
-        "random_gradient",
-        canaries={"neighbouring": "zero_out", "adversary": adversary},
-        train={
-            "models_per_shard": 4,
-            "sampler": "batch_then_shuffle",
-            "epochs": 2,
-            "noise_multiplier": 0.7,
-            "max_grad_norm": 2.0,
-        },
-    )
+    summed = _run(*args, canaries=canaries, train=train)  # the same runs, statistic sum
     np.testing.assert_allclose(summed.score_file.score[:, 0], x.sum(1) * 2.0 / 50)
 
 
