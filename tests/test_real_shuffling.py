@@ -43,7 +43,7 @@ def _small_config(mirror: Path) -> dict:
     exp["reproduce"] = [
         r
         for r in exp["reproduce"]
-        if "partial" not in r["quantity"] and "full shuffle" not in r["quantity"]
+        if "partial shuffling" not in r["quantity"] and "full shuffle" not in r["quantity"]
     ]
     return {
         "data": {"mirror": str(mirror)},
