@@ -41,7 +41,7 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     Returns an empty frame (with the ID columns) if the method does not apply to the file's
     design, so that "every estimator on every score file it applies to" needs no special case.
     """
-    spec = dict(spec)
+    spec = {k: v for k, v in spec.items() if k != "label"}  # a display name, not a parameter
     method = estimators.get(spec.pop("method"))
     if not method.applies(sf):
         return pd.DataFrame(columns=ID_COLUMNS)

@@ -321,5 +321,5 @@ def test_reference_lines_reach_the_audit_table_and_the_figure(tmp_path, monkeypa
 
     monkeypatch.setattr(plt, "close", close)
     plot_table(table, {"kind": "simulate", "x": "sigma"}, [tmp_path / "f.png"])
-    assert "shuffle lower bound (Chua et al.)" in labels and "claimed epsilon" in labels
+    assert "shuffle lower bound (Chua et al.)" in labels and "claimed ε" in labels
     assert (tmp_path / "f.png").stat().st_size > 0

@@ -9,6 +9,7 @@ from typing import Any
 
 from dpaudit.defaults import SETTING_KEYS
 from dpaudit.pipeline import (
+    applicable_estimators,
     canonical,
     data_variants,
     setting_columns,
@@ -70,7 +71,9 @@ def dataset_params(config: Config, experiment: str, variant: str) -> dict[str, A
 def analysis_params(config: Config, experiment: str) -> dict[str, Any]:
     """The analysis and its parameters of an analysis experiment."""
     exp = config["experiments"][experiment]
-    return canonical({"analysis": exp["analysis"], "params": exp["params"]})
+    return canonical(
+        {"analysis": exp["analysis"], "params": exp["params"], "inputs": exp.get("inputs") or []}
+    )
 
 
 def setting_table(config: Config, experiment: str) -> dict[str, Any]:
@@ -78,10 +81,51 @@ def setting_table(config: Config, experiment: str) -> dict[str, Any]:
     return canonical(setting_columns(config["experiments"][experiment]))
 
 
+def estimator_labels(config: Config, experiment: str) -> dict[str, str]:
+    """Estimator block -> its display name (``label:`` or the library's), of the blocks that
+    run on an experiment (the audit table's ``estimator_label`` column)."""
+    from dpaudit.plots.labels import estimator_label
+
+    names = applicable_estimators(config, experiment)
+    return canonical({n: estimator_label(config["estimators"][n]) for n in names})
+
+
 def figure_params(config: Config, experiment: str) -> dict[str, Any]:
-    """The figure block of an experiment, with its kind and its description as title."""
+    """The figure block of an experiment, with its kind, a title that fits (``figure.title``,
+    else :func:`~dpaudit.plots.labels.short_title` of the description), the display name of
+    each estimator block it runs (``estimator_labels``) and the values the paper prints for its
+    points (``marks``: the ``reproduce`` rows with a printed ``paper`` value)."""
+    from dpaudit.plots.labels import estimator_label, short_title
+
     exp = config["experiments"][experiment]
-    return canonical({"kind": exp["kind"], "title": exp.get("description", ""), **exp["figure"]})
+    block = {k: v for k, v in exp["figure"].items() if k != "caption"}
+    title = block.pop("title", None)
+    names = applicable_estimators(config, experiment) if exp["kind"] != "analysis" else []
+    marks = [
+        {k: row.get(k) for k in ("paper", "where", "column", "quantity")}
+        for row in exp.get("reproduce", [])
+        if row.get("paper") is not None and row.get("source", "printed") == "printed"
+    ]
+    return canonical(
+        {
+            "kind": exp["kind"],
+            **block,
+            "title": short_title(exp.get("description", "")) if title is None else title,
+            "estimator_labels": {n: estimator_label(config["estimators"][n]) for n in names},
+            "marks": marks,
+        }
+    )
+
+
+def figure_caption(config: Config, experiment: str, eps: bool = False) -> str:
+    """The report's caption of an experiment's figure (:func:`dpaudit.plots.captions.caption`);
+    ``eps``: of its empirical-vs-claimed figure (a train experiment with ``figure.x`` has both)."""
+    from dpaudit.plots.captions import caption
+
+    exp = config["experiments"][experiment]
+    if eps:
+        exp = {**exp, "figure": {k: v for k, v in exp["figure"].items() if k != "x"}}
+    return caption(exp, experiment)
 
 
 def description(config: Config, experiment: str) -> str:

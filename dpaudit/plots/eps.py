@@ -1,89 +1,113 @@
-"""Empirical lower bound vs claimed epsilon, one line per (estimator, selection)."""
+"""Empirical lower bound vs claimed epsilon, one line per (estimator, selection rule), in the
+package style (:mod:`dpaudit.plots.style`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-import dpaudit.plots  # noqa: F401  (selects the Agg backend)
-from dpaudit.io import atomic_path
+from dpaudit.plots.labels import column_label
+from dpaudit.plots.series import draw_paper_values, estimator_labels, series_label, y_label
+from dpaudit.plots.style import (
+    CLAIMED,
+    CONTROL,
+    MARKERS,
+    UNCORRECTED,
+    assign_colors,
+    legend,
+    save,
+    styled,
+    title,
+)
 
 
-def _label(row_key: tuple, valid: bool) -> str:
-    estimator, selection = row_key
-    text = f"{estimator}: {selection}" if selection else estimator
-    return text if valid else f"{text} (uncorrected)"
+def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None = None) -> Any:
+    """Mean lower bound over seeds (error bars: min to max) against the claimed epsilon; returns
+    the matplotlib figure.
 
-
-def plot_empirical_vs_claimed(
-    table: pd.DataFrame, outputs: Sequence[str | Path], title: str = ""
-) -> None:
-    """Mean lower bound over seeds (error bars: min to max) against the claimed epsilon.
-
-    Settings without a guarantee (claimed epsilon infinite) are drawn as horizontal lines: the
-    bound a noise-free run reaches. Uncorrected (``valid == False``) rows are dashed and
-    labelled "(uncorrected)".
+    A colour per estimator (fixed per method), a marker per selection rule; uncorrected
+    (``valid == False``) rows are dashed, lighter and labelled "(uncorrected)". Settings without
+    a guarantee (claimed epsilon infinite: the no-noise control) go to a narrow panel on the
+    right, in the control style, without legend entries of their own. ``fig`` may give
+    ``title``, ``ylabel``, ``estimator_labels`` (block -> name), ``labels`` (column -> value ->
+    name) and ``marks`` (``reproduce`` rows: the paper's printed values, hollow stars).
     """
     import matplotlib.pyplot as plt
 
+    fig = dict(fig or {})
     table = table.copy()
     if "selection" not in table:
         table["selection"] = ""
-    table["selection"] = table["selection"].fillna("")
+    table["selection"] = table["selection"].fillna("").astype(str)
     table["valid"] = table["valid"].astype(bool)
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    finite = table[np.isfinite(table["claimed_epsilon"].astype(float))]
-    top = float(finite["claimed_epsilon"].max()) if len(finite) else 1.0
-    ax.plot([0, top], [0, top], color="grey", lw=1, label="claimed (y = x)")
-    groups = table.groupby(["estimator", "selection"], sort=True)
-    for i, (key, grp) in enumerate(groups):
-        valid = bool(grp["valid"].all())
-        color = f"C{i % 10}"
-        style = "-" if valid else "--"
-        fin = grp[np.isfinite(grp["claimed_epsilon"].astype(float))]
-        if len(fin):
-            agg = (
-                fin.groupby("setting")
-                .agg(
-                    x=("claimed_epsilon", "mean"),
-                    y=("epsilon", "mean"),
-                    lo=("epsilon", "min"),
-                    hi=("epsilon", "max"),
+    claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce").astype(float)
+    control = ~np.isfinite(claimed)
+    names = estimator_labels(table, fig.get("estimator_labels"))
+    overrides = fig.get("labels") or {}
+    with styled():
+        if control.any():
+            figure, (ax, side) = plt.subplots(
+                1, 2, sharey=True, gridspec_kw={"width_ratios": [6, 1]}
+            )
+        else:
+            figure, ax = plt.subplots()
+            side = None
+        finite = table[~control]
+        top = float(finite["claimed_epsilon"].max()) if len(finite) else 1.0
+        ax.plot([0, top], [0, top], label="claimed ε (y = x)", **CLAIMED)
+        groups = list(table.groupby(["estimator", "selection"], sort=True))
+        colors = assign_colors([(key[0], grp["method"].iloc[0]) for key, grp in groups])
+        selections = sorted({key[1] for key, _ in groups})
+        for i, (key, grp) in enumerate(groups):
+            valid = bool(grp["valid"].all())
+            style = {
+                "color": colors[key[0]],
+                "marker": MARKERS[selections.index(key[1]) % len(MARKERS)],
+            }
+            fin = grp[np.isfinite(grp["claimed_epsilon"].astype(float))]
+            if len(fin):
+                agg = (
+                    fin.groupby("setting")
+                    .agg(
+                        x=("claimed_epsilon", "mean"),
+                        y=("epsilon", "mean"),
+                        lo=("epsilon", "min"),
+                        hi=("epsilon", "max"),
+                    )
+                    .sort_values("x")
                 )
-                .sort_values("x")
-            )
-            ax.errorbar(
-                agg["x"],
-                agg["y"],
-                yerr=[agg["y"] - agg["lo"], agg["hi"] - agg["y"]],
-                fmt="o" + style,
-                color=color,
-                capsize=3,
-                label=_label(key, valid),
-            )
-        inf = grp[~np.isfinite(grp["claimed_epsilon"].astype(float))]
-        if len(inf):
-            ax.axhline(
-                float(inf["epsilon"].mean()),
-                color=color,
-                ls=":",
-                lw=1.2,
-                label=f"{_label(key, valid)}, no noise",
-            )
-    ax.set_xlabel("claimed epsilon (accountant)")
-    ax.set_ylabel("empirical epsilon lower bound")
-    ax.set_xlim(0, top * 1.08)
-    ax.set_ylim(bottom=0)
-    if title:
-        ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    for out in outputs:
-        suffix = Path(out).suffix
-        with atomic_path(out) as tmp:
-            fig.savefig(tmp, format=suffix.lstrip("."), dpi=150)
-    plt.close(fig)
+                ax.errorbar(
+                    agg["x"],
+                    agg["y"],
+                    yerr=[agg["y"] - agg["lo"], agg["hi"] - agg["y"]],
+                    label=series_label(["estimator", "selection"], key, names, overrides, valid),
+                    **style,
+                    **({} if valid else UNCORRECTED),
+                )
+            inf = grp[~np.isfinite(grp["claimed_epsilon"].astype(float))]
+            if len(inf) and side is not None:
+                side.plot([i], [float(inf["epsilon"].mean())], **style, **CONTROL)
+        draw_paper_values(ax, finite, fig.get("marks") or [], "claimed_epsilon", "epsilon")
+        ax.set_xlabel(fig.get("xlabel") or column_label("claimed_epsilon"))
+        ax.set_ylabel(y_label(fig, "epsilon", table, column_label("epsilon")))
+        ax.set_xlim(0, top * 1.08)
+        ax.set_ylim(bottom=0)
+        if side is not None:
+            side.set_title("no noise", fontsize=7)
+            side.set_xticks([])
+            side.set_xlim(-1, len(groups))
+            side.set_xlabel("claimed ε = ∞")
+        title(ax, fig.get("title") or "")
+        legend(figure, ax)
+    return figure
+
+
+def plot_empirical_vs_claimed(
+    table: pd.DataFrame, outputs: Sequence[str | Path], fig: Mapping[str, Any] | None = None
+) -> None:
+    """:func:`draw_empirical_vs_claimed`, written to each of ``outputs`` (pdf, png)."""
+    save(draw_empirical_vs_claimed(table, fig), outputs)

@@ -1,0 +1,130 @@
+"""The one look of every figure: the package's matplotlib style file, a fixed colour per
+estimator method, and the styles of uncorrected curves, controls, reference lines and the
+paper's printed values.
+
+Every figure is drawn inside :func:`styled` and written by :func:`save`; figures added later
+get the same look by going through :func:`dpaudit.plots.lines.draw_table` or
+:func:`dpaudit.plots.eps.draw_empirical_vs_claimed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import dpaudit.plots  # noqa: F401  (selects the Agg backend)
+from dpaudit.io import atomic_path
+
+#: The style file shipped in the package.
+STYLE = Path(__file__).with_name("dpaudit.mplstyle")
+
+#: Okabe and Ito's colour-blind-safe palette (yellow left out), as in the style file.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
+
+#: Each estimator method keeps its colour in every figure.
+METHOD_COLORS = {
+    "one_run": "#0072B2",
+    "fdp_one_run": "#D55E00",
+    "lidp": "#009E73",
+    "multi_run_cp": "#CC79A7",
+    "gdp_fit": "#E69F00",
+}
+
+#: Markers telling apart the lines of one colour (selection rules, K, threat models, ...).
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+
+#: The claimed epsilon (the accountant's), and reference values (exact epsilon, Chua et al.).
+CLAIMED = {"color": "#7f7f7f", "lw": 1.0, "zorder": 1}
+REFERENCE = {"color": "black", "lw": 0.9, "zorder": 1}
+
+#: Uncorrected curves (not valid bounds): dashed and lighter; the legend says "(uncorrected)".
+UNCORRECTED = {"ls": "--", "alpha": 0.55}
+UNCORRECTED_SUFFIX = " (uncorrected)"
+
+#: Positive and negative controls (no noise, null): small, dotted, one style everywhere.
+CONTROL = {"ls": ":", "lw": 0.9, "ms": 2.5, "alpha": 0.8}
+CONTROL_LABEL = "no-noise control (dotted)"
+
+#: A value printed in the paper, drawn on top of ours.
+PAPER = {"marker": "*", "ms": 10, "mfc": "none", "mec": "black", "mew": 0.9, "ls": "none"}
+PAPER_LABEL = "paper (printed value)"
+
+
+@contextlib.contextmanager
+def styled() -> Iterator[None]:
+    """Draw (and save) inside this context to get the package's style."""
+    import matplotlib.pyplot as plt
+
+    with plt.style.context(str(STYLE)):
+        yield
+
+
+def assign_colors(keys: Sequence[tuple[Any, str | None]]) -> dict[Any, str]:
+    """A colour per key: the key's method colour (:data:`METHOD_COLORS`) for the first key of
+    each method, the free palette colours in order for the others (keys without a method,
+    second blocks of a method)."""
+    colors: dict[Any, str] = {}
+    used: set[str] = set()
+    for key, method in keys:
+        color = METHOD_COLORS.get(method or "")
+        if color and color not in used and key not in colors:
+            colors[key] = color
+            used.add(color)
+    free = [c for c in PALETTE if c not in used] or list(PALETTE)
+    i = 0
+    for key, _ in keys:
+        if key not in colors:
+            colors[key] = free[i % len(free)]
+            i += 1
+    return colors
+
+
+def legend(fig: Any, ax: Any) -> None:
+    """The legend of ``ax``, outside the data (to the right of the axes), without repeats."""
+    from matplotlib.container import ErrorbarContainer
+
+    handles, labels = ax.get_legend_handles_labels()
+    seen: dict[str, Any] = {}
+    for handle, label in zip(handles, labels, strict=True):
+        if label and not label.startswith("_") and label not in seen:
+            seen[label] = handle
+    # the lines of data first, then the references (claimed, paper, controls)
+    order = sorted(seen, key=lambda label: not isinstance(seen[label], ErrorbarContainer))
+    if order:
+        fig.legend([seen[label] for label in order], order, loc="outside right upper")
+
+
+def title(ax: Any, text: str, width: int = 60) -> None:
+    """A title above the axes, wrapped to fit them (the long context goes in the caption)."""
+    import textwrap
+
+    if text:
+        ax.set_title("\n".join(textwrap.wrap(text, width)))
+
+
+def fits_canvas(fig: Any, tolerance: float = 0.5) -> bool:
+    """Whether everything drawn (matplotlib's tight bounding box, in inches) lies within the
+    figure; ``tolerance`` in points."""
+    fig.canvas.draw()
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    width, height = fig.get_size_inches()
+    slack = tolerance / 72
+    return (
+        box.x0 >= -slack
+        and box.y0 >= -slack
+        and box.x1 <= width + slack
+        and box.y1 <= height + slack
+    )
+
+
+def save(fig: Any, outputs: Sequence[str | Path]) -> None:
+    """Write ``fig`` to each output (format from the suffix, atomically) and close it."""
+    import matplotlib.pyplot as plt
+
+    with styled():
+        for out in outputs:
+            with atomic_path(out) as tmp:
+                fig.savefig(tmp, format=Path(out).suffix.lstrip("."))
+    plt.close(fig)
