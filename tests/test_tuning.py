@@ -133,3 +133,39 @@ def test_etcv_dirac_lambda_a_is_its_definition(tmp_path):
     assert stats.kstest((lam[~world]) / se, "norm").pvalue > 1e-3
     ref = sf.meta["references"]
     assert ref["reduced_game_exact"] <= ref["reduced_game_rdp"]
+
+
+def test_table3_numbers_in_the_configs_are_the_library_ones():
+    """The Table 3 values that config/paper/selection_training.yaml (printed, FashionMNIST and
+    ETCV) and config/cpu/selection.yaml (not comparable) set beside ours are those of
+    ``PAPER_TABLE3_EPSILON_L`` (the library is the source), every (setup, statistic,
+    epsilon_B) of the FashionMNIST and ETCV columns at the config's epsilon_B exactly once."""
+    from pathlib import Path
+
+    import yaml
+
+    from dpaudit.training.tuning import PAPER_TABLE3_EPSILON_L
+
+    repo = Path(__file__).resolve().parents[1]
+    expected = {
+        (setup, stat, eb): value
+        for (setup, data, stat), row in PAPER_TABLE3_EPSILON_L.items()
+        if data in ("F", "empty")
+        for eb, value in row.items()
+    }
+    assert len(expected) == 18
+    for path, experiment, source in (
+        ("config/paper/selection_training.yaml", "selection_dpsgd_paper", "printed"),
+        ("config/cpu/selection.yaml", "selection_dpsgd_cpu", "not_comparable"),
+    ):
+        exp = yaml.safe_load((repo / path).read_text())["experiments"][experiment]
+        budgets = {float(e) for e in exp["train"]["target_epsilons"]}
+        rows = [r for r in exp["reproduce"] if "paper" in r]
+        found = {}
+        for r in rows:
+            w = r["where"]
+            key = (w["setup"], w["statistic"], float(w["target_epsilon"]))
+            assert key not in found, (path, r["quantity"])
+            found[key] = r["paper"]
+            assert r.get("source", "printed") == source and w["selection"] == "heldout"
+        assert found == {k: v for k, v in expected.items() if k[2] in budgets}, path

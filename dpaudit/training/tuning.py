@@ -50,6 +50,26 @@ from dpaudit.training.job import JobId
 
 SETUPS = ("ntnv", "ntcv", "etcv")
 STATISTICS = ("lambda_a", "lambda_b")
+#: Table 3 of the paper (z = Z_D, full-batch DP-SGD, TNB(0, 1e-2), 2,000 games, the mean of 3
+#: trials): the audited epsilon_L per (setup, data set X, statistic) and epsilon_B. X is
+#: FashionMNIST ("F"), CIFAR-10 ("C"), SVHN ("S") or empty (ETCV).
+PAPER_TABLE3_EPSILON_L: dict[tuple[str, str, str], dict[float, float]] = {
+    ("ntnv", "F", "lambda_a"): {1.0: 0.54, 2.0: 0.99, 4.0: 1.91},
+    ("ntnv", "F", "lambda_b"): {1.0: 0.54, 2.0: 1.00, 4.0: 1.91},
+    ("ntnv", "C", "lambda_a"): {1.0: 0.84, 2.0: 1.41, 4.0: 2.13},
+    ("ntnv", "C", "lambda_b"): {1.0: 0.77, 2.0: 1.37, 4.0: 2.13},
+    ("ntnv", "S", "lambda_a"): {1.0: 0.88, 2.0: 1.35, 4.0: 2.13},
+    ("ntnv", "S", "lambda_b"): {1.0: 0.81, 2.0: 1.32, 4.0: 2.13},
+    ("ntcv", "F", "lambda_a"): {1.0: 0.52, 2.0: 0.91, 4.0: 1.74},
+    ("ntcv", "F", "lambda_b"): {1.0: 0.52, 2.0: 0.91, 4.0: 1.74},
+    ("ntcv", "C", "lambda_a"): {1.0: 0.99, 2.0: 1.17, 4.0: 1.99},
+    ("ntcv", "C", "lambda_b"): {1.0: 1.03, 2.0: 1.19, 4.0: 1.98},
+    ("ntcv", "S", "lambda_a"): {1.0: 1.06, 2.0: 1.17, 4.0: 1.99},
+    ("ntcv", "S", "lambda_b"): {1.0: 1.11, 2.0: 1.19, 4.0: 1.98},
+    ("etcv", "empty", "lambda_a"): {1.0: 1.17, 2.0: 2.36, 4.0: 4.28},
+    ("etcv", "empty", "lambda_b"): {1.0: 1.19, 2.0: 2.09, 4.0: 4.68},
+}
+
 #: Canary types the tuning audit takes: Z_D (dirac) and natural records of the data's
 #: held-out canary pool (in_distribution, mislabeled) or random inputs.
 TUNING_CANARIES = ("dirac", "in_distribution", "mislabeled", "random_input")
