@@ -135,6 +135,38 @@ def test_etcv_dirac_lambda_a_is_its_definition(tmp_path):
     assert ref["reduced_game_exact"] <= ref["reduced_game_rdp"]
 
 
+def test_ntnv_score_is_the_mean_validation_loss(tmp_path):
+    """NTNV: g is the negated validation loss, the mean cross-entropy over the validation
+    records (Table 2). The same job with lambda_b instead of lambda_a trains the same runs and
+    releases the same one (g does not depend on the statistic), so lambda_b - lambda_a = -g is
+    the released run's mean validation loss: near ln 10 for a 10-class model that has barely
+    moved from zero, never the sum over the 30 records (about 30 ln 10)."""
+    spec = {
+        "design": "multi_run",
+        "threat_model": "white_box_dot",
+        "model": {"name": "logreg"},
+        "canaries": {"type": "dirac"},
+        "train": {"batch_size": 40, "steps": 2, "eval_examples": 30, "max_grad_norm": 1.0},
+        "target_epsilon": 8.0,
+        "selection": {"setup": "ntnv", "eta": 0, "nu": 0.5, "trials": 40, "lrs": [0.01, 0.02]},
+    }
+    released = {}
+    for stat in ("lambda_a", "lambda_b"):
+        run = {**spec, "selection": {**spec["selection"], "statistic": stat}}
+        sf = train_job(
+            _digits_like(),
+            experiment="t",
+            setting="eps8",
+            seed=0,
+            shard=0,
+            run_spec=run,
+            out=tmp_path / f"{stat}.npz",
+        )
+        released[stat] = sf.score[:, 0]
+    loss = released["lambda_b"] - released["lambda_a"]
+    assert np.all(np.abs(loss - np.log(10)) < 0.5), loss
+
+
 def test_table3_numbers_in_the_configs_are_the_library_ones():
     """The Table 3 values that config/paper/selection_training.yaml (printed, FashionMNIST and
     ETCV) and config/cpu/selection.yaml (not comparable) set beside ours are those of

@@ -10,7 +10,8 @@ b for each tuning trial: b = 1 trains every run of the trial on X' = X + {z}, b 
 Threat models (their Section 4, Table 2), the training set X and the score g of a run with
 final parameters w_N:
 
-``ntnv``  X = the data; g = -sum_i loss(w_N; validation_i) (the held-out test split);
+``ntnv``  X = the data; g = -(1/n_v) sum_i loss(w_N; validation_i), the negated validation
+          loss (mean cross-entropy over the first ``train.eval_examples`` test records);
 ``ntcv``  X = the data; g = -loss(w_N; z) (natural canary) or (w_0 - w_N)[j] (Dirac canary
           Z_D on coordinate j);
 ``etcv``  X = empty set (only z can be in a batch); g as for ``ntcv``.
@@ -237,7 +238,9 @@ def _selection_scores(
     data: dict[str, np.ndarray],
     white_box: np.ndarray,
 ) -> np.ndarray:
-    """g of every run of one shard (Table 2): the negated validation loss sum (``ntnv``),
+    """g of every run of one shard (Table 2): the negated validation loss (``ntnv``: the mean
+    cross-entropy over the validation records, so that lambda_b = lambda_a - g keeps the scale
+    of lambda_a; a sum over n_v records would swamp it),
     the negated loss on z (natural canary) or ``(w_0 - w_N)[j]`` (Dirac canary on coordinate
     j; the white-box score is ``<w_0 - w_N, C e_j>``)."""
     from dpaudit.models import build_for_data
@@ -261,7 +264,7 @@ def _selection_scores(
     logits = _all_logits(template, out.result, x)  # (models, examples, classes)
     m = logits.shape[0]
     loss = F.cross_entropy(logits.transpose(1, 2), y.expand(m, -1), reduction="none")
-    return -loss.double().sum(1).numpy()
+    return -loss.double().mean(1).numpy()
 
 
 def _tuning_meta(
