@@ -101,6 +101,13 @@ def _digits_like(n_train: int = 40) -> dict[str, np.ndarray]:
     }
 
 
+def _train(run_spec: dict, setting: str, out):
+    """One tuning job (seed 0, shard 0) on :func:`_digits_like` data."""
+    return train_job(
+        _digits_like(), experiment="t", setting=setting, seed=0, shard=0, run_spec=run_spec, out=out
+    )
+
+
 def test_etcv_dirac_lambda_a_is_its_definition(tmp_path):
     """ETCV with Z_D and K = 1 almost surely (nu near 1): each released lambda_a =
     (1/N) sum_i <C e_j, p_i>/C^2 is 1 + N(0, sigma^2/N) when z is in and N(0, sigma^2/N)
@@ -115,15 +122,7 @@ def test_etcv_dirac_lambda_a_is_its_definition(tmp_path):
         "target_epsilon": 50.0,
         "selection": {"setup": "etcv", "eta": 0, "nu": 0.999, "trials": 300, "lrs": [0.1, 3.0]},
     }
-    sf = train_job(
-        _digits_like(),
-        experiment="t",
-        setting="eps50",
-        seed=0,
-        shard=0,
-        run_spec=spec,
-        out=tmp_path / "s.npz",
-    )
+    sf = _train(spec, "eps50", tmp_path / "s.npz")
     sig = sf.meta["noise_multiplier"]
     lam, world = sf.score[:, 0], sf.membership[:, 0].astype(bool)
     assert sf.meta["candidate_runs"] == 300  # K = 1 every time at nu = 0.999 (P[K>1] ~ 1e-4)
@@ -153,15 +152,7 @@ def test_ntnv_score_is_the_mean_validation_loss(tmp_path):
     released = {}
     for stat in ("lambda_a", "lambda_b"):
         run = {**spec, "selection": {**spec["selection"], "statistic": stat}}
-        sf = train_job(
-            _digits_like(),
-            experiment="t",
-            setting="eps8",
-            seed=0,
-            shard=0,
-            run_spec=run,
-            out=tmp_path / f"{stat}.npz",
-        )
+        sf = _train(run, "eps8", tmp_path / f"{stat}.npz")
         released[stat] = sf.score[:, 0]
     loss = released["lambda_b"] - released["lambda_a"]
     assert np.all(np.abs(loss - np.log(10)) < 0.5), loss
