@@ -2,6 +2,8 @@
 
 
 rule analysis:
+    input:
+        unpack(analysis_inputs),
     output:
         table=report(
             paths.analysis_table(),
@@ -15,6 +17,8 @@ rule analysis:
         experiment=kind_pattern("analysis"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         run=analysis_params,
     script:

@@ -440,6 +440,63 @@ def test_lidp_order_above_the_canary_count_is_rejected():
     validate_config(_exp_cfg(sim, est), SCHEMA)
 
 
+def test_lidp_trials_beyond_the_models_of_a_seed_are_rejected():
+    """Table 1 bounds at n trials (estimator ``trials``) need n evaluation trials per seed:
+    shards x models_per_shard, half of them tuning trials with a held-out threshold."""
+    exp = {
+        "kind": "train",
+        "design": "lidp",
+        "canaries": {"type": "random_gradient", "k": 4},
+        "shards": 2,
+        "train": {"models_per_shard": 64},
+    }
+    est = {"w": {"method": "lidp", "order": 1, "trials": [16, 65]}}
+    with pytest.raises(ConfigError) as err:
+        validate_config(_exp_cfg(exp, est), SCHEMA)
+    msg = str(err.value)
+    assert "estimators.w.trials: asks for 65" in msg and "64 of them for evaluation" in msg
+    est["w"]["trials"] = [16, 64]
+    validate_config(_exp_cfg(exp, est), SCHEMA)
+    est["w"].update(trials=[128], threshold=0.0)  # a fixed threshold uses every trial
+    validate_config(_exp_cfg(exp, est), SCHEMA)
+
+
+def test_clipbkd_k_beyond_the_tail_components_is_rejected():
+    """LiDP draws 2K distinct ClipBKD canaries per model from the tail components."""
+    exp = {
+        "kind": "train",
+        "design": "lidp",
+        "canaries": {"type": "clipbkd", "k": 16, "first_component": 40, "last_component": 64},
+    }
+    with pytest.raises(ConfigError, match=r"canaries\.k: design 'lidp' needs 32 .* holds 24"):
+        validate_config(_exp_cfg(exp, {"w": {"method": "lidp"}}), SCHEMA)
+
+
+def test_analysis_inputs_must_be_score_experiments_and_only_for_table_analyses():
+    est = {"w": {"method": "lidp"}}
+    train = {"kind": "train", "design": "lidp", "canaries": {"type": "random_gradient"}}
+    info = {"x": {"paper_row": "FMNIST/Linear", "canary": "random_gradient"}}
+    params = {
+        "experiments": info,
+        "n_ref": 64,
+        "baseline_estimator": "w",
+        "lidp_estimators": {"w": 2},
+    }
+    table1 = {"kind": "analysis", "analysis": "lidp_table1", "params": params}
+    cfg = {"experiments": {"x": train, "t": {**table1, "inputs": ["x"]}}, "estimators": est}
+    validate_config(cfg, SCHEMA)
+    cfg["experiments"]["t"]["inputs"] = ["nope"]
+    with pytest.raises(ConfigError, match=r"experiments\.t\.inputs: 'nope' is not a train"):
+        validate_config(cfg, SCHEMA)
+    cfg["experiments"]["t"]["inputs"] = []
+    with pytest.raises(ConfigError, match=r"experiments\.t\.inputs: analysis 'lidp_table1' reads"):
+        validate_config(cfg, SCHEMA)
+    closed = {"kind": "analysis", "analysis": "selection_table4", "inputs": ["x"]}
+    cfg["experiments"]["t"] = closed
+    with pytest.raises(ConfigError, match=r"experiments\.t\.inputs: analysis 'selection_table4'"):
+        validate_config(cfg, SCHEMA)
+
+
 def test_reproduce_takes_a_printed_number_or_a_claim_never_both_nor_neither():
     def cfg(check):
         return {
@@ -591,3 +648,61 @@ def test_the_source_split_sizes_are_those_prepare_dataset_makes(tmp_path):
     n_train, n_test = source_split_sizes("digits", {})
     assert arrays["y_train"].size == n_train
     assert arrays["y_test"].size + arrays["y_canary"].size == n_test
+
+
+def _shuffling_exp(**over: dict) -> dict:
+    """A small shuffling audit (config/cpu/shuffling.yaml's keys) with blocks overridden."""
+    exp = {
+        "kind": "train",
+        "design": "multi_run",
+        "threat_model": "per_step_dot",
+        "estimators": ["cp"],
+        "dataset": {"name": "synthetic", "n_train": 99},
+        "canaries": {
+            "type": "random_gradient",
+            "neighbouring": "zero_out",
+            "adversary": "partially_informed",
+            "statistic": "likelihood_ratio",
+        },
+        "train": {"target_epsilons": [1], "nonprivate": False, "epochs": 1, "batch_size": 10},
+    }
+    for block, keys in over.items():
+        exp[block] = {**exp[block], **keys} if isinstance(exp.get(block), dict) else keys
+    return {"experiments": {"sh": exp}, "estimators": {"cp": {"method": "multi_run_cp"}}}
+
+
+@pytest.mark.parametrize(
+    "over,match",
+    [
+        ({"train": {"sampler": "partial_shuffle", "buffer_size": 500}},
+         r"experiments\.sh\.train\.buffer_size: 500 is larger than a model's dataset"),
+        ({"train": {"sampler": "partial_shuffle"}},
+         r"experiments\.sh\.train\.buffer_size: train\.sampler partial_shuffle needs"),
+        ({"train": {"sampler": "shuffle", "buffer_size": 50}},
+         r"experiments\.sh\.train\.buffer_size: only train\.sampler partial_shuffle"),
+        ({"canaries": {"neighbouring": "add_remove"}},
+         r"experiments\.sh\.canaries\.adversary: 'partially_informed' needs design multi_run"),
+        ({"canaries": {"adversary": "batch_worst_case", "type": "random_input"}},
+         r"experiments\.sh\.canaries\.adversary: 'batch_worst_case' needs"),
+        ({"canaries": {"statistic": "sum", "prefix_batches": 3}},
+         r"experiments\.sh\.canaries\.prefix_batches: needs canaries\.statistic likelihood_ratio"),
+        ({"threat_model": "white_box_dot"},
+         r"experiments\.sh\.canaries\.statistic: scores the per-step observations"),
+        ({"train": {"nonprivate": True}},
+         r"experiments\.sh\.train\.nonprivate: true, but canaries\.statistic likelihood_ratio"),
+        ({"train": {"steps": 15, "epochs": 1}},
+         r"experiments\.sh\.train\.steps: 15 steps are not whole epochs of 10 steps"),
+        ({"canaries": {"prefix_batches": 11}},
+         r"experiments\.sh\.canaries\.prefix_batches: 11 is more than the 10 batches"),
+    ],
+)
+def test_shuffling_audit_bad_input_names_the_key(over, match):
+    cfg = _shuffling_exp(**over)
+    with pytest.raises(ConfigError, match=match):
+        validate_config(cfg, SCHEMA)
+
+
+def test_shuffling_audit_good_input_passes():
+    cfg = _shuffling_exp(train={"sampler": "partial_shuffle", "buffer_size": 50},
+                         canaries={"prefix_batches": 10})
+    validate_config(cfg, SCHEMA)

@@ -71,12 +71,23 @@ def dataset_params(config: Config, experiment: str, variant: str) -> dict[str, A
 def analysis_params(config: Config, experiment: str) -> dict[str, Any]:
     """The analysis and its parameters of an analysis experiment."""
     exp = config["experiments"][experiment]
-    return canonical({"analysis": exp["analysis"], "params": exp["params"]})
+    return canonical(
+        {"analysis": exp["analysis"], "params": exp["params"], "inputs": exp.get("inputs") or []}
+    )
 
 
 def setting_table(config: Config, experiment: str) -> dict[str, Any]:
     """Setting -> its varying values, joined onto the audit table."""
     return canonical(setting_columns(config["experiments"][experiment]))
+
+
+def estimator_labels(config: Config, experiment: str) -> dict[str, str]:
+    """Estimator block -> its display name (``label:`` or the library's), of the blocks that
+    run on an experiment (the audit table's ``estimator_label`` column)."""
+    from dpaudit.plots.labels import estimator_label
+
+    names = applicable_estimators(config, experiment)
+    return canonical({n: estimator_label(config["estimators"][n]) for n in names})
 
 
 def figure_params(config: Config, experiment: str) -> dict[str, Any]:
