@@ -23,6 +23,8 @@ rule figure_eps:
         experiment=kind_pattern("train"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         figure=figure_params,
         caption=eps_figure_caption,
@@ -52,6 +54,8 @@ rule figure:
         experiment=line_figure_pattern(),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         figure=figure_params,
         caption=figure_caption,
@@ -73,6 +77,8 @@ rule paper_target:
         figure=target_pattern(1),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     script:
         "../scripts/paper_target.py"
 
@@ -91,6 +97,8 @@ rule reproduction:
         paths.log("reproduction"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         checks=reproduction_params,
     script:

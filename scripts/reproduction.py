@@ -9,4 +9,4 @@ table = check_all(snakemake.params.checks)
 write_csv(snakemake.output.csv, table)
 with atomic_path(snakemake.output.md) as tmp:
     tmp.write_text(to_markdown(table))
-log.info("%d checks, %d within tolerance", len(table), int(table["agrees"].sum()))
+log.info("%d checks, %d within tolerance", len(table), int(table["agrees"].eq(True).sum()))

@@ -32,6 +32,8 @@ def _small_config() -> dict:
     exp["grid"] = {"selection.setup": ["ntnv", "etcv"]}
     exp["figure"]["series"] = ["setup"]
     exp["paper_target"] = "selection/table3_dpsgd_small"
+    # the config's row-by-row claims (bound <= epsilon_U, <= the reduced game's exact epsilon)
+    exp["reproduce"] = [r for r in exp["reproduce"] if "column_than" in r.get("claim", {})]
     return {
         "experiments": {"selection_small": exp},
         "estimators": {
@@ -44,7 +46,7 @@ def test_tuning_audit_end_to_end(tmp_path):
     cfg = tmp_path / "selection_small.yaml"
     cfg.write_text(yaml.safe_dump(_small_config()))
     target = "results/selection/table3_dpsgd_small.csv"
-    snakemake(tmp_path, target, configfile=cfg)
+    snakemake(tmp_path, target, "results/reproduction.csv", configfile=cfg)
     table = pd.read_csv(tmp_path / "results" / "selection_small" / "audit.csv")
     assert set(table["setup"]) == {"ntnv", "etcv"}
     assert set(table["threat_model"]) == {"selection_ntnv", "selection_etcv"}
@@ -66,3 +68,8 @@ def test_tuning_audit_end_to_end(tmp_path):
         assert sf.meta["selection"]["setup"] == setup
         assert sf.meta["candidate_runs"] >= 80
         assert json.dumps(sf.meta)  # plain JSON
+    # the claims reach results/reproduction.csv, one row each, judged on the valid rows
+    repro = pd.read_csv(tmp_path / "results" / "reproduction.csv")
+    assert len(repro) == 2 and (repro["source"] == "claim").all()
+    assert (repro["rows"] == 2).all() and repro["agrees"].all()
+    assert repro["claim"].str.contains("in every row").all()

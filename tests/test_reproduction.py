@@ -129,3 +129,95 @@ def test_a_claim_on_a_missing_column_names_it():
         reproduction.check(
             _claims_table(), {"quantity": "q", "claim": {"test": "flat", "x": "n_train"}}, "e"
         )
+
+
+# ---- column against column, row by row; values not comparable ----------------------------------
+
+
+def _bound_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "setup": ["a", "a", "b", "b"],
+            "epsilon": [0.5, 1.9, 0.4, 0.6],
+            "claimed": [1.0, 1.0, 3.0, 3.0],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "test", "holds"),
+    [
+        # the mean of setup a (1.2) is below its claim (1.0)? no: and one row (1.9) exceeds it
+        ({"setup": "a"}, "at_most", False),
+        ({"setup": "b"}, "at_most", True),
+        ({"setup": "b"}, "at_least", False),
+        # pooled means 0.85 vs 2.0 would pass a comparison of means; row 2 still fails
+        ({}, "at_most", False),
+    ],
+)
+def test_column_than_compares_every_row_with_its_own(where, test, holds):
+    spec = {
+        "quantity": "bound below the claim",
+        "claim": {"test": test, "column_than": "claimed"},
+        "where": where,
+        "tolerance": 0.0,
+    }
+    row = reproduction.check(_bound_table(), spec, "e")
+    assert row["agrees"] is holds
+    assert row["source"] == "claim" and "claimed" in row["claim"]
+    n_fail = {("a", "at_most"): 1, ("b", "at_most"): 0, ("b", "at_least"): 2, (None, "at_most"): 1}
+    assert f"{n_fail[(where.get('setup'), test)]} of" in row["measured"]
+
+
+def test_column_than_worst_row_within_the_tolerance_holds():
+    spec = {
+        "quantity": "q",
+        "claim": {"test": "at_most", "column_than": "claimed"},
+        "where": {"setup": "a"},
+        "tolerance": 0.9,
+    }
+    row = reproduction.check(_bound_table(), spec, "e")
+    assert row["agrees"] is True and row["difference"] == pytest.approx(0.9)
+
+
+def test_column_than_with_a_missing_value_fails_and_an_unknown_column_is_named():
+    table = _bound_table().assign(claimed=[1.0, float("nan"), 3.0, 3.0])
+    spec = {"quantity": "q", "claim": {"test": "at_most", "column_than": "claimed"}}
+    assert reproduction.check(table, spec, "e")["agrees"] is False
+    spec["claim"]["column_than"] = "nope"
+    with pytest.raises(KeyError, match="'nope'"):
+        reproduction.check(table, spec, "e")
+
+
+def test_not_comparable_values_are_shown_never_judged(table):
+    spec = {"quantity": "q", "paper": 1.5, "where": {"setting": "a"}, "source": "not_comparable"}
+    row = reproduction.check(table, spec, "exp")
+    assert row["agrees"] is None and row["difference"] == pytest.approx(0.0)
+    md = reproduction.to_markdown(pd.DataFrame([row]))
+    (line,) = [x for x in md.splitlines() if x.startswith("| exp |")]
+    assert "| not comparable |" in line and "| yes |" not in line
+
+
+def test_schema_takes_column_than_and_not_comparable_and_names_the_key():
+    from dpaudit.config import ConfigError, validate_config
+    from tests.test_config import SCHEMA
+
+    def cfg(check):
+        exp = {
+            "kind": "analysis",
+            "analysis": "one_run_randomized_response",
+            "params": {"epsilon": 4.0, "delta": 1.0e-5},
+            "reproduce": [check],
+        }
+        return {"experiments": {"a": exp}}
+
+    column = {"test": "at_most", "column_than": "claimed_epsilon"}
+    validate_config(cfg({"quantity": "q", "claim": column}), SCHEMA)
+    validate_config(cfg({"quantity": "q", "paper": 1.0, "source": "not_comparable"}), SCHEMA)
+    for bad in (
+        {"quantity": "q", "claim": {**column, "value": 1.0}},  # one comparison, not two
+        {"quantity": "q", "claim": {"test": "at_most", "column_than": 3}},
+        {"quantity": "q", "paper": 1.0, "source": "elsewhere"},
+    ):
+        with pytest.raises(ConfigError, match="reproduce"):
+            validate_config(cfg(bad), SCHEMA)

@@ -10,7 +10,8 @@ b for each tuning trial: b = 1 trains every run of the trial on X' = X + {z}, b 
 Threat models (their Section 4, Table 2), the training set X and the score g of a run with
 final parameters w_N:
 
-``ntnv``  X = the data; g = -sum_i loss(w_N; validation_i) (the held-out test split);
+``ntnv``  X = the data; g = -(1/n_v) sum_i loss(w_N; validation_i), the negated validation
+          loss (mean cross-entropy over the first ``train.eval_examples`` test records);
 ``ntcv``  X = the data; g = -loss(w_N; z) (natural canary) or (w_0 - w_N)[j] (Dirac canary
           Z_D on coordinate j);
 ``etcv``  X = empty set (only z can be in a batch); g as for ``ntcv``.
@@ -50,6 +51,26 @@ from dpaudit.training.job import JobId
 
 SETUPS = ("ntnv", "ntcv", "etcv")
 STATISTICS = ("lambda_a", "lambda_b")
+#: Table 3 of the paper (z = Z_D, full-batch DP-SGD, TNB(0, 1e-2), 2,000 games, the mean of 3
+#: trials): the audited epsilon_L per (setup, data set X, statistic) and epsilon_B. X is
+#: FashionMNIST ("F"), CIFAR-10 ("C"), SVHN ("S") or empty (ETCV).
+PAPER_TABLE3_EPSILON_L: dict[tuple[str, str, str], dict[float, float]] = {
+    ("ntnv", "F", "lambda_a"): {1.0: 0.54, 2.0: 0.99, 4.0: 1.91},
+    ("ntnv", "F", "lambda_b"): {1.0: 0.54, 2.0: 1.00, 4.0: 1.91},
+    ("ntnv", "C", "lambda_a"): {1.0: 0.84, 2.0: 1.41, 4.0: 2.13},
+    ("ntnv", "C", "lambda_b"): {1.0: 0.77, 2.0: 1.37, 4.0: 2.13},
+    ("ntnv", "S", "lambda_a"): {1.0: 0.88, 2.0: 1.35, 4.0: 2.13},
+    ("ntnv", "S", "lambda_b"): {1.0: 0.81, 2.0: 1.32, 4.0: 2.13},
+    ("ntcv", "F", "lambda_a"): {1.0: 0.52, 2.0: 0.91, 4.0: 1.74},
+    ("ntcv", "F", "lambda_b"): {1.0: 0.52, 2.0: 0.91, 4.0: 1.74},
+    ("ntcv", "C", "lambda_a"): {1.0: 0.99, 2.0: 1.17, 4.0: 1.99},
+    ("ntcv", "C", "lambda_b"): {1.0: 1.03, 2.0: 1.19, 4.0: 1.98},
+    ("ntcv", "S", "lambda_a"): {1.0: 1.06, 2.0: 1.17, 4.0: 1.99},
+    ("ntcv", "S", "lambda_b"): {1.0: 1.11, 2.0: 1.19, 4.0: 1.98},
+    ("etcv", "empty", "lambda_a"): {1.0: 1.17, 2.0: 2.36, 4.0: 4.28},
+    ("etcv", "empty", "lambda_b"): {1.0: 1.19, 2.0: 2.09, 4.0: 4.68},
+}
+
 #: Canary types the tuning audit takes: Z_D (dirac) and natural records of the data's
 #: held-out canary pool (in_distribution, mislabeled) or random inputs.
 TUNING_CANARIES = ("dirac", "in_distribution", "mislabeled", "random_input")
@@ -217,7 +238,9 @@ def _selection_scores(
     data: dict[str, np.ndarray],
     white_box: np.ndarray,
 ) -> np.ndarray:
-    """g of every run of one shard (Table 2): the negated validation loss sum (``ntnv``),
+    """g of every run of one shard (Table 2): the negated validation loss (``ntnv``: the mean
+    cross-entropy over the validation records, so that lambda_b = lambda_a - g keeps the scale
+    of lambda_a; a sum over n_v records would swamp it),
     the negated loss on z (natural canary) or ``(w_0 - w_N)[j]`` (Dirac canary on coordinate
     j; the white-box score is ``<w_0 - w_N, C e_j>``)."""
     from dpaudit.models import build_for_data
@@ -241,7 +264,7 @@ def _selection_scores(
     logits = _all_logits(template, out.result, x)  # (models, examples, classes)
     m = logits.shape[0]
     loss = F.cross_entropy(logits.transpose(1, 2), y.expand(m, -1), reduction="none")
-    return -loss.double().sum(1).numpy()
+    return -loss.double().mean(1).numpy()
 
 
 def _tuning_meta(
