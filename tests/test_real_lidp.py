@@ -24,7 +24,7 @@ from tests.test_pipeline_e2e import snakemake
 
 pytestmark = pytest.mark.slow
 
-# The CPU config's digits training (epsilon 32, 10 epochs, lr 2) with a quarter of its models:
+# The CPU config's digits training (epsilon 32, 10 epochs, lr 2) with half of its models:
 # at fewer trials or a smaller epsilon the DP baseline's bound was 0 in every run we tried (the
 # factor is then undefined), and this test should reach the factor and the claim row's value.
 TRAIN = {
