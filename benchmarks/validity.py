@@ -88,6 +88,27 @@ def cases() -> list[Case]:
             fdp_rr,
         ),
         Case(
+            "one_run (multi_split: 4 splits, gamma 1/2)",
+            "Gaussian, mu = 1, m = 1000",
+            lambda s: gaussian_score_file(1000, 2.0, 1e-5, seed=s),
+            g.claimed_epsilon,
+            {**one_run, "selections": ["multi_split"], "splits": 4, "split_seed": 0},
+        ),
+        Case(
+            "one_run (multi_split: 4 splits, gamma 1/2)",
+            "randomized response, eps = 2, m = 1000",
+            lambda s: randomized_response_score_file(1000, 2.0, 0.0, seed=s),
+            2.0,
+            {**one_run, "selections": ["multi_split"], "splits": 4, "split_seed": 0},
+        ),
+        Case(
+            "fdp_one_run GDP (multi_split: 4 splits, gamma 1/2)",
+            "Gaussian, mu = 1, m = 1000",
+            lambda s: gaussian_score_file(1000, 2.0, 1e-5, seed=s),
+            g.claimed_epsilon,
+            {**fdp, "selections": ["multi_split"], "splits": 4, "split_seed": 0},
+        ),
+        Case(
             "lidp Wilson order 2 (held out)",
             "Gaussian, K = 16, n = 512, d = 100, eps = 2 (RDP-calibrated)",
             lambda s: lidp_score_file(512, 16, 100, 2.0, 1e-5, s),
@@ -107,6 +128,13 @@ def cases() -> list[Case]:
             lambda s: bgm_score_file(1000, 1, 1.0, seed=s),
             bgm_true,
             {"method": "multi_run_cp", "confidence": 0.95, "selections": ["heldout"]},
+        ),
+        Case(
+            "multi_run_cp (multi_split: 10 held-out splits, gamma 1/2)",
+            "BGM with T = 1 (a Gaussian mechanism), sigma = 1, 2000 runs",
+            lambda s: bgm_score_file(1000, 1, 1.0, seed=s),
+            bgm_true,
+            {"method": "multi_run_cp", "confidence": 0.95, "selections": ["multi_split"]},
         ),
     ]
 
@@ -156,9 +184,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=500)
     ap.add_argument("--out", default="docs/validity.md")
+    ap.add_argument("--only", default=None, help="run only cases whose name contains this")
     args = ap.parse_args()
     rows, t0 = [], time.time()
     for case in cases():
+        if args.only and args.only not in case.name:
+            continue
         rows += study(case, args.reps)
         print(rows[-1], flush=True)
     se = math.sqrt(0.05 * 0.95 / args.reps)
