@@ -247,6 +247,40 @@ def _check_registered(exp: str, block: dict[str, Any]) -> None:
         )
     if key == "mechanism":
         _check_mechanism_params(exp, block)
+    else:
+        _check_analysis_inputs(exp, block)
+
+
+def _check_analysis_inputs(exp: str, block: dict[str, Any]) -> None:
+    """An analysis that reads audit tables needs its ``inputs``; the others take none."""
+    from dpaudit.analyses.registry import READS_TABLES
+
+    inputs = block.get("inputs") or []
+    if block["analysis"] in READS_TABLES and not inputs:
+        raise ConfigError(
+            f"config key experiments.{exp}.inputs: analysis {block['analysis']!r} reads the "
+            "audit tables of other experiments; allowed: a list of train or simulate experiments"
+        )
+    if block["analysis"] not in READS_TABLES and inputs:
+        raise ConfigError(
+            f"config key experiments.{exp}.inputs: analysis {block['analysis']!r} reads no "
+            f"tables; allowed: [] (analyses that read tables: {sorted(READS_TABLES)})"
+        )
+
+
+def _check_input_experiments(config: dict[str, Any]) -> None:
+    """Every experiment an analysis reads (``inputs``) is a train or simulate experiment."""
+    experiments = config.get("experiments", {})
+    for exp, block in experiments.items():
+        for name in block.get("inputs") or []:
+            if experiments.get(name, {}).get("kind") not in ("train", "simulate"):
+                allowed = sorted(
+                    n for n, b in experiments.items() if b.get("kind") in ("train", "simulate")
+                )
+                raise ConfigError(
+                    f"config key experiments.{exp}.inputs: {name!r} is not a train or simulate "
+                    f"experiment of the config; allowed: {allowed}"
+                )
 
 
 def _check_mechanism_params(exp: str, block: dict[str, Any]) -> None:
@@ -610,6 +644,31 @@ def _check_lidp_order(config: dict[str, Any], exp: str, block: dict[str, Any]) -
                 )
 
 
+def _check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
+    """A LiDP estimator's ``trials`` must fit in the trials of one seed of a train experiment
+    (``shards`` x ``train.models_per_shard`` models, less the tuning trials of a held-out
+    threshold; :func:`dpaudit.estimators.lidp_audit.trial_subsets`)."""
+    from dpaudit.pipeline import applicable_estimators, experiment_designs
+
+    if block.get("kind") != "train" or "lidp" not in experiment_designs(block):
+        return
+    models = int(block["shards"]) * int(block["train"]["models_per_shard"])
+    for name in applicable_estimators(config, exp):
+        est = config["estimators"][name]
+        if est["method"] != "lidp" or not est.get("trials"):
+            continue
+        available = models
+        if est.get("threshold", "heldout") == "heldout":
+            available = models - int(round(float(est.get("heldout_fraction", 0.5)) * models))
+        if max(est["trials"]) > available:
+            raise ConfigError(
+                f"config key estimators.{name}.trials: asks for {max(est['trials'])} evaluation "
+                f"trials, but experiment {exp!r} trains {models} models per seed (shards x "
+                f"train.models_per_shard), {available} of them for evaluation; allowed: trials "
+                f"<= {available}, or more shards"
+            )
+
+
 def _check_paper_targets(config: dict[str, Any]) -> None:
     """Two experiments must not publish the same paper target (one would overwrite the other)."""
     seen: dict[str, str] = {}
@@ -681,6 +740,8 @@ def _check_references(config: dict[str, Any], validator: Any = None) -> None:
                     raise
                 raise ConfigError(f"{err} (at grid point {point!r} of experiments.{exp})") from None
         _check_lidp_order(config, exp, block)
+        _check_lidp_trials(config, exp, block)
+    _check_input_experiments(config)
     _check_paper_targets(config)
 
 

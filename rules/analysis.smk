@@ -2,6 +2,8 @@
 
 
 rule analysis:
+    input:
+        unpack(analysis_inputs),
     output:
         table=report(
             paths.analysis_table(),

@@ -103,6 +103,11 @@ def analysis_params(wildcards):
     return pipeline_params.analysis_params(config, wildcards.experiment)
 
 
+def analysis_inputs(wildcards):
+    """The audit tables an analysis reads (its experiment's ``inputs``; none for most)."""
+    return pipeline_targets.analysis_inputs(config, wildcards.experiment)
+
+
 def setting_table(wildcards):
     return pipeline_params.setting_table(config, wildcards.experiment)
 

@@ -1,4 +1,6 @@
-"""Snakemake adapter: compute one closed-form analysis table."""
+"""Snakemake adapter: compute one analysis table (closed form, or from audit tables)."""
+
+import pandas as pd
 
 from dpaudit.analyses import run
 from dpaudit.io import write_csv
@@ -6,6 +8,7 @@ from dpaudit.joblog import job_log
 
 log = job_log(snakemake.log[0])
 spec = snakemake.params.run
-table = run(spec["analysis"], spec["params"])
+tables = {name: pd.read_csv(snakemake.input[name]) for name in spec["inputs"]}
+table = run(spec["analysis"], spec["params"], tables)
 write_csv(snakemake.output.table, table)
-log.info("analysis %s: %d rows", spec["analysis"], len(table))
+log.info("analysis %s: %d rows from %d input tables", spec["analysis"], len(table), len(tables))

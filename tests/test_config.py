@@ -440,6 +440,63 @@ def test_lidp_order_above_the_canary_count_is_rejected():
     validate_config(_exp_cfg(sim, est), SCHEMA)
 
 
+def test_lidp_trials_beyond_the_models_of_a_seed_are_rejected():
+    """Table 1 bounds at n trials (estimator ``trials``) need n evaluation trials per seed:
+    shards x models_per_shard, half of them tuning trials with a held-out threshold."""
+    exp = {
+        "kind": "train",
+        "design": "lidp",
+        "canaries": {"type": "random_gradient", "k": 4},
+        "shards": 2,
+        "train": {"models_per_shard": 64},
+    }
+    est = {"w": {"method": "lidp", "order": 1, "trials": [16, 65]}}
+    with pytest.raises(ConfigError) as err:
+        validate_config(_exp_cfg(exp, est), SCHEMA)
+    msg = str(err.value)
+    assert "estimators.w.trials: asks for 65" in msg and "64 of them for evaluation" in msg
+    est["w"]["trials"] = [16, 64]
+    validate_config(_exp_cfg(exp, est), SCHEMA)
+    est["w"].update(trials=[128], threshold=0.0)  # a fixed threshold uses every trial
+    validate_config(_exp_cfg(exp, est), SCHEMA)
+
+
+def test_clipbkd_k_beyond_the_tail_components_is_rejected():
+    """LiDP draws 2K distinct ClipBKD canaries per model from the tail components."""
+    exp = {
+        "kind": "train",
+        "design": "lidp",
+        "canaries": {"type": "clipbkd", "k": 16, "first_component": 40, "last_component": 64},
+    }
+    with pytest.raises(ConfigError, match=r"canaries\.k: design 'lidp' needs 32 .* holds 24"):
+        validate_config(_exp_cfg(exp, {"w": {"method": "lidp"}}), SCHEMA)
+
+
+def test_analysis_inputs_must_be_score_experiments_and_only_for_table_analyses():
+    est = {"w": {"method": "lidp"}}
+    train = {"kind": "train", "design": "lidp", "canaries": {"type": "random_gradient"}}
+    info = {"x": {"paper_row": "FMNIST/Linear", "canary": "random_gradient"}}
+    params = {
+        "experiments": info,
+        "n_ref": 64,
+        "baseline_estimator": "w",
+        "lidp_estimators": {"w": 2},
+    }
+    table1 = {"kind": "analysis", "analysis": "lidp_table1", "params": params}
+    cfg = {"experiments": {"x": train, "t": {**table1, "inputs": ["x"]}}, "estimators": est}
+    validate_config(cfg, SCHEMA)
+    cfg["experiments"]["t"]["inputs"] = ["nope"]
+    with pytest.raises(ConfigError, match=r"experiments\.t\.inputs: 'nope' is not a train"):
+        validate_config(cfg, SCHEMA)
+    cfg["experiments"]["t"]["inputs"] = []
+    with pytest.raises(ConfigError, match=r"experiments\.t\.inputs: analysis 'lidp_table1' reads"):
+        validate_config(cfg, SCHEMA)
+    closed = {"kind": "analysis", "analysis": "selection_table4", "inputs": ["x"]}
+    cfg["experiments"]["t"] = closed
+    with pytest.raises(ConfigError, match=r"experiments\.t\.inputs: analysis 'selection_table4'"):
+        validate_config(cfg, SCHEMA)
+
+
 def test_reproduce_takes_a_printed_number_or_a_claim_never_both_nor_neither():
     def cfg(check):
         return {

@@ -412,6 +412,41 @@ def test_registered_method_on_score_file_rows_and_validity_flags():
     )
 
 
+def test_trials_option_gives_nested_subsets_with_their_own_tuning_trials():
+    """``trials: [n, ...]`` (App. F.2: n in {125, ..., 1000}): one row per n, the bound on the
+    first n evaluation trials at the threshold tuned on the first n tuning trials of the one
+    held-out split; at the largest n it is the ordinary row of the whole file."""
+    rng = np.random.default_rng(52)
+    si = correlated_scores(rng, 1, 400, 8, 1.5, 0.1)[0]
+    so = correlated_scores(rng, 1, 400, 8, 0.0, 0.1)[0]
+    sf = lidp_file(si, so)
+    specs = {
+        "all": {"method": "lidp"},
+        "sub": {"method": "lidp", "trials": [50, 100, 200]},
+        "fixed": {"method": "lidp", "threshold": 1.0, "trials": [30, 400]},
+        "b": {"method": "lidp", "trials": [60], "beta": 0.1},
+    }
+    table = audit([sf], specs)
+    sub = table[table["estimator"] == "sub"].set_index("n_trials")
+    assert list(sub.index) == [50, 100, 200] and (sub["n_tune"] == sub.index).all()
+    assert (sub["heldout_source"] == "random_split").all()
+    whole = table[table["estimator"] == "all"].iloc[0]
+    assert sub.loc[200, "epsilon"] == whole["epsilon"]
+    assert sub.loc[200, "threshold"] == whole["threshold"]
+    tune, ev = lidp.split_trials(400, 0.5, 0)
+    spec = lidp.BoundSpec(1e-5, 0.95, "wilson", 2)
+    tau, _ = lidp.tune_threshold(si[tune[:50]], so[tune[:50]], spec)
+    direct = lidp.epsilon_lower_bound(si[ev[:50]] >= tau, so[ev[:50]] >= tau, spec)
+    assert sub.loc[50, "threshold"] == tau
+    assert sub.loc[50, "epsilon"] == pytest.approx(direct.epsilon, rel=1e-12)
+    fixed = table[table["estimator"] == "fixed"].set_index("n_trials")
+    first30 = lidp.epsilon_lower_bound(si[:30] >= 1.0, so[:30] >= 1.0, spec)
+    assert fixed.loc[30, "epsilon"] == pytest.approx(first30.epsilon, rel=1e-12)
+    assert table[table["estimator"] == "b"].iloc[0]["confidence"] == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="trials asks for 201 evaluation trials.*has 200"):
+        audit([sf], {"too_many": {"method": "lidp", "trials": [201]}})
+
+
 def test_method_does_not_apply_to_other_designs():
     rng = np.random.default_rng(51)
     sf = lidp_file(rng.normal(size=(10, 2)), rng.normal(size=(10, 2)))

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 #: Absolute and relative tolerances of the root finds in epsilon (:func:`epsilon_of_profile`);
 #: the relative one is scipy's default for brentq.
@@ -121,7 +121,11 @@ def gdp_mu_from_rates(alpha: np.ndarray | float, beta: np.ndarray | float) -> np
     """The mu of the GDP trade-off curve through (alpha, beta), i.e. G_mu(alpha) = beta:
     Phi^-1(1 - alpha) - Phi^-1(beta) (G_mu(alpha) = beta solved for mu; used by the GDP fit of
     Nasr et al. 2023). Vectorised; may be <= 0 for points above the diagonal."""
-    return stats.norm.isf(np.asarray(alpha)) - stats.norm.ppf(np.asarray(beta))
+    # -ndtri(alpha) and ndtri(beta) are scipy.stats.norm.isf / .ppf without their per-call
+    # argument handling (the same values).
+    return -special.ndtri(np.asarray(alpha, dtype=float)) - special.ndtri(
+        np.asarray(beta, dtype=float)
+    )
 
 
 # The Gaussian mechanism with mu = Delta/sigma has the same curve (Balle and Wang 2018, Thm 8):

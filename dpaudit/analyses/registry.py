@@ -14,7 +14,14 @@ from typing import Any
 
 import pandas as pd
 
-from dpaudit.analyses import lidp_gaussian, one_run_theory, selection, shuffling, tight_one_run
+from dpaudit.analyses import (
+    lidp_gaussian,
+    lidp_sample_complexity,
+    one_run_theory,
+    selection,
+    shuffling,
+    tight_one_run,
+)
 
 ANALYSES: dict[str, Callable[..., pd.DataFrame]] = {
     "one_run_correct_guesses": one_run_theory.correct_guesses_curve,
@@ -25,6 +32,8 @@ ANALYSES: dict[str, Callable[..., pd.DataFrame]] = {
     "one_run_max_attainable": one_run_theory.max_attainable_table,
     "lidp_gaussian_correlations": lidp_gaussian.correlation_curve,
     "lidp_gaussian_bias_variance": lidp_gaussian.bias_variance_curve,
+    "lidp_table1": lidp_sample_complexity.table1,
+    "audit_rows": lidp_sample_complexity.audit_rows,
     "shuffle_fig3_references": shuffling.fig3_reference_lines,
     "shuffle_calibrated_references": shuffling.calibrated_reference_lines,
     "selection_example1": selection.example1_curve,
@@ -47,6 +56,17 @@ def get(name: str) -> Callable[..., pd.DataFrame]:
         raise ValueError(f"unknown analysis {name!r}; allowed: {sorted(ANALYSES)}") from None
 
 
-def run(name: str, params: dict[str, Any]) -> pd.DataFrame:
-    """Run analysis ``name`` with keyword parameters ``params``."""
+#: Analyses that read other experiments' audit tables (the experiment's ``inputs``).
+READS_TABLES = frozenset({"lidp_table1", "audit_rows"})
+
+
+def run(
+    name: str, params: dict[str, Any], tables: dict[str, pd.DataFrame] | None = None
+) -> pd.DataFrame:
+    """Run analysis ``name`` with keyword parameters ``params`` (and ``tables``, experiment ->
+    audit table, for the analyses of :data:`READS_TABLES`)."""
+    if name in READS_TABLES:
+        return get(name)(tables=tables or {}, **params)
+    if tables:
+        raise ValueError(f"analysis {name!r} reads no tables; got inputs {sorted(tables)}")
     return get(name)(**params)

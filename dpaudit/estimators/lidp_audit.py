@@ -19,6 +19,15 @@ computes the bound on the other rows; ``heldout_fraction`` and ``split_seed`` ar
 used (the row's ``heldout_source`` says ``file_rows``; the config schema fills them in).
 Files without the key keep the random split of ``heldout_fraction``.
 
+**Bounds at several numbers of trials** (``trials: [n_1, ..., n_J]``; Pillutla et al.
+App. F.2 trains n in {125, 250, 500, 1000} trials and reads Table 1 off the curve of eps-hat
+against n). The file's trials are split once into tuning and evaluation trials as above (the
+declared held-out rows, or the random ``heldout_fraction`` split of ``split_seed``); the bound
+at n uses the first n evaluation trials with the threshold tuned on the first n tuning trials
+(the paper's "holdout set of n trials"), so the subsets are nested: one row per n, and the
+curve over n is the curve of one growing experiment. A fixed or ``in_sample`` threshold uses
+the first n trials. Asking for more trials than the file has is an error.
+
 Parameters left out take the schema's defaults (:func:`dpaudit.defaults.fill_defaults`).
 
 The score file's ``meta`` may carry ``lidp_variant`` ("replace_one" or "add_remove"); it is
@@ -102,7 +111,6 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
             f"unknown lidp parameter(s) {sorted(unknown)}; allowed: {known + ['beta']}"
         )
     p = fill_defaults("lidp", params)  # the schema's defaults (order 1 for clopper_pearson)
-    interval = p["interval"]
     order = int(p["order"])
     if p["below_order"] not in BELOW_ORDER:
         raise ValueError(f"below_order must be one of {BELOW_ORDER}, got {p['below_order']!r}")
@@ -110,13 +118,33 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     if p["below_order"] == "skip" and min(score_in.shape[1], score_out.shape[1]) < order:
         return []
     heldout_trials = sf.meta.get("heldout_trials", 0) or 0
-    res = lidp.audit_scores(
+    confidence = _confidence(params)
+    if p.get("trials") is not None:
+        return [
+            _row(_audit(score_in[rows], score_out[rows], sf, p, confidence, n_tune), sf, origin)
+            for rows, n_tune, origin in trial_subsets(
+                sf.n_trials, list(p["trials"]), p, heldout_trials, str(sf.source)
+            )
+        ]
+    return [_row(_audit(score_in, score_out, sf, p, confidence, heldout_trials), sf)]
+
+
+def _audit(
+    score_in: np.ndarray,
+    score_out: np.ndarray,
+    sf: ScoreFile,
+    p: dict[str, Any],
+    confidence: float,
+    heldout_trials: int,
+) -> lidp.LiDPAudit:
+    """:func:`.lidp.audit_scores` with the estimator's filled parameters ``p``."""
+    return lidp.audit_scores(
         score_in,
         score_out,
         delta=sf.delta,
-        confidence=_confidence(params),
-        interval=interval,
-        order=order,
+        confidence=confidence,
+        interval=p["interval"],
+        order=int(p["order"]),
         variant=p["variant"],
         threshold=p["threshold"],
         heldout_fraction=float(p["heldout_fraction"]),
@@ -124,7 +152,41 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
         grid_size=int(p["grid_size"]),
         heldout_trials=heldout_trials,
     )
+
+
+def _row(res: lidp.LiDPAudit, sf: ScoreFile, source: str | None = None) -> dict:
     row = res.as_row()
-    row["asymptotic"] = interval == "wilson"
+    row["asymptotic"] = res.interval == "wilson"
     row["lidp_variant"] = sf.meta.get("lidp_variant", "")
-    return [row]
+    if source is not None:
+        row["heldout_source"] = source
+    return row
+
+
+def trial_subsets(
+    n_rows: int, trials: list[int], p: dict[str, Any], heldout_trials: int, source: str = "file"
+) -> list[tuple[np.ndarray, int, str]]:
+    """For each n of ``trials``: (the rows to audit, how many of them are tuning rows, where the
+    tuning rows come from). Tuning rows come first; see the module docstring ("Bounds at
+    several numbers of trials"). ``source`` names the file in errors."""
+    if isinstance(p["threshold"], str) and p["threshold"] == "heldout":
+        if heldout_trials:
+            tune, ev = np.arange(heldout_trials), np.arange(heldout_trials, n_rows)
+            origin = "file_rows"
+        else:
+            tune, ev = lidp.split_trials(n_rows, float(p["heldout_fraction"]), int(p["split_seed"]))
+            origin = "random_split"
+    else:
+        tune, ev, origin = np.arange(0), np.arange(heldout_trials, n_rows), ""
+    out = []
+    for n in trials:
+        if isinstance(n, bool) or int(n) != n or n < 1:
+            raise ValueError(f"lidp parameter trials: {n!r} is not a positive integer")
+        if n > len(ev):
+            raise ValueError(
+                f"{source}: lidp parameter trials asks for {n} evaluation trials, but the file "
+                f"has {len(ev)} ({n_rows} trials, {len(tune)} of them for tuning the threshold)"
+            )
+        t = tune[: int(n)]
+        out.append((np.concatenate([t, ev[: int(n)]]), len(t), origin))
+    return out

@@ -72,7 +72,7 @@ def check_scores(score: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray,
             f"score is not finite (NaN or inf) at trial {int(np.argmax(bad))} "
             f"({int(bad.sum())} non-finite in all)"
         )
-    if not np.isin(membership, (0, 1)).all():
+    if not ((membership == 0) | (membership == 1)).all():
         raise ValueError("membership must be 0 or 1")
     membership = membership.astype(np.int8)
     n1 = int(membership.sum())
@@ -166,20 +166,26 @@ class Sweep:
 
 
 def sweep(score: np.ndarray, membership: np.ndarray) -> Sweep:
-    """All thresholds from one sort and a cumulative sum (Algorithm 5, vectorised)."""
+    """All thresholds from sorted scores (Algorithm 5, vectorised): the members' and the
+    non-members' scores are sorted apart (a plain sort, several times faster than a stable
+    argsort of all scores) and merged; the error counts are cumulative sums."""
     score, membership = check_scores(score, membership)
-    order = np.argsort(score, kind="stable")
-    s = score[order]
-    m = membership[order].astype(np.int64)
-    n1 = int(m.sum())
-    n0 = int(m.size - n1)
+    is_member = membership == 1
+    s1 = np.sort(score[is_member])  # members' scores
+    s0 = np.sort(score[~is_member])  # non-members' scores
+    n1, n0 = s1.size, s0.size
+    # All scores in increasing order: a stable argsort of the two sorted runs is one linear
+    # merge (Timsort), and tells which run, members or not, each score came from.
+    both = np.concatenate([s0, s1])
+    order = np.argsort(both, kind="stable")
+    s = both[order]
     # Last position of each run of equal scores: thresholds between distinct values only.
     last = np.flatnonzero(np.append(s[1:] != s[:-1], True))
-    fn = np.cumsum(m)[last]  # members at or below the threshold
-    below = last + 1
-    fp = n0 - (below - fn)  # non-members strictly above
+    distinct = s[last]
+    fn = np.cumsum(order >= n0)[last]  # members at or below the threshold
+    fp = n0 - (last + 1 - fn)  # non-members strictly above
     return Sweep(
-        threshold=np.concatenate([[-np.inf], s[last]]),
+        threshold=np.concatenate([[-np.inf], distinct]),
         false_pos=np.concatenate([[n0], fp]),
         false_neg=np.concatenate([[0], fn]),
         n_members=n1,
@@ -215,15 +221,91 @@ def argmax_over_thresholds(
     """argmax_j objective(cp_upper(k0[j]), cp_upper(k1[j])) for an objective that decreases
     in both rates (Eq. 1, or the GDP mu), without computing every Clopper-Pearson bound.
 
-    Thresholds are visited in decreasing order of ``objective`` at :func:`_cp_floor` (an upper
-    bound on their value) and the search stops once no unvisited threshold can beat the best
-    exact value: the result equals the full sweep's maximum (first index among ties is not
-    guaranteed). Returns (index, value, fpr_upper, fnr_upper).
+    Along a sweep (:func:`sweep`) the false-positive counts ``k0`` never increase and the
+    false-negative counts ``k1`` never decrease, and so do their Clopper-Pearson bounds; on a
+    block of thresholds j in [lo, hi) the objective is therefore at most
+    objective(cp_upper(k0[hi - 1]), cp_upper(k1[lo])), two bounds at the block's ends. Branch
+    and bound, level by level: the exact values at the ends of every live block give the best
+    value so far, blocks whose bound is below it are dropped, the rest split; blocks of at most
+    ``_LEAF`` thresholds are evaluated whole. The maximum equals the full sweep's. The chosen
+    index among exact ties is that of :func:`_argmax_in_bound_order` (used as it is when the
+    counts are not monotone or a tie is possible). Returns (index, value, fpr_upper, fnr_upper).
     """
     k0 = np.asarray(k0, dtype=np.float64)
     k1 = np.asarray(k1, dtype=np.float64)
     if level < 0.5:
         raise ValueError(f"per-rate level must be >= 0.5, got {level}")
+    size = k0.size
+    monotone = bool(np.all(k0[1:] <= k0[:-1]) and np.all(k1[1:] >= k1[:-1]))
+    if size <= 4 * _LEAF or not monotone:
+        return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
+
+    # Level by level: the exact value at both ends of every live block, the block's bound from
+    # them, the blocks that can still reach the best exact value split _FAN ways; blocks of
+    # at most _LEAF thresholds are evaluated whole. Few vectorised calls, whatever the size.
+    width = max(2, -(-size // _FIRST_BLOCKS))
+    starts = np.arange(0, size, width)
+    ends = np.minimum(starts + width, size)
+    seen_idx, seen = [], []
+    best_value = -np.inf
+
+    def evaluate(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a = cp_upper(k0[idx], n0, level)
+        b = cp_upper(k1[idx], n1, level)
+        val = objective(a, b)
+        seen_idx.append(idx)
+        seen.append((val, a, b))
+        return val, a, b
+
+    while True:
+        nb = starts.size
+        val, a, b = evaluate(np.concatenate([starts, ends - 1]))
+        best_value = max(best_value, float(val.max()))
+        ub = objective(a[nb:], b[:nb])  # smallest FPR bound at the end, FNR bound at the start
+        keep = ub >= best_value
+        starts, ends = starts[keep], ends[keep]
+        if int((ends - starts).max()) <= _LEAF:  # the kept blocks whole (keep is never empty)
+            inner = [np.arange(s + 1, e - 1) for s, e in zip(starts, ends, strict=True)]
+            val, _, _ = evaluate(np.concatenate(inner))
+            if val.size:
+                best_value = max(best_value, float(val.max()))
+            break
+        offsets = ((ends - starts)[:, None] * np.arange(_FAN + 1)[None, :]) // _FAN
+        sub_starts = (starts[:, None] + offsets[:, :-1]).ravel()
+        sub_ends = (starts[:, None] + offsets[:, 1:]).ravel()
+        nonempty = sub_ends > sub_starts
+        starts, ends = sub_starts[nonempty], sub_ends[nonempty]
+    idx = np.concatenate(seen_idx)
+    val = np.concatenate([s[0] for s in seen])
+    at_best = np.flatnonzero(val == best_value)
+    if np.unique(idx[at_best]).size != 1:  # a tie (or no finite value): the reference order
+        return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
+    w = int(at_best[0])
+    a = np.concatenate([s[1] for s in seen])
+    b = np.concatenate([s[2] for s in seen])
+    return int(idx[w]), float(val[w]), float(a[w]), float(b[w])
+
+
+#: Leaf size, fan-out and number of first-level blocks of the branch and bound of
+#: :func:`argmax_over_thresholds`.
+_LEAF = 16
+_FAN = 4
+_FIRST_BLOCKS = 256
+
+
+def _argmax_in_bound_order(
+    k0: np.ndarray,
+    n0: float,
+    k1: np.ndarray,
+    n1: float,
+    level: float,
+    objective,
+    chunk: int = 4096,
+) -> tuple[int, float, float, float]:
+    """:func:`argmax_over_thresholds` for any counts: thresholds visited in decreasing order
+    of ``objective`` at :func:`_cp_floor` (an upper bound on their value), stopping once no
+    unvisited threshold can beat the best exact value; among exact ties, the first in that
+    order."""
     ub = objective(_cp_floor(k0, n0, level), _cp_floor(k1, n1, level))
     order = np.argsort(-ub, kind="stable")
     best = (-1, -np.inf, 1.0, 1.0)
@@ -275,7 +357,7 @@ def stratified_split(
     if not 0.0 < select_fraction < 1.0:
         raise ValueError(f"select_fraction must lie in (0, 1), got {select_fraction!r}")
     rng = np.random.default_rng(seed)
-    sel, ev = [], []
+    chosen = np.zeros(membership.size, dtype=bool)
     for cls in (0, 1):
         idx = rng.permutation(np.flatnonzero(membership == cls))
         k = int(round(select_fraction * idx.size))
@@ -284,9 +366,8 @@ def stratified_split(
                 f"heldout split leaves no {'members' if cls else 'non-members'} on one side "
                 f"({idx.size} in all, select_fraction {select_fraction})"
             )
-        sel.append(idx[:k])
-        ev.append(idx[k:])
-    return np.sort(np.concatenate(sel)), np.sort(np.concatenate(ev))
+        chosen[idx[:k]] = True
+    return np.flatnonzero(chosen), np.flatnonzero(~chosen)  # both sorted, as before
 
 
 def threshold_rule(selection: str, select_fraction: float, split_seed: int) -> rules.Strategy:

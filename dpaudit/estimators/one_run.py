@@ -24,11 +24,26 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import numpy as np
 from scipy import special, stats
 
 from dpaudit.estimators import selection_rules as rules
+
+# The Boost routines behind scipy.stats.binom.sf / .pmf, called directly: the distribution
+# object's argument handling costs more than the evaluation (same values, bit for bit).
+try:
+    from scipy.special._ufuncs import _binom_pmf as _BINOM_PMF
+    from scipy.special._ufuncs import _binom_sf as _BINOM_SF
+except ImportError:  # a SciPy that moved them: the public (slower) route
+
+    def _BINOM_SF(k, n, p):  # noqa: N802
+        return stats.binom.sf(k, n, p)
+
+    def _BINOM_PMF(k, n, p):  # noqa: N802
+        return stats.binom.pmf(k, n, p)
+
 
 #: Bisection steps after bracketing, as in the paper's Appendix D code.
 BISECTION_STEPS = 30
@@ -51,21 +66,100 @@ def _check_level(confidence: float, delta: float) -> None:
 def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """P[at least ``v`` of ``r`` guesses correct] under the null "(epsilon, delta)-DP".
 
-    The right-hand side of Theorem 3.1 (Eq. 2), capped at 1. ``alpha`` is computed from the
-    binomial pmf in one vectorised pass: s_i = P[v - i <= Binom < v] is a cumulative sum of
-    pmf values from v - 1 downwards.
+    The right-hand side of Theorem 3.1 (Eq. 2), capped at 1. ``alpha`` is the largest running
+    mean s_i / i of the binomial pmf from v - 1 downwards (s_i = P[v - i <= Binom < v]); see
+    :func:`_alpha` for why only the pmf values down to just below the mode are needed.
     """
     _check_counts(m, r, v)
     if epsilon < 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+    return _p_value(m, r, v, epsilon, delta)
+
+
+def _binom_sf(k: float, n: float, p: float) -> float:
+    """``scipy.stats.binom.sf(k, n, p)`` for k >= 0 without the distribution's per-call
+    argument handling (the same Boost routine, bit for bit)."""
+    return float(_BINOM_SF(k, n, p))
+
+
+def _binom_pmf(ks: np.ndarray, n: float, p: float) -> np.ndarray:
+    """``scipy.stats.binom.pmf(ks, n, p)``, the same Boost routine without the overhead."""
+    return _BINOM_PMF(ks, n, p)
+
+
+def _alpha(r: int, v: int, q: float) -> float:
+    """alpha = max_{i in 1..v} (1/i) P[v - i <= Binom(r, q) < v] of Theorem 3.1 (Eq. 3).
+
+    The running means of the pmf values x_i = P[Binom = v - i] are computed in chunks from
+    k = v - 1 downwards, with the same sequential cumulative sum as one pass over all v values.
+    Below the mode floor((r + 1) q) the pmf decreases as k decreases, so once a chunk reaches
+    the mode and its last value is at most the running mean there, no later mean can be larger:
+    the mean of a prefix followed by values that are each at most it cannot grow.
+    """
+    mode = math.floor((r + 1) * q)
+    best = -math.inf
+    total = 0.0
+    done = 0  # pmf values summed so far (k = v - 1 ... v - done)
+    top = _last_representable(r, q, v - 1)
+    if top < v - 1:  # pmf(k) = 0.0 in floating point for top < k <= v - 1: s_i = 0 there
+        done, best = v - 1 - top, 0.0
+    size = max(64, v - 1 - done - mode + 64)
+    while done < v:
+        hi = v - 1 - done
+        lo = max(0, hi - size + 1)
+        pm = _binom_pmf(np.arange(hi, lo - 1, -1, dtype=np.float64), r, q)
+        s = np.cumsum(np.concatenate(([total], pm)))[1:]
+        means = s / np.arange(done + 1, done + pm.size + 1)
+        best = max(best, float(means.max()))
+        total = float(s[-1])
+        done += pm.size
+        if lo <= mode and pm[-1] <= means[-1]:
+            break
+        size *= 2
+    return best
+
+
+#: -log of a number below the smallest positive double (4.9e-324 = e^-744.4), with a margin.
+_UNDERFLOW = 760.0
+
+
+def _last_representable(r: int, q: float, k_max: int) -> int:
+    """The largest k <= ``k_max`` whose binomial pmf may be nonzero in floating point.
+
+    Above the mean, P[Binom(r, q) = k] <= P[Binom >= k] <= exp(-r KL(k/r || q)) (the Chernoff
+    bound), so every k with r KL(k/r || q) > 760 has a pmf below e^-760, which rounds to 0.0.
+    KL grows with k above r q: a bisection on integers finds the boundary.
+    """
+    if k_max <= r * q or q <= 0.0 or q >= 1.0:
+        return k_max
+
+    def exponent(k: int) -> float:
+        a = k / r
+        left = a * math.log(a / q)
+        right = (1 - a) * math.log((1 - a) / (1 - q)) if a < 1 else 0.0
+        return r * (left + right)
+
+    if exponent(k_max) <= _UNDERFLOW:
+        return k_max
+    lo, hi = math.ceil(r * q), k_max  # exponent(lo) <= 760 < exponent(hi)
+    if exponent(lo) > _UNDERFLOW:
+        return lo - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if exponent(mid) <= _UNDERFLOW:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    """:func:`p_value` without the argument checks (the bisection calls it ~35 times)."""
     q = float(special.expit(epsilon))
-    beta = float(stats.binom.sf(v - 1, r, q))
+    beta = _binom_sf(v - 1, r, q) if v > 0 else 1.0
     if delta == 0 or v == 0:
         return min(1.0, beta)
-    ks = np.arange(v - 1, -1, -1)  # v-1, v-2, ..., 0
-    s = np.cumsum(stats.binom.pmf(ks, r, q))
-    alpha = float(np.max(s / np.arange(1, v + 1)))
-    return min(1.0, beta + alpha * delta * 2 * m)
+    return min(1.0, beta + _alpha(r, v, q) * delta * 2 * m)
 
 
 def epsilon_lower_bound(m: int, r: int, v: int, delta: float, confidence: float = 0.95) -> float:
@@ -76,19 +170,67 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float, confidence: float 
     """
     _check_counts(m, r, v)
     _check_level(confidence, delta)
-    p = 1.0 - confidence
-    if r == 0 or p_value(m, r, v, 0.0, delta) >= p:
+    return _bisect(m, r, v, delta, 1.0 - confidence)
+
+
+def _bisect(m: int, r: int, v: int, delta: float, p: float) -> float:
+    """The bisection of :func:`epsilon_lower_bound` at test level ``p`` (checked inputs)."""
+    if r == 0 or _p_value(m, r, v, 0.0, delta) >= p:
         return 0.0
     lo, hi = 0.0, 1.0
-    while p_value(m, r, v, hi, delta) < p:
+    while _p_value(m, r, v, hi, delta) < p:
         lo, hi = hi, hi + 1.0
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        if p_value(m, r, v, mid, delta) < p:
+        if _p_value(m, r, v, mid, delta) < p:
             lo = mid
         else:
             hi = mid
     return lo
+
+
+def _rejects(m: int, r: int, v: int, epsilon: float, delta: float, p: float) -> bool:
+    """Whether the test rejects (epsilon, delta)-DP at level ``p``: first the cheap
+    delta = 0 part (beta alone at least p means no rejection), then the full p-value."""
+    q = float(special.expit(epsilon))
+    if v == 0 or _binom_sf(v - 1, r, q) >= p:
+        return False
+    return _p_value(m, r, v, epsilon, delta) < p
+
+
+def best_over_rows(
+    rows: Sequence[tuple[int, int, int, int]], level: float, *, mm: int, delta: float
+) -> tuple[tuple[int, int, int, int], tuple[float, int, int, int]]:
+    """The row of largest :func:`epsilon_lower_bound` (the first in ``rows`` on ties), as
+    :func:`selection_rules.best_of` over ``rows`` returns it, with fewer bisections.
+
+    Rows are visited in decreasing order of a cheap score (the Clopper-Pearson lower bound of
+    their precision v / r). A row is skipped when the test does not reject at the best epsilon
+    found so far: its bisection only ever returns rejected epsilons, and the p-value grows with
+    epsilon, so its bound is strictly smaller. While the best is 0, a row whose test does not
+    reject even at 0 has bound exactly 0 (the bisection's first step) without a bisection.
+    """
+    if not rows:
+        raise ValueError("the candidate grid is empty")
+    p = 1.0 - level
+    r = np.array([row[2] for row in rows], dtype=np.float64)
+    v = np.array([row[3] for row in rows], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(v > 0, 1.0 - special.betaincinv(r - v + 1.0, v, 1.0 - p), 0.0)
+    order = np.argsort(-np.nan_to_num(precision, nan=0.0), kind="stable")
+    best_i, best_eps = -1, -1.0
+    for i in order.tolist():
+        _, _, ri, vi = rows[i]
+        if best_i >= 0 and not _rejects(mm, ri, vi, best_eps, delta, p):
+            if best_eps > 0.0 or i > best_i:
+                continue  # bound < best, or a tie at 0 that comes later in the grid
+            eps = 0.0  # no rejection at epsilon = 0: the bisection returns 0
+        else:
+            eps = _bisect(mm, ri, vi, delta, p) if ri else 0.0
+        if eps > best_eps or (eps == best_eps and i < best_i):
+            best_i, best_eps = i, eps
+    row = rows[best_i]
+    return row, (best_eps, row[2], row[3], mm)
 
 
 def guess_counts(
@@ -181,7 +323,12 @@ def audit_scores(
             # candidates: the (k+, k-, r, correct) rows of the grid points that fit
             rule = type(rule)(_guess_table(score, membership, grid))
         bound_at, held_out = _bound_functions(rule, score, membership, grid, delta)
-        picked = rules.select(rule, confidence, bound_at, key=_epsilon_of, held_out=held_out)
+        maximise = None
+        if isinstance(rule, rules.Bonferroni | rules.Uncorrected):
+            maximise = partial(best_over_rows, mm=m, delta=delta)
+        picked = rules.select(
+            rule, confidence, bound_at, key=_epsilon_of, maximise=maximise, held_out=held_out
+        )
         kp, km = picked.candidate[:2]
         eps, r, v, mm = picked.result
         level = picked.level
@@ -228,7 +375,9 @@ def _bound_functions(
             r, v = guess_counts(score[b], membership[b], *pair)
             return (epsilon_lower_bound(mb, r, v, delta, level) if r else 0.0), r, v, mb
 
-        return bound_b, rules.HeldOut(rows_a, on_rows(ma), transfer)
+        return bound_b, rules.HeldOut(
+            rows_a, on_rows(ma), transfer, maximise=partial(best_over_rows, mm=ma, delta=delta)
+        )
     if isinstance(rule, rules.Explicit):
 
         def bound_fixed(pair: tuple[int, int], level: float):

@@ -71,7 +71,9 @@ def dataset_params(config: Config, experiment: str, variant: str) -> dict[str, A
 def analysis_params(config: Config, experiment: str) -> dict[str, Any]:
     """The analysis and its parameters of an analysis experiment."""
     exp = config["experiments"][experiment]
-    return canonical({"analysis": exp["analysis"], "params": exp["params"]})
+    return canonical(
+        {"analysis": exp["analysis"], "params": exp["params"], "inputs": exp.get("inputs") or []}
+    )
 
 
 def setting_table(config: Config, experiment: str) -> dict[str, Any]:

@@ -77,6 +77,12 @@ def audit_files(config: Config, experiment: str) -> list[str]:
     ]
 
 
+def analysis_inputs(config: Config, experiment: str) -> dict[str, str]:
+    """Experiment -> audit table, of the experiments an analysis reads (its ``inputs``)."""
+    inputs = config["experiments"][experiment].get("inputs") or []
+    return {name: paths.audit_table(name) for name in inputs}
+
+
 def train_dataset(config: Config, experiment: str, setting: str) -> str:
     """The prepared dataset one training job of ``setting`` reads."""
     return paths.dataset(experiment, data_variant(config["experiments"][experiment], setting))
