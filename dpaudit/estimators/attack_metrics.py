@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 #: The bootstrap resamples are processed in blocks of this many (memory: block x distinct scores).
-BLOCK = 64
+BLOCK = 16
 
 
 @dataclass(frozen=True)
