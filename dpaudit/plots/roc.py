@@ -71,7 +71,7 @@ def _claimed(files: Sequence[ScoreFile]) -> float:
 def _eps_text(eps: float) -> str:
     if math.isnan(eps):
         return "claimed epsilon varies"
-    return "no guarantee (no noise)" if math.isinf(eps) else f"claimed epsilon {eps:g}"
+    return "no guarantee (no noise)" if math.isinf(eps) else f"claimed epsilon {eps:.3g}"
 
 
 def curves_of(files_by_setting: Mapping[str, Sequence[ScoreFile]]) -> list[RocCurve]:
