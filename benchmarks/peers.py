@@ -95,33 +95,27 @@ def one_run_table(m: int, seed: int) -> list[str]:
         float(aud.epsilon_raw_counts(min_count=10, delta=DELTA, one_sided=False)) if aud else None,
         "almost: jax adds the interpolated point at exactly min_count false positives",
     )
-    theirs_one = (
-        _timed(lambda: aud.epsilon_one_run(1 - CONF, DELTA, threshold_strategy=jx.Bonferroni()))
-        if aud
-        else (None, None)
-    )
+
+    def jax_bound(method: str, strategy) -> tuple[float | None, float | None]:
+        if aud is None:
+            return None, None
+        return _timed(lambda: getattr(aud, method)(1 - CONF, DELTA, threshold_strategy=strategy))
+
+    theirs_one = jax_bound("epsilon_one_run", jx.Bonferroni() if jx else None)
     row(
         "one-run bound, Bonferroni",
         one["bonferroni"]["epsilon"],
         theirs_one[0],
         "no: jax guesses IN only (k- = 0) over every threshold; dpaudit over a (k+, k-) grid",
     )
-    theirs_split = (
-        aud.epsilon_one_run(1 - CONF, DELTA, threshold_strategy=jx.Split(seed=seed))
-        if aud
-        else None
-    )
+    theirs_split = jax_bound("epsilon_one_run", jx.Split(seed=seed) if jx else None)[0]
     row(
         "one-run bound, one split",
         one["sample_split"]["epsilon"],
         theirs_split,
         "same idea, different random split and grid",
     )
-    theirs_fdp = (
-        _timed(lambda: aud.epsilon_one_run_fdp(1 - CONF, DELTA, threshold_strategy=jx.Bonferroni()))
-        if aud
-        else (None, None)
-    )
+    theirs_fdp = jax_bound("epsilon_one_run_fdp", jx.Bonferroni() if jx else None)
     row(
         "f-DP one-run bound, Bonferroni",
         fdp["bonferroni"]["epsilon"],

@@ -28,15 +28,26 @@ from dpaudit.estimators import selection_rules as rules
 NAME = "multi_split"
 
 
-def _columns(rule: rules.MultiSplit, combined: rules.Combined, epsilons: Sequence[float]) -> dict:
-    return {
-        "selection": NAME,
-        "splits": int(rule.splits),
-        "split_quantile": float(rule.quantile),
-        "split_rank": combined.rank,
-        "split_confidence": combined.level,
-        "split_median_epsilon": float(np.median(epsilons)),
-    }
+def _combined_row(
+    rule: rules.MultiSplit,
+    confidence: float,
+    run_split: Callable[[rules.Split, float], dict[str, Any]],
+) -> tuple[dict[str, Any], rules.Combined]:
+    """The chosen split's row with the overall confidence, validity and the combination's
+    columns; and the combination (every split's row)."""
+    combined = rules.combine_splits(rule, confidence, run_split, key=_epsilon)
+    row = dict(combined.result)
+    row.update(
+        confidence=confidence,
+        valid=bool(rule.valid and row["valid"]),
+        selection=NAME,
+        splits=int(rule.splits),
+        split_quantile=float(rule.quantile),
+        split_rank=combined.rank,
+        split_confidence=combined.level,
+        split_median_epsilon=float(np.median([r["epsilon"] for r in combined.results])),
+    )
+    return row, combined
 
 
 def one_run_row(
@@ -61,11 +72,7 @@ def one_run_row(
         )
         return res.as_row()
 
-    combined = rules.combine_splits(rule, confidence, run_split, key=_epsilon)
-    row = dict(combined.result)
-    row.update(confidence=confidence, valid=bool(rule.valid and row["valid"]))
-    row.update(_columns(rule, combined, [r["epsilon"] for r in combined.results]))
-    return row
+    return _combined_row(rule, confidence, run_split)[0]
 
 
 def fdp_one_run_row(
@@ -92,12 +99,10 @@ def fdp_one_run_row(
         )
         return row
 
-    combined = rules.combine_splits(rule, confidence, run_split, key=_epsilon)
-    row = dict(combined.result)
+    row, combined = _combined_row(rule, confidence, run_split)
     ps = [r["p_value"] for r in combined.results]
     p = math.nan if any(math.isnan(x) for x in ps) else rules.combine_p_values(ps, rule.quantile)
-    row.update(confidence=confidence, p_value=p, valid=bool(rule.valid and row["valid"]))
-    row.update(_columns(rule, combined, [r["epsilon"] for r in combined.results]))
+    row["p_value"] = p
     return row
 
 
@@ -126,11 +131,7 @@ def multi_run_row(
         )
         return res.as_row()
 
-    combined = rules.combine_splits(rule, confidence, run_split, key=_epsilon)
-    row = dict(combined.result)
-    row.update(confidence=confidence, valid=bool(rule.valid and row["valid"]))
-    row.update(_columns(rule, combined, [r["epsilon"] for r in combined.results]))
-    return row
+    return _combined_row(rule, confidence, run_split)[0]
 
 
 def _epsilon(row: dict[str, Any]) -> float:
