@@ -271,9 +271,9 @@ def main() -> None:
             f"{r['mean_bound']:.3f} | {r['over']:.3f} | {r['null_zero']:.3f} | {r['reps']} | "
             f"{'holds' if ok else 'FAILS'} |"
         )
+    if args.reps > 0:
+        lines += ["", f"This run ({args.reps} repetitions): {time.time() - t0:.0f} s."]
     lines += [
-        "",
-        f"This run: {time.time() - t0:.0f} s.",
         "",
         "Known limitation, not covered by this table: the tight one-run (f-DP) estimator with the",
         "`approx_dp` family and delta > 0 is *not* valid for general (epsilon, delta)-DP",
