@@ -586,6 +586,78 @@ def reachable_epsilon_problem(
     return None
 
 
+def _check_shuffling(exp: str, block: dict[str, Any]) -> None:
+    """The shuffling audit's keys go together (Annamalai et al. 2024; dpaudit.training.shard
+    and dpaudit.likelihood_ratios): an adversary other than natural needs design multi_run,
+    gradient canaries and zero-out neighbours; the likelihood-ratio statistic scores per-step
+    observations of noisy runs over whole epochs, its prefix lies within an epoch; a partial
+    shuffle's buffer is positive and no larger than a model's dataset."""
+    if block.get("kind") != "train":
+        return
+    key = f"config key experiments.{exp}"
+    c, t = block["canaries"], block["train"]
+    gradient = c["type"] in ("dirac", "random_gradient")
+    design = block.get("design", "one_run")
+    if c["adversary"] != "natural" and not (
+        gradient and c["neighbouring"] == "zero_out" and design == "multi_run"
+    ):
+        raise ConfigError(
+            f"{key}.canaries.adversary: {c['adversary']!r} needs design multi_run, gradient "
+            f"canaries (dirac, random_gradient) and canaries.neighbouring zero_out; got design "
+            f"{design!r}, type {c['type']!r}, neighbouring {c['neighbouring']!r}; allowed: "
+            "natural"
+        )
+    lr = c["statistic"] == "likelihood_ratio"
+    if (lr or c["prefix_batches"] is not None) and block.get("threat_model") != "per_step_dot":
+        which = "statistic" if lr else "prefix_batches"
+        raise ConfigError(
+            f"{key}.canaries.{which}: scores the per-step observations, so it needs "
+            f"threat_model per_step_dot, not {block.get('threat_model')!r}"
+        )
+    if c["prefix_batches"] is not None and not lr:
+        raise ConfigError(
+            f"{key}.canaries.prefix_batches: needs canaries.statistic likelihood_ratio "
+            f"(got {c['statistic']!r})"
+        )
+    if lr and t["nonprivate"] and not t.get("noise_multiplier"):
+        raise ConfigError(
+            f"{key}.train.nonprivate: true, but canaries.statistic likelihood_ratio needs a "
+            "noise multiplier > 0 (a noise-free run has no Gaussian likelihood); allowed: false"
+        )
+    q, steps = nominal_sampling(block)
+    per_epoch = max(1, round(1.0 / q)) if q < 1.0 else None
+    if lr and per_epoch is not None:
+        if steps % per_epoch:
+            raise ConfigError(
+                f"{key}.train.steps: {steps} steps are not whole epochs of {per_epoch} steps, "
+                "which canaries.statistic likelihood_ratio multiplies over; allowed: a multiple "
+                f"of {per_epoch}, or train.epochs"
+            )
+        if c["prefix_batches"] is not None and c["prefix_batches"] > per_epoch:
+            raise ConfigError(
+                f"{key}.canaries.prefix_batches: {c['prefix_batches']} is more than the "
+                f"{per_epoch} batches of an epoch; allowed: 1..{per_epoch}"
+            )
+    if t["sampler"] == "partial_shuffle":
+        n_train = (block.get("dataset") or {}).get("n_train")
+        if t["buffer_size"] is None:
+            raise ConfigError(
+                f"{key}.train.buffer_size: train.sampler partial_shuffle needs a buffer size "
+                "(records shuffled together); allowed: an integer >= 1"
+            )
+        if n_train is not None and t["buffer_size"] > n_train + canary_pool_need(block)[0]:
+            raise ConfigError(
+                f"{key}.train.buffer_size: {t['buffer_size']} is larger than a model's dataset "
+                f"({n_train} records plus its canaries), which makes partial_shuffle a full "
+                "shuffle; allowed: at most the dataset size (or train.sampler shuffle)"
+            )
+    elif t["buffer_size"] is not None:
+        raise ConfigError(
+            f"{key}.train.buffer_size: only train.sampler partial_shuffle has a buffer, the "
+            f"sampler is {t['sampler']!r}; allowed: null"
+        )
+
+
 def _check_target_epsilons(exp: str, block: dict[str, Any]) -> None:
     """Every target epsilon must be one the accountant can calibrate noise to."""
     if block.get("kind") != "train" or block["train"].get("noise_multiplier") is not None:
@@ -735,6 +807,7 @@ def _check_references(config: dict[str, Any], validator: Any = None) -> None:
                 _check_canary_pool(exp, effective)
                 _check_model_fits(exp, effective)
                 _check_target_epsilons(exp, effective)
+                _check_shuffling(exp, effective)
             except ConfigError as err:
                 if not point:
                     raise

@@ -154,3 +154,60 @@ def add_setting_columns(table: pd.DataFrame, settings: dict[str, dict]) -> pd.Da
     clash = [c for c in extra.columns if c in table.columns]
     table = table.rename(columns={c: f"{c}_estimator" for c in clash})
     return table.merge(extra.reset_index(), on="setting", how="left")
+
+
+#: The verdict of an audit row (:func:`add_verdicts`).
+FLAGGED = "flagged: the valid lower bound exceeds the claim"
+CONSISTENT = "consistent with the claim"
+NOT_A_BOUND = "no verdict: not a valid bound"
+NO_CLAIM = "no verdict: no claimed epsilon"
+
+
+def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """Add ``exceeds_claim`` (1 where a *valid* lower bound is above the claimed epsilon, else
+    0) and ``verdict`` (one of :data:`FLAGGED`, :data:`CONSISTENT`, :data:`NOT_A_BOUND`,
+    :data:`NO_CLAIM`) to an audit table. A valid lower bound above the claim refutes the claim
+    at the bound's confidence: the implementation does not deliver the epsilon it reports
+    (Annamalai et al. 2024, §7, the buggy data loaders)."""
+    if table.empty or "claimed_epsilon" not in table or "valid" not in table:
+        return table
+    claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
+    eps = pd.to_numeric(table["epsilon"], errors="coerce")
+    valid = table["valid"].astype(str).str.lower().isin(["true", "1"])
+    exceeds = valid & claimed.notna() & (eps > claimed)
+    verdict = pd.Series(CONSISTENT, index=table.index)
+    verdict[~valid] = NOT_A_BOUND
+    verdict[claimed.isna()] = NO_CLAIM
+    verdict[exceeds] = FLAGGED
+    return table.assign(exceeds_claim=exceeds.astype(int), verdict=verdict)
+
+
+def verdict_table(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """A practitioner's table, one row per implementation (the columns ``by``, e.g. sampler
+    and buffer_size) and claimed epsilon: the largest valid lower bound over its rows, its
+    confidence and the verdict (flagged when that bound exceeds the claim).
+
+    Several valid rows of one implementation (seeds, or the partial-shuffle adversary's
+    prefixes k) are combined by their maximum: that maximum is a bound at the stated
+    confidence only when each row's confidence was raised for it (a union bound, e.g. the
+    estimator's ``confidence`` 1 - 0.05 / 3 for three prefixes); the table reports the rows'
+    own confidence and how many rows were combined."""
+    missing = [
+        c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
+    ]
+    if missing:
+        raise ValueError(f"verdict_table: the audit table has no column(s) {missing}")
+    rows = add_verdicts(table)
+    rows = rows[rows["verdict"].isin([FLAGGED, CONSISTENT])]
+    out = []
+    for key, g in rows.groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
+        best = g.loc[pd.to_numeric(g["epsilon"]).idxmax()]
+        rec = dict(zip([*by, "claimed_epsilon"], key, strict=True))
+        rec.update(
+            epsilon_lower_bound=float(best["epsilon"]),
+            confidence=float(best["confidence"]),
+            rows_combined=len(g),
+            verdict=FLAGGED if (g["verdict"] == FLAGGED).any() else CONSISTENT,
+        )
+        out.append(rec)
+    return pd.DataFrame(out)

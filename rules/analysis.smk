@@ -17,6 +17,8 @@ rule analysis:
         experiment=kind_pattern("analysis"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         run=analysis_params,
     script:

@@ -15,6 +15,8 @@ rule audit:
         paths.benchmark("audit", paths.AUDIT_JOB)
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         estimator=estimator_params,
     script:
@@ -37,7 +39,10 @@ rule audit_table:
         experiment=kind_pattern("train", "simulate"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         settings=setting_table,
+        labels=estimator_labels,
     script:
         "../scripts/audit_table.py"

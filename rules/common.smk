@@ -8,6 +8,7 @@ import sys
 from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
 from dpaudit.pipeline import canonical, paths
 from dpaudit.pipeline import params as pipeline_params
+from dpaudit.pipeline import resources as pipeline_resources
 from dpaudit.pipeline import targets as pipeline_targets
 from dpaudit.report import FULL_REPORT, ReportError, make_report, targeted_report_path
 
@@ -20,6 +21,9 @@ except ConfigError as err:
 
 EXPERIMENTS = config["experiments"]
 REPORT = FULL_REPORT
+# what the jobs ask a cluster scheduler for (compute block; profiles/slurm, docs/cluster.md)
+TRAIN_RESOURCES = pipeline_resources.training_resources(config)
+JOB_RESOURCES = pipeline_resources.job_resources(config)
 
 
 wildcard_constraints:
@@ -110,6 +114,10 @@ def analysis_inputs(wildcards):
 
 def setting_table(wildcards):
     return pipeline_params.setting_table(config, wildcards.experiment)
+
+
+def estimator_labels(wildcards):
+    return pipeline_params.estimator_labels(config, wildcards.experiment)
 
 
 def figure_params(wildcards):

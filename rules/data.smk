@@ -9,6 +9,8 @@ rule prepare_dataset:
         paths.log("{experiment}", "prepare_dataset", "{variant}"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         dataset=dataset_params,
         root=config["data"]["root"],

@@ -23,6 +23,8 @@ rule figure_eps:
         experiment=kind_pattern("train"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         figure=figure_params,
         caption=eps_figure_caption,
@@ -52,6 +54,8 @@ rule figure:
         experiment=line_figure_pattern(),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         figure=figure_params,
         caption=figure_caption,
@@ -103,6 +107,8 @@ rule paper_target:
         figure=target_pattern(1),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     script:
         "../scripts/paper_target.py"
 
@@ -121,6 +127,8 @@ rule reproduction:
         paths.log("reproduction"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         checks=reproduction_params,
     script:

@@ -10,6 +10,8 @@ rule simulate:
         paths.benchmark("simulate", paths.SEED_JOB)
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         run=simulate_params,
     script:

@@ -17,7 +17,7 @@ rule train:
         "../envs/dpaudit.yaml"
     threads: config["compute"]["threads_per_training_job"]
     resources:
-        gpu=config["compute"]["gpus_per_training_job"],
+        **TRAIN_RESOURCES,
     params:
         run=train_params,
         device=config["compute"]["device"],

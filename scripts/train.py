@@ -1,9 +1,12 @@
 """Snakemake adapter: one training job (any engine) -> its score file (dpaudit.training.job)."""
 
+import os
+
 import torch
 
 from dpaudit.data.prepare import load_prepared
 from dpaudit.joblog import job_log
+from dpaudit.training.device import training_device
 from dpaudit.training.job import train_job
 
 log = job_log(snakemake.log[0])
@@ -12,6 +15,9 @@ run = snakemake.params.run
 wc = snakemake.wildcards
 log.info("experiment=%s setting=%s seed=%s shard=%s run=%s", wc.experiment, wc.setting,
          wc.seed, wc.shard, run)
+# on a cluster: only the GPUs the scheduler allocated (CUDA_VISIBLE_DEVICES), else the CPU
+device = training_device(snakemake.params.device, snakemake.resources.gpu)
+log.info("device %s (CUDA_VISIBLE_DEVICES=%s)", device, os.environ.get("CUDA_VISIBLE_DEVICES"))
 sf = train_job(
     load_prepared(snakemake.input.dataset)[0],
     experiment=wc.experiment,
@@ -20,7 +26,7 @@ sf = train_job(
     shard=int(wc.shard),
     run_spec=run,
     out=snakemake.output.scores,
-    device=snakemake.params.device,
+    device=device,
 )
 log.info("claimed epsilon %s, test accuracy %.4f; %d trial(s) x %d canaries",
          sf.meta["claimed_epsilon"], sf.meta["test_accuracy"], sf.n_trials, sf.n_canaries)

@@ -648,3 +648,61 @@ def test_the_source_split_sizes_are_those_prepare_dataset_makes(tmp_path):
     n_train, n_test = source_split_sizes("digits", {})
     assert arrays["y_train"].size == n_train
     assert arrays["y_test"].size + arrays["y_canary"].size == n_test
+
+
+def _shuffling_exp(**over: dict) -> dict:
+    """A small shuffling audit (config/cpu/shuffling.yaml's keys) with blocks overridden."""
+    exp = {
+        "kind": "train",
+        "design": "multi_run",
+        "threat_model": "per_step_dot",
+        "estimators": ["cp"],
+        "dataset": {"name": "synthetic", "n_train": 99},
+        "canaries": {
+            "type": "random_gradient",
+            "neighbouring": "zero_out",
+            "adversary": "partially_informed",
+            "statistic": "likelihood_ratio",
+        },
+        "train": {"target_epsilons": [1], "nonprivate": False, "epochs": 1, "batch_size": 10},
+    }
+    for block, keys in over.items():
+        exp[block] = {**exp[block], **keys} if isinstance(exp.get(block), dict) else keys
+    return {"experiments": {"sh": exp}, "estimators": {"cp": {"method": "multi_run_cp"}}}
+
+
+@pytest.mark.parametrize(
+    "over,match",
+    [
+        ({"train": {"sampler": "partial_shuffle", "buffer_size": 500}},
+         r"experiments\.sh\.train\.buffer_size: 500 is larger than a model's dataset"),
+        ({"train": {"sampler": "partial_shuffle"}},
+         r"experiments\.sh\.train\.buffer_size: train\.sampler partial_shuffle needs"),
+        ({"train": {"sampler": "shuffle", "buffer_size": 50}},
+         r"experiments\.sh\.train\.buffer_size: only train\.sampler partial_shuffle"),
+        ({"canaries": {"neighbouring": "add_remove"}},
+         r"experiments\.sh\.canaries\.adversary: 'partially_informed' needs design multi_run"),
+        ({"canaries": {"adversary": "batch_worst_case", "type": "random_input"}},
+         r"experiments\.sh\.canaries\.adversary: 'batch_worst_case' needs"),
+        ({"canaries": {"statistic": "sum", "prefix_batches": 3}},
+         r"experiments\.sh\.canaries\.prefix_batches: needs canaries\.statistic likelihood_ratio"),
+        ({"threat_model": "white_box_dot"},
+         r"experiments\.sh\.canaries\.statistic: scores the per-step observations"),
+        ({"train": {"nonprivate": True}},
+         r"experiments\.sh\.train\.nonprivate: true, but canaries\.statistic likelihood_ratio"),
+        ({"train": {"steps": 15, "epochs": 1}},
+         r"experiments\.sh\.train\.steps: 15 steps are not whole epochs of 10 steps"),
+        ({"canaries": {"prefix_batches": 11}},
+         r"experiments\.sh\.canaries\.prefix_batches: 11 is more than the 10 batches"),
+    ],
+)
+def test_shuffling_audit_bad_input_names_the_key(over, match):
+    cfg = _shuffling_exp(**over)
+    with pytest.raises(ConfigError, match=match):
+        validate_config(cfg, SCHEMA)
+
+
+def test_shuffling_audit_good_input_passes():
+    cfg = _shuffling_exp(train={"sampler": "partial_shuffle", "buffer_size": 50},
+                         canaries={"prefix_batches": 10})
+    validate_config(cfg, SCHEMA)

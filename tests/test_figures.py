@@ -251,3 +251,27 @@ def test_captions_say_what_which_paper_figure_and_what_to_look_for():
     assert "Fig. 3 of Pillutla et al." in lidp
     title = pipeline_params.figure_params(config, "lidp_gaussian")["title"]
     assert title == "LiDP Fig. 3 left, reduced"
+
+
+def test_the_audit_table_gets_display_names_beside_the_ids():
+    import pandas as pd
+
+    from dpaudit.plots.labels import add_label_columns, internal_names
+
+    table = pd.DataFrame(
+        {
+            "estimator": ["one_run", "lidp_wilson2"],
+            "selection": ["bonferroni", "heldout"],
+            "threat_model": ["white_box_dot", "black_box_loss"],
+            "epsilon": [1.0, 2.0],
+        }
+    )
+    out = add_label_columns(table, {"one_run": "One run (Steinke et al.)"})
+    assert list(out.columns) == [
+        "estimator", "estimator_label", "selection", "selection_label",
+        "threat_model", "threat_model_label", "epsilon",
+    ]  # fmt: skip
+    assert out["estimator_label"][0] == "One run (Steinke et al.)"
+    assert out["selection_label"].tolist() == ["Bonferroni", "held-out threshold"]
+    assert not internal_names(" ".join(out["threat_model_label"]))
+    assert list(out["epsilon"]) == [1.0, 2.0]

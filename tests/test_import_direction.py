@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dpaudit"
 #: (``""`` is the package itself, which holds only ``__version__``).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "defaults", "io", "joblog", "seeding"),
-    ("accounting", "scores"),
+    ("accounting", "scores", "likelihood_ratios"),
     ("data", "models", "canaries"),
     ("training", "mechanisms"),
     ("estimators",),

@@ -123,6 +123,68 @@ def test_partially_informed_shard(data):
         )
 
 
+@pytest.mark.parametrize(
+    "adversary,prefix", [("natural", None), ("partially_informed", 2), ("batch_worst_case", None)]
+)
+def test_likelihood_ratio_statistic_scores_the_observations(data, adversary, prefix):
+    """canaries.statistic likelihood_ratio: the score is the adversary's log ratio
+    (dpaudit.likelihood_ratios, tested against its definition) of B o_t / C, per epoch."""
+    from dpaudit.likelihood_ratios import log_likelihood_ratio
+
+    train = {
+        "models_per_shard": 4,
+        "sampler": "batch_then_shuffle",
+        "epochs": 2,
+        "noise_multiplier": 0.7,
+        "max_grad_norm": 2.0,
+    }
+    canaries = {"neighbouring": "zero_out", "adversary": adversary}
+    lr = {"statistic": "likelihood_ratio", "prefix_batches": prefix}
+    args = (data, "multi_run", "per_step_dot", "random_gradient")
+    out = _run(*args, canaries={**canaries, **lr}, train=train)
+    sf = out.score_file
+    assert (sf.meta["statistic"], sf.meta["prefix_batches"]) == ("likelihood_ratio", prefix)
+    x = out.observations["step_dots"][:, 0] * 50 / 2.0
+    want = log_likelihood_ratio(x, 0.7, adversary, 6, 50, prefix)
+    np.testing.assert_allclose(sf.score[:, 0], want, rtol=1e-12)
+    summed = _run(*args, canaries=canaries, train=train)  # the same runs, statistic sum
+    np.testing.assert_allclose(summed.score_file.score[:, 0], x.sum(1) * 2.0 / 50)
+
+
+def test_likelihood_ratio_statistic_bad_input(data):
+    lr_canaries = {"neighbouring": "zero_out", "statistic": "likelihood_ratio"}
+    with pytest.raises(ValueError, match="noise multiplier"):
+        _run(
+            data,
+            "multi_run",
+            "per_step_dot",
+            "random_gradient",
+            canaries=lr_canaries,
+            train={"sampler": "shuffle"},
+        )
+    with pytest.raises(ValueError, match="need threat_model per_step_dot"):
+        _run(data, "multi_run", "white_box_dot", "random_gradient", canaries=lr_canaries)
+    with pytest.raises(ValueError, match="prefix_batches needs"):
+        _run(data, "multi_run", "per_step_dot", "random_gradient", canaries={"prefix_batches": 2})
+    with pytest.raises(ValueError, match="whole epochs"):
+        _run(
+            data,
+            "multi_run",
+            "per_step_dot",
+            "random_gradient",
+            canaries=lr_canaries,
+            train={"steps": 7, "noise_multiplier": 1.0},
+        )
+    with pytest.raises(ValueError, match="batch_worst_case .*needs design multi_run"):
+        _run(
+            data,
+            "multi_run",
+            "per_step_dot",
+            "random_gradient",
+            canaries={"adversary": "batch_worst_case"},
+        )
+
+
 def test_dirac_white_box_score_is_telescoped_coordinate(data):
     out = _run(data, "one_run", "white_box_dot", "dirac", train={"noise_multiplier": 1.0})
     r, sf = out.result, out.score_file

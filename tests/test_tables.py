@@ -122,3 +122,34 @@ def test_an_estimator_that_does_not_apply_is_an_error(seed_files):
         audit_seed_groups(seed_files, "lidp", {"method": "lidp"})
     with pytest.raises(ValueError, match="no seeds"):
         audit_seed_groups([], "one_run", SPEC)
+
+
+def test_verdicts_flag_only_valid_bounds_above_the_claim():
+    from dpaudit.tables import (
+        CONSISTENT,
+        FLAGGED,
+        NO_CLAIM,
+        NOT_A_BOUND,
+        add_verdicts,
+        verdict_table,
+    )
+
+    t = pd.DataFrame(
+        {
+            "sampler": ["poisson", "no_shuffle", "no_shuffle", "shuffle", "shuffle"],
+            "claimed_epsilon": [2.0, 2.0, 2.0, 2.0, None],
+            "epsilon": [1.5, 2.5, 3.0, 9.0, 5.0],
+            "valid": [True, True, "False", False, True],
+            "confidence": [0.95] * 5,
+        }
+    )
+    v = add_verdicts(t)
+    assert list(v["verdict"]) == [CONSISTENT, FLAGGED, NOT_A_BOUND, NOT_A_BOUND, NO_CLAIM]
+    assert list(v["exceeds_claim"]) == [0, 1, 0, 0, 0]
+    table = verdict_table(t, ["sampler"]).set_index("sampler")
+    assert list(table.index) == ["no_shuffle", "poisson"]  # shuffle: no valid row with a claim
+    assert table.loc["no_shuffle", "epsilon_lower_bound"] == 2.5  # the invalid 3.0 is ignored
+    assert table.loc["no_shuffle", "verdict"] == FLAGGED
+    assert table.loc["poisson", "verdict"] == CONSISTENT
+    with pytest.raises(ValueError, match="buffer_size"):
+        verdict_table(t, ["buffer_size"])

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
+from dpaudit import likelihood_ratios
 from dpaudit.scores import ScoreFile
 
 THREAT_MODELS = ("natural", "partially_informed", "worst_case")
@@ -115,26 +115,23 @@ def simulate_outputs(
     return out
 
 
-def _logsumexp_last(x: np.ndarray) -> np.ndarray:
-    return special.logsumexp(x, axis=-1)
-
-
 def log_likelihood_ratio(
     outputs: np.ndarray, sigma: float, threat_model: str, batch_size: int = 1
 ) -> np.ndarray:
-    """log Lambda (§5.3) of each run's (epochs, steps) outputs; shape (runs,). Higher = IN."""
+    """log Lambda (§5.3) of each run's (epochs, steps) outputs; shape (runs,). Higher = IN.
+
+    The ratios of :mod:`dpaudit.likelihood_ratios` (the same as for trained models' per-step
+    observations); ``worst_case`` is the partially informed one at ``o + B - 1``."""
     o = np.asarray(outputs, dtype=np.float64)
     if o.ndim != 3:
         raise ValueError(f"outputs must have shape (runs, epochs, steps), got {o.shape}")
     _check(threat_model, o.shape[2], o.shape[1], sigma, batch_size)
-    s2 = sigma * sigma
-    if threat_model == "natural":
-        per_epoch = _logsumexp_last((o - 0.5) / s2) - math.log(o.shape[2])
-    else:
-        if threat_model == "worst_case":
-            o = o + (batch_size - 1.0)
-        per_epoch = _logsumexp_last(o * (2.0 / s2)) - _logsumexp_last((o + 0.5) / s2)
-    return per_epoch.sum(axis=1)
+    statistic = threat_model
+    if threat_model == "worst_case":
+        o = o + (batch_size - 1.0)
+        statistic = "partially_informed"
+    flat = o.reshape(o.shape[0], o.shape[1] * o.shape[2])
+    return likelihood_ratios.log_likelihood_ratio(flat, sigma, statistic, o.shape[2])
 
 
 def simulate_scores(runs: int, game: BGM, member: bool, seed: int = 0) -> np.ndarray:

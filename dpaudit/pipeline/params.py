@@ -81,6 +81,15 @@ def setting_table(config: Config, experiment: str) -> dict[str, Any]:
     return canonical(setting_columns(config["experiments"][experiment]))
 
 
+def estimator_labels(config: Config, experiment: str) -> dict[str, str]:
+    """Estimator block -> its display name (``label:`` or the library's), of the blocks that
+    run on an experiment (the audit table's ``estimator_label`` column)."""
+    from dpaudit.plots.labels import estimator_label
+
+    names = applicable_estimators(config, experiment)
+    return canonical({n: estimator_label(config["estimators"][n]) for n in names})
+
+
 def figure_params(config: Config, experiment: str) -> dict[str, Any]:
     """The figure block of an experiment, with its kind, a title that fits (``figure.title``,
     else :func:`~dpaudit.plots.labels.short_title` of the description), the display name of

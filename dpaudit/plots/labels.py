@@ -235,3 +235,30 @@ def wrap_label(text: str, width: int = 34) -> str:
 def internal_names(text: str) -> list[str]:
     """The internal identifiers (underscore-joined words) in ``text``; none in a good label."""
     return INTERNAL_NAME.findall(text)
+
+
+#: Audit-table columns that get a display-name column beside them (``<column>_label``).
+LABELLED_COLUMNS = ("selection", "threat_model", "design")
+
+
+def add_label_columns(
+    table: Any, estimator_labels: Mapping[str, str], overrides: Mapping[str, Any] | None = None
+) -> Any:
+    """The audit table with human-readable columns beside the internal ones: ``estimator_label``
+    (the block's ``label:`` or the library's name) and ``<column>_label`` for the selection
+    rule, threat model and design; a table without a column gets no label column for it."""
+    out = table.copy()
+    if "estimator" in out.columns:
+        names = out["estimator"].astype(str)
+        out.insert(
+            out.columns.get_loc("estimator") + 1,
+            "estimator_label",
+            names.map(lambda n: estimator_labels.get(n, n.replace("_", " "))),
+        )
+    for column in LABELLED_COLUMNS:
+        if column in out.columns:
+            labels = out[column].map(
+                lambda v, c=column: value_label(c, v, overrides) if str(v) != "nan" else ""
+            )
+            out.insert(out.columns.get_loc(column) + 1, f"{column}_label", labels)
+    return out

@@ -19,10 +19,17 @@ Designs (rows of the score file are trials, columns canaries; higher score means
 ``canaries.neighbouring``: ``add_remove`` (an OUT canary is absent) or ``zero_out`` (gradient
 canaries only: an OUT canary is replaced by a record whose gradient is zero, the adjacency of
 Annamalai et al. §2.1; dataset sizes then do not depend on membership).
-``canaries.adversary``: ``natural`` (only the target's gradient is crafted) or
+``canaries.adversary``: ``natural`` (only the target's gradient is crafted),
 ``partially_informed`` (multi_run, zero_out, gradient canaries: every batch without the target
 or the zero-out record has its last example's gradient replaced by minus the target's;
-Annamalai et al. §5.1, Algorithm 1).
+Annamalai et al. §5.1, Algorithm 1) or ``batch_worst_case`` (same conditions: every example's
+gradient is crafted, plus the target's for the first B records of the dataset order and minus
+it for the rest; the modified Worst-Case adversary of Annamalai et al. §7 for
+batch-then-shuffle).
+``canaries.statistic`` (``per_step_dot``): ``sum`` (``sum_t o_t``) or ``likelihood_ratio``, the
+log Neyman-Pearson ratio of the adversary's threat model over the released per-step
+observations (Annamalai et al. §5.3 and §7; :mod:`dpaudit.likelihood_ratios`), over the first
+``canaries.prefix_batches`` batches of each epoch when set (§7, Algorithm 2).
 
 Threat models (``score`` names the statistic; Steinke §4, Pillutla App. D, Annamalai §5.1-5.3):
 
@@ -37,8 +44,9 @@ Threat models (``score`` names the statistic; Steinke §4, Pillutla App. D, Anna
 ``final_model_cosine``  gradient canaries, final model only (LiDP App. D.2, authors' code):
                       ``-<v, theta_T> / (|v| |theta_T|)`` (IN lowers ``<v, theta>``).
 ``per_step_dot``      gradient canaries, every step: ``o_t = <g~_t, v/|v|>`` (Annamalai et al.
-                      Algorithm 1); score = ``sum_t o_t``; the (trials, canaries, steps) matrix
-                      is returned as ``observations`` for the likelihood-ratio scores.
+                      Algorithm 1); score = ``sum_t o_t`` or the likelihood ratio
+                      (``canaries.statistic``); the (trials, canaries, steps) matrix is also
+                      returned as ``observations``.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dpaudit import likelihood_ratios
 from dpaudit.canaries import gradient_space, input_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
 from dpaudit.defaults import SETTING_KEYS, fill_defaults
@@ -95,7 +104,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 }
 #: Defaults of the ``canaries`` block: the schema's.
 CANARY_DEFAULTS: dict[str, Any] = fill_defaults("canaries")
-ADVERSARIES = ("natural", "partially_informed")
+ADVERSARIES = ("natural", "partially_informed", "batch_worst_case")
+STATISTICS = ("sum", "likelihood_ratio")
 NEIGHBOURING = ("add_remove", "zero_out")
 #: ``canaries.insert``: fair coins (the audit) or no canary inserted (the no-canary control).
 INSERT = ("coins", "none")
@@ -198,6 +208,7 @@ class _Canaries:
     gradient: bool
     zero_out: bool
     informed: bool
+    worst_case: bool
     n_cols: int
     pool_size: int
     expected_in: float
@@ -217,7 +228,7 @@ class _Examples:
     y: np.ndarray
     n_inputs: int
     items: list[np.ndarray]
-    grad_pool: torch.Tensor | None
+    grad_pool: gradient_space.Canaries | None
     dirac_coords: np.ndarray | None
 
 
@@ -285,6 +296,9 @@ def run_shard(
                 examples.items,
                 examples.grad_pool,
                 (examples.n_inputs, examples.n_inputs + cans.pool_size) if cans.informed else None,
+                (examples.n_inputs, examples.n_inputs + cans.pool_size)
+                if cans.worst_case
+                else None,
             ),
             seeds,
             cfg,
@@ -302,6 +316,8 @@ def run_shard(
 
     template = template_model().to("meta")
     score, observations = _canary_scores(threat_model, template, result, examples, cans, wb_inputs)
+    if threat_model == "per_step_dot" and c["statistic"] == "likelihood_ratio":
+        score = _likelihood_ratio_scores(observations["step_dots"], c, cfg, job)
     check_finite_scores(score, job, cfg.steps)
     acc = _accuracy(template, result, data, t["eval_examples"])
     meta = {
@@ -317,6 +333,8 @@ def run_shard(
         "canaries_inserted": c["insert"],
         "neighbouring": c["neighbouring"],
         "adversary": c["adversary"],
+        "statistic": c["statistic"] if threat_model == "per_step_dot" else None,
+        "prefix_batches": c["prefix_batches"] if threat_model == "per_step_dot" else None,
         "claimed_epsilon": claimed,
         "target_epsilon": target_epsilon,
         "delta": float(t["delta"]),
@@ -393,12 +411,22 @@ def _check_options(
     zero_out = c["neighbouring"] == "zero_out"
     if c["adversary"] not in ADVERSARIES:
         raise ValueError(f"canaries.adversary {c['adversary']!r}; allowed: {list(ADVERSARIES)}")
-    informed = c["adversary"] == "partially_informed"
-    if informed and not (gradient and zero_out and design == "multi_run"):
+    if c["adversary"] != "natural" and not (gradient and zero_out and design == "multi_run"):
         raise ValueError(
-            "canaries.adversary: partially_informed (Annamalai et al.) needs design multi_run, "
+            f"canaries.adversary: {c['adversary']} (Annamalai et al.) needs design multi_run, "
             "gradient canaries and neighbouring zero_out"
         )
+    if c["statistic"] not in STATISTICS:
+        raise ValueError(f"canaries.statistic {c['statistic']!r}; allowed: {list(STATISTICS)}")
+    if (
+        c["statistic"] != "sum" or c["prefix_batches"] is not None
+    ) and threat_model != "per_step_dot":
+        raise ValueError(
+            "canaries.statistic / canaries.prefix_batches score the per-step observations: "
+            f"they need threat_model per_step_dot, not {threat_model!r}"
+        )
+    if c["prefix_batches"] is not None and c["statistic"] != "likelihood_ratio":
+        raise ValueError("canaries.prefix_batches needs canaries.statistic: likelihood_ratio")
     if c["insert"] not in INSERT:
         raise ValueError(f"canaries.insert {c['insert']!r}; allowed: {list(INSERT)}")
     if c["insert"] == "none" and design != "one_run":
@@ -478,6 +506,7 @@ def _draw_canaries(
         gradient=c["type"] in GRADIENT_CANARIES,
         zero_out=zero_out,
         informed=c["adversary"] == "partially_informed",
+        worst_case=c["adversary"] == "batch_worst_case",
         n_cols=n_cols,
         pool_size=pool_size,
         expected_in=expected_in,
@@ -502,13 +531,15 @@ def _shard_examples(
     dirac_coords = None
     if cans.gradient:
         norm = float(t["max_grad_norm"])
-        if c["type"] == "dirac":
-            v, dirac_coords = gradient_space.dirac(pool_size, n_params, norm, c["seed"])
+        # zero-out: one zero-gradient record per column, used by OUT canaries
+        zeros = n_cols if cans.zero_out else 0
+        if c["type"] == "dirac":  # sparse: O(m) memory (m x params dense: 55 GB on WRN-16-4)
+            grad_pool = gradient_space.dirac_sparse(pool_size, n_params, norm, c["seed"], zeros)
+            dirac_coords = grad_pool.coords[:pool_size].numpy()
         else:
             v = gradient_space.random_direction(pool_size, n_params, norm, c["seed"])
-        if cans.zero_out:  # one zero-gradient record per column, used by OUT canaries
-            v = np.concatenate([v, np.zeros((n_cols, n_params), dtype=v.dtype)])
-        grad_pool = torch.from_numpy(v)
+            v = np.concatenate([v, np.zeros((zeros, n_params), dtype=v.dtype)])
+            grad_pool = torch.from_numpy(v)
         x_all, y_all = x_train, y_train
         offset_train, n_inputs = 0, n_train
     else:
@@ -582,7 +613,8 @@ def _canary_scores(
     """The (trials, canaries) scores of the threat model (higher means IN) and, for
     ``per_step_dot``, the per-step observations; see the module docstring."""
     observations: dict[str, np.ndarray] = {}
-    cols, pool_size, grad_pool = cans.cols, cans.pool_size, examples.grad_pool
+    cols, pool_size = cans.cols, cans.pool_size
+    pool = _pool_canaries(examples.grad_pool, pool_size)
     n_models = cols.shape[0]
     if threat_model in ("black_box_loss", "black_box_logit"):
         logits = _all_logits(template, result, torch.from_numpy(examples.x[:pool_size]))
@@ -597,20 +629,58 @@ def _canary_scores(
         score = np.take_along_axis(result.white_box, pos, axis=1)  # type: ignore[arg-type]
     elif threat_model == "white_box_dot":
         diff = (result.flat("params0") - result.flat("params")).double()
-        full = (diff @ grad_pool[:pool_size].double().T).numpy()  # type: ignore[index]
+        full = gradient_space.dots(pool, diff).numpy()  # type: ignore[arg-type]
         score = np.take_along_axis(full, cols, axis=1)
     elif threat_model == "final_model_cosine":
         theta = result.flat("params").double()
-        vp = grad_pool[:pool_size].double()  # type: ignore[index]
-        cos = (theta @ vp.T) / (theta.norm(dim=1, keepdim=True) * vp.norm(dim=1)[None])
+        norms = gradient_space.row_norms(pool).double()  # type: ignore[arg-type]
+        cos = gradient_space.dots(pool, theta) / (  # type: ignore[arg-type]
+            theta.norm(dim=1, keepdim=True) * norms[None]
+        )
         score = np.take_along_axis(-cos.numpy(), cols, axis=1)
     else:  # per_step_dot: o_t = <g~_t, v/|v|>
-        vn = grad_pool[:pool_size].norm(dim=1).double().numpy()  # type: ignore[index]
+        vn = gradient_space.row_norms(pool).double().numpy()  # type: ignore[arg-type]
         obs = result.step_dots[:, :pool_size] / vn[None, :, None]  # type: ignore[index]
         obs = np.take_along_axis(obs, cols[:, :, None], axis=1)
         observations["step_dots"] = obs
         score = obs.sum(-1)
     return score, observations
+
+
+def _pool_canaries(
+    grad_pool: gradient_space.Canaries | None, pool_size: int
+) -> gradient_space.Canaries | None:
+    """The first ``pool_size`` gradient canaries (the pool, without zero-out records), float64."""
+    if grad_pool is None:
+        return None
+    if isinstance(grad_pool, gradient_space.SparseCanaries):
+        return gradient_space.SparseCanaries(
+            grad_pool.coords[:pool_size],
+            grad_pool.values[:pool_size].double(),
+            grad_pool.n_params,
+        )
+    return grad_pool[:pool_size].double()
+
+def _likelihood_ratio_scores(
+    step_dots: np.ndarray, c: dict[str, Any], cfg: DPSGDConfig, job: str
+) -> np.ndarray:
+    """(trials, canaries) log likelihood ratios of the adversary's threat model over the
+    normalised observations ``B o_t / C`` (Annamalai et al. §5.3, §7; the mean of the target's
+    batch is +1 with ``|v| = C``, the noise's standard deviation sigma)."""
+    x = likelihood_ratios.normalised(step_dots, cfg.batch_size, cfg.max_grad_norm)
+    trials, cols, steps = x.shape
+    try:
+        lr = likelihood_ratios.log_likelihood_ratio(
+            x.reshape(trials * cols, steps),
+            cfg.noise_multiplier,
+            c["adversary"],
+            cfg.steps_per_epoch,
+            cfg.batch_size,
+            c["prefix_batches"],
+        )
+    except ValueError as exc:
+        raise ValueError(f"{job}: canaries.statistic likelihood_ratio: {exc}") from exc
+    return lr.reshape(trials, cols)
 
 
 def check_finite_scores(score: np.ndarray, job: str, steps: int) -> None:

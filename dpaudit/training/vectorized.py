@@ -62,6 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from dpaudit.canaries import gradient_space
 from dpaudit.io import atomic_path
 from dpaudit.training.samplers import ModelBatchStream, SamplerSpec, steps_per_epoch
 from dpaudit.training.stacked import StackedSequential
@@ -72,8 +73,9 @@ log = logging.getLogger(__name__)
 #: Default models per chunk of the stacked engine (see ``train_shard``).
 STACKED_CHUNK = 8
 
-#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)``.
-CLIP_EPS = 1e-6
+#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)`` (one value for the per-sample
+#: gradients and the gradient canaries).
+CLIP_EPS = gradient_space.CLIP_EPS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,27 +169,41 @@ class ShardData:
     ``i < N`` are rows of ``x``; ids ``N + k`` are gradient canary ``k``, a row of
     ``grad_canaries`` (K_g, P): a fixed vector in the flat parameter space (parameters in
     ``named_parameters`` order) that replaces the per-sample gradient whenever the item is in a
-    batch (Pillutla et al. App. D.2; Steinke et al. §4.1).
+    batch (Pillutla et al. App. D.2; Steinke et al. §4.1); a dense tensor, or
+    :class:`~dpaudit.canaries.gradient_space.SparseCanaries` for Dirac canaries (O(K_g) memory,
+    the same arithmetic).
 
     ``partially_informed = (target, zero)``: the Partially-Informed adversary of Annamalai et al.
     (Algorithm 1, blue line; their §5.1): in every batch that holds neither the target nor
     the zero-out record, the gradient of the batch's *last* example is replaced by minus the
     target's gradient vector.
+
+    ``batch_worst_case = (target, zero)``: the modified Worst-Case adversary of Annamalai et
+    al. §7 (Fig. 9, batch-then-shuffle): every input example's gradient is replaced, by plus
+    the target's gradient vector for the first B items of the model's dataset order (the target
+    or the zero-out record is the first; B the batch size) and by minus it for every later item.
     """
 
     x: torch.Tensor
     y: torch.Tensor
     train_items: Sequence[np.ndarray]
-    grad_canaries: torch.Tensor | None = None
+    grad_canaries: gradient_space.Canaries | None = None
     partially_informed: tuple[int, int] | None = None
+    batch_worst_case: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.partially_informed is not None:
-            target, zero = self.partially_informed
+        if self.partially_informed is not None and self.batch_worst_case is not None:
+            raise ValueError(
+                "partially_informed and batch_worst_case are two adversaries: pick one"
+            )
+        for name in ("partially_informed", "batch_worst_case"):
+            if getattr(self, name) is None:
+                continue
+            target, zero = getattr(self, name)
             n, kg = self.x.shape[0], self.n_grad_canaries
             if not (n <= target < n + kg and n <= zero < n + kg):
                 raise ValueError(
-                    "partially_informed needs the item ids of two gradient canaries "
+                    f"{name} needs the item ids of two gradient canaries "
                     f"(the target and the zero-out record), in [{n}, {n + kg})"
                 )
         if self.x.shape[0] != self.y.shape[0]:
@@ -386,11 +402,6 @@ def choose_engine(template: nn.Module, engine: str = "auto"):
     return StackedEngine(template)
 
 
-def _clip_rows(v: torch.Tensor, c: float) -> torch.Tensor:
-    norms = v.norm(dim=1, keepdim=True)
-    return v * (c / (norms + CLIP_EPS)).clamp(max=1.0)
-
-
 def _fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -401,9 +412,13 @@ def _data_fingerprint(data: ShardData) -> str:
     h.update(data.y.detach().cpu().numpy().tobytes())
     for items in data.train_items:
         h.update(np.asarray(items, dtype=np.int64).tobytes() + b"|")
-    if data.grad_canaries is not None:
+    if isinstance(data.grad_canaries, gradient_space.SparseCanaries):
+        h.update(data.grad_canaries.fingerprint())
+    elif data.grad_canaries is not None:
         h.update(data.grad_canaries.detach().cpu().numpy().tobytes())
     h.update(repr(data.partially_informed).encode())
+    if data.batch_worst_case is not None:
+        h.update(repr(("batch_worst_case", data.batch_worst_case)).encode())
     return h.hexdigest()
 
 
@@ -616,8 +631,10 @@ class _StepContext:
     y: torch.Tensor
     x_rows: torch.Tensor
     x_sqnorm: torch.Tensor | None
-    vcan: torch.Tensor | None
+    vcan: gradient_space.Canaries | None
     partially_informed: tuple[int, int] | None
+    batch_worst_case: tuple[int, int] | None
+    plus_items: list[np.ndarray] | None
     wb_ids: np.ndarray | None
     wb_x: torch.Tensor | None
     wb_y: torch.Tensor | None
@@ -662,7 +679,7 @@ def _step_context(
             raise ValueError(
                 f"gradient canaries have {vcan.shape[1]} coordinates, the model has {n_params}"
             )
-        vcan = _clip_rows(vcan, config.max_grad_norm)
+        vcan = gradient_space.clip_rows(vcan, config.max_grad_norm)
     wb_ids = None if record.white_box_inputs is None else np.asarray(record.white_box_inputs)
     if wb_ids is not None and (wb_ids.min() < 0 or wb_ids.max() >= n_inputs):
         raise ValueError("white_box_inputs must be rows of x")
@@ -695,6 +712,10 @@ def _step_context(
         else None,
         vcan=vcan,
         partially_informed=data.partially_informed,
+        batch_worst_case=data.batch_worst_case,
+        plus_items=None
+        if data.batch_worst_case is None
+        else [np.asarray(it)[: config.batch_size] for it in data.train_items],
         wb_ids=wb_ids,
         wb_x=None if wb_index is None else x[wb_index],
         wb_y=None if wb_index is None else y[wb_index],
@@ -828,10 +849,10 @@ def _train_chunk(
     m = b - a
     p_c = {k: state.params[k][a:b] for k in ctx.names}
     buf_c = {k: v[a:b] for k, v in ctx.buffers.items()}
-    pi_rows = _partially_informed_rows(ctx, batches, a, b)
+    extra = _adversary_target_weights(ctx, batches, a, b)
     flat = _clipped_input_grad_sum(ctx, p_c, buf_c, batches[a:b])
     if ctx.vcan is not None:
-        _add_gradient_canaries(ctx, flat, batches[a:b], pi_rows)
+        _add_gradient_canaries(ctx, flat, batches[a:b], extra)
     sigma_c = ctx.config.noise_multiplier * ctx.config.max_grad_norm
     if sigma_c > 0:
         noise = ctx.noise_buf[:m]
@@ -840,7 +861,7 @@ def _train_chunk(
         flat.add_(noise.to(ctx.dev, ctx.dtype))
     if state.step_dots is not None:
         g_tilde = flat / ctx.config.batch_size
-        dots = g_tilde @ ctx.vcan.T  # type: ignore[union-attr]
+        dots = gradient_space.dots(ctx.vcan, g_tilde)
         state.step_dots[a:b, :, step] = dots.to(ctx.f64)
     if ctx.config.optimizer == "adam":
         update = _adam_update(ctx, state, flat.div_(ctx.config.batch_size), a, b, step + 1)
@@ -869,22 +890,33 @@ def _adam_update(
     return torch.div(m_c, denom, out=g).mul_(step_size)
 
 
-def _partially_informed_rows(
+def _adversary_target_weights(
     ctx: _StepContext, batches: list[np.ndarray], a: int, b: int
 ) -> np.ndarray:
-    """Which models of ``a..b-1`` have their batch's last gradient replaced by minus the
-    target's (Annamalai et al. Algorithm 1: batches holding neither the target nor the zero-out
-    record); their last slot is dropped from ``batches`` in place."""
-    pi_rows = np.zeros(b - a, dtype=bool)
-    if ctx.partially_informed is None:
-        return pi_rows
-    target, zero = ctx.partially_informed
-    for i in range(b - a):
-        bt = batches[a + i]
-        if len(bt) and target not in bt and zero not in bt:
-            pi_rows[i] = True
-            batches[a + i] = bt[:-1]  # the last slot's gradient is replaced
-    return pi_rows
+    """How many extra copies of the target's gradient vector each model of ``a..b-1`` adds
+    (Annamalai et al.): the input examples whose gradients the adversary replaces are dropped
+    from ``batches`` in place.
+
+    Partially-Informed (Algorithm 1): in batches holding neither the target nor the zero-out
+    record the last slot's gradient becomes minus the target's (weight -1). Modified
+    Worst-Case (§7): every input example's gradient becomes plus the target's for the first B
+    items of the model's dataset order and minus it otherwise (weight #plus - #minus)."""
+    extra = np.zeros(b - a, dtype=np.float64)
+    if ctx.partially_informed is not None:
+        target, zero = ctx.partially_informed
+        for i in range(b - a):
+            bt = batches[a + i]
+            if len(bt) and target not in bt and zero not in bt:
+                extra[i] = -1.0
+                batches[a + i] = bt[:-1]  # the last slot's gradient is replaced
+    elif ctx.batch_worst_case is not None:
+        for i in range(b - a):
+            bt = batches[a + i]
+            inputs = bt < ctx.n_inputs
+            n_plus = int(np.isin(bt[inputs], ctx.plus_items[a + i]).sum())  # type: ignore[index]
+            extra[i] = 2 * n_plus - int(inputs.sum())
+            batches[a + i] = bt[~inputs]  # every input example's gradient is replaced
+    return extra
 
 
 def _clipped_input_grad_sum(
@@ -931,18 +963,18 @@ def _clipped_input_grad_sum(
 
 
 def _add_gradient_canaries(
-    ctx: _StepContext, flat: torch.Tensor, batches: list[np.ndarray], pi_rows: np.ndarray
+    ctx: _StepContext, flat: torch.Tensor, batches: list[np.ndarray], extra: np.ndarray
 ) -> None:
-    """Add to ``flat`` the clipped vectors of the gradient canaries in each model's batch (minus
-    the target's in the partially informed rows ``pi_rows``)."""
+    """Add to ``flat`` the clipped vectors of the gradient canaries in each model's batch and
+    ``extra`` times the target's (the adversary's replaced gradients)."""
     counts = torch.zeros(len(batches), ctx.kg, dtype=ctx.dtype)
     for i, bt in enumerate(batches):
         gc = bt[bt >= ctx.n_inputs] - ctx.n_inputs
         counts[i, torch.from_numpy(gc)] = 1
-    if pi_rows.any():
-        target = ctx.partially_informed[0]  # type: ignore[index]
-        counts[torch.from_numpy(pi_rows), target - ctx.n_inputs] -= 1
-    flat.addmm_(counts.to(ctx.dev), ctx.vcan)  # type: ignore[arg-type]
+    if extra.any():
+        adv = ctx.partially_informed or ctx.batch_worst_case
+        counts[:, adv[0] - ctx.n_inputs] += torch.from_numpy(extra).to(ctx.dtype)  # type: ignore[index]
+    gradient_space.add_weighted(flat, counts.to(ctx.dev), ctx.vcan)  # type: ignore[arg-type]
 
 
 def _unflatten(ctx: _StepContext, flat: torch.Tensor) -> list[torch.Tensor]:
