@@ -87,6 +87,8 @@ rule figure_roc:
         experiment=kind_pattern("train", "simulate"),
     conda:
         "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         figure=roc_figure_params,
     script:
