@@ -254,7 +254,7 @@ def main() -> None:
         "(its own seed) of a mechanism whose epsilon is known exactly. *over* is the fraction of",
         "repetitions whose valid lower bound (95% confidence) exceeds the true epsilon: at most",
         "0.05 up to Monte Carlo error (one standard error at 0.05 is sqrt(0.05 x 0.95 / reps):",
-        "0.007 at 1000 repetitions, 0.028 at 60). *null zero* is the fraction of repetitions",
+        "0.007 at 1000 repetitions, 0.022 at 100). *null zero* is the fraction of repetitions",
         "whose bound is 0 when the membership bits are permuted (members and non-members from",
         "one distribution): it must be at least 0.95, again up to Monte Carlo error. The verdict",
         "allows three standard errors on both.",
