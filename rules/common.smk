@@ -62,6 +62,15 @@ def audit_scores(wildcards):
     )
 
 
+def roc_scores(wildcards):
+    """The score files of the ROC figure: every setting, seed and shard of an experiment."""
+    return pipeline_targets.score_files(config, wildcards.experiment)
+
+
+def roc_figure_params(wildcards):
+    return pipeline_params.roc_figure_params(config, wildcards.experiment)
+
+
 def audit_files(wildcards):
     return pipeline_targets.audit_files(config, wildcards.experiment)
 

@@ -63,6 +63,38 @@ rule figure:
         "../scripts/plot_figure.py"
 
 
+rule figure_roc:
+    input:
+        scores=roc_scores,
+    output:
+        pdf=report(
+            paths.figure(name=paths.ROC_FIGURE, ext="pdf"),
+            caption="../report/roc_figure.rst",
+            category="{experiment}",
+            subcategory="Figures",
+        ),
+        png=report(
+            paths.figure(name=paths.ROC_FIGURE, ext="png"),
+            caption="../report/roc_figure.rst",
+            category="{experiment}",
+            subcategory="Figures",
+        ),
+    log:
+        paths.log("{experiment}", "figure_roc"),
+    benchmark:
+        paths.benchmark("figure_roc", "roc")
+    wildcard_constraints:
+        experiment=kind_pattern("train", "simulate"),
+    conda:
+        "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
+    params:
+        figure=roc_figure_params,
+    script:
+        "../scripts/plot_roc.py"
+
+
 rule paper_target:
     input:
         unpack(paper_target_inputs),

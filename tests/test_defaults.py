@@ -133,6 +133,7 @@ PARTIAL = {
     "one_run": [{}, {"confidence": 0.9}],
     "multi_run_cp": [{}, {"confidence": 0.9}],
     "gdp_fit": [{}, {"select_fraction": 0.3}],
+    "attack_metrics": [{}, {"resamples": 50}],
 }
 
 

@@ -67,8 +67,14 @@ def run_dir(tmp_path_factory) -> Path:
 def test_table_figure_and_report_exist_with_sane_values(run_dir):
     table = pd.read_csv(run_dir / "results/tiny/audit.csv")
     assert set(table["setting"]) == {"eps4", "nonprivate"}
-    assert set(table["selection"]) == {"grid_max_uncorrected", "bonferroni"}
+    assert set(table["selection"].dropna()) == {"grid_max_uncorrected", "bonferroni"}
     assert (table["epsilon"] >= 0).all() and np.isfinite(table["epsilon"]).all()
+    # the attack metrics' rows: a point estimate, never valid, with AUROC and its interval
+    metrics = table[table["method"] == "attack_metrics"]
+    assert len(metrics) == 2 and not metrics["valid"].any()
+    assert (metrics["auroc_lo"] <= metrics["auroc"]).all()
+    assert (metrics["auroc"] <= metrics["auroc_hi"]).all()
+    table = table[table["method"] == "one_run"]
     private = table[table["setting"] == "eps4"]
     assert (private["claimed_epsilon"].between(3.5, 4.0)).all()  # Opacus RDP hits the target
     assert (private["epsilon"] < private["claimed_epsilon"]).all()
@@ -82,8 +88,10 @@ def test_table_figure_and_report_exist_with_sane_values(run_dir):
     assert (run_dir / "results/tiny/figures/eps_empirical_vs_claimed.png").read_bytes()[:4] == (
         b"\x89PNG"
     )
+    assert (run_dir / "results/tiny/figures/roc.png").read_bytes()[:4] == b"\x89PNG"
     report = (run_dir / "results/report.html").read_text(errors="ignore")
     assert "audit.csv" in report and "eps_empirical_vs_claimed" in report
+    assert "roc.png" in report
 
 
 VECTORISED = {
@@ -153,7 +161,8 @@ def test_changing_one_setting_reruns_only_it(run_dir, tmp_path):
     path = tmp_path / "more.yaml"
     path.write_text(yaml.safe_dump(cfg))
     counts = job_counts(snakemake(run_dir, "-n", configfile=path).stdout)
-    assert counts["train"] == 1 and counts["audit"] == 1  # only the new eps8 setting
+    # only the new eps8 setting: its training, its one_run and attack_metrics audits
+    assert counts["train"] == 1 and counts["audit"] == 2
 
 
 @pytest.mark.parametrize(
@@ -186,7 +195,13 @@ def test_deleting_a_score_file_reruns_only_its_job(run_dir):
     victim.unlink()
     counts = job_counts(snakemake(run_dir, "-n").stdout)
     assert counts == {
-        "train": 1, "audit": 1, "audit_table": 1, "figure_eps": 1, "report": 1, "all": 1
+        "train": 1,
+        "audit": 2,  # one_run and attack_metrics on its setting
+        "audit_table": 1,
+        "figure_eps": 1,
+        "figure_roc": 1,
+        "report": 1,
+        "all": 1,
     }
     snakemake(run_dir, "results/tiny/scores/eps4/seed0.shard0.npz")
     assert victim.read_bytes() == saved  # and it is reproduced bit for bit

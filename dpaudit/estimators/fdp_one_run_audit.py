@@ -24,6 +24,7 @@ import numpy as np
 
 from dpaudit.defaults import estimator_defaults, fill_defaults
 from dpaudit.estimators import fdp_one_run as fdp
+from dpaudit.estimators import multi_split
 from dpaudit.estimators import selection_rules as rules
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -177,22 +178,41 @@ def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any
     r_fixed = p["r"]
     if r_fixed is None and p["r_fraction"] is not None:
         r_fixed = max(1, round(float(p["r_fraction"]) * n))
+    selections = list(p["selections"])
+    plain = tuple(s for s in selections if s != multi_split.NAME)
+    common = {
+        "family": family,
+        "delta": delta,
+        "q": None if q is None else float(q),
+        "tail": p["tail"],
+        "guess": p["guess"],
+        "r_fixed": None if r_fixed is None else int(r_fixed),
+        "r_grid": p["r_grid"],
+        "claimed_epsilon": sf.claimed_epsilon,
+    }
+    confidence = float(p["confidence"])
     rows = []
     for t in range(sf.n_trials):
-        for row in audit_scores(
+        plain_rows = audit_scores(
             sf.score[t],
             sf.membership[t],
-            family=family,
-            delta=delta,
-            confidence=float(p["confidence"]),
-            q=None if q is None else float(q),
-            tail=p["tail"],
-            guess=p["guess"],
-            selections=tuple(p["selections"]),
-            r_fixed=None if r_fixed is None else int(r_fixed),
-            r_grid=p["r_grid"],
+            confidence=confidence,
+            selections=plain,
             split_seed=int(p["split_seed"]),
-            claimed_epsilon=sf.claimed_epsilon,
-        ):
+            **common,
+        )
+        by_selection = {row["selection"]: row for row in plain_rows}
+        for sel in selections:
+            if sel == multi_split.NAME:  # several sample splits, combined validly
+                row = multi_split.fdp_one_run_row(
+                    audit_scores,
+                    sf.score[t],
+                    sf.membership[t],
+                    confidence,
+                    multi_split.rule_of(p),
+                    **common,
+                )
+            else:
+                row = by_selection[sel]
             rows.append({"trial": t, **row})
     return rows

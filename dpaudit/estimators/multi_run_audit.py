@@ -8,7 +8,8 @@ Parameters (the estimator's config block; a key left out takes the schema's defa
 :func:`dpaudit.defaults.fill_defaults`, so a runner and the pipeline read the same values):
 
 ``confidence``       joint confidence of the FPR and FNR bounds
-``selections``       list of ``same_data`` / ``heldout``
+``selections``       list of ``same_data`` / ``heldout`` / ``multi_split``
+``splits``, ``split_quantile``  multi_split: K held-out splits, the ceil(gamma K)-th largest bound
 ``select_fraction``  share of the runs used to choose the threshold under ``heldout``
 ``split_seed``       seed of the held-out split
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.defaults import fill_defaults
-from dpaudit.estimators import multi_run
+from dpaudit.estimators import multi_run, multi_split
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -43,6 +44,7 @@ def _common(method: str, params: dict[str, Any]) -> dict[str, Any]:
         "selections": list(selections),
         "select_fraction": float(p["select_fraction"]),
         "split_seed": int(p["split_seed"]),
+        "multi_split": multi_split.rule_of(p, float(p["select_fraction"])),
     }
 
 
@@ -50,6 +52,22 @@ def _rows(estimate: str, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any
     score, member = _columns(sf)
     rows = []
     for sel in p["selections"]:
+        if sel == multi_split.NAME:  # several held-out splits, combined validly
+            try:
+                rows.append(
+                    multi_split.multi_run_row(
+                        score,
+                        member,
+                        sf.delta,
+                        p["confidence"],
+                        p["select_fraction"],
+                        estimate,
+                        p["multi_split"],
+                    )
+                )
+            except ValueError as exc:
+                raise ScoreFileError(f"{sf.source}: {exc}") from exc
+            continue
         try:
             res = multi_run.threshold_audit(
                 score,

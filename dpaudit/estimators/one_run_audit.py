@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.defaults import fill_defaults
-from dpaudit.estimators import one_run
+from dpaudit.estimators import multi_split, one_run
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -40,6 +40,8 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     confidence = float(params["confidence"])
     selections = params["selections"]
     fixed = _fixed_pair(params, sf.n_canaries)
+    plain = [s for s in selections if s != multi_split.NAME]
+    grid = _grid(params, sf.n_canaries)
     rows = []
     for t in range(sf.n_trials):
         results = one_run.audit_scores(
@@ -47,11 +49,23 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
             sf.membership[t],
             delta=sf.delta,
             confidence=confidence,
-            grid=_grid(params, sf.n_canaries),
-            selections=selections,
+            grid=grid,
+            selections=plain,
             fixed=fixed,
             split_seed=int(params["split_seed"]),
         )
-        for res in results:
-            rows.append({"trial": t, **res.as_row()})
+        by_selection = {res.selection: res.as_row() for res in results}
+        for sel in selections:
+            if sel == multi_split.NAME:  # several sample splits, combined validly
+                row = multi_split.one_run_row(
+                    sf.score[t],
+                    sf.membership[t],
+                    sf.delta,
+                    confidence,
+                    grid,
+                    multi_split.rule_of(params),
+                )
+            else:
+                row = by_selection[sel]
+            rows.append({"trial": t, **row})
     return rows

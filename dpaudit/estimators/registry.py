@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dpaudit.estimators.attack_metrics_audit import run_attack_metrics
 from dpaudit.estimators.fdp_one_run_audit import run_fdp_one_run
 from dpaudit.estimators.lidp_audit import run_lidp
 from dpaudit.estimators.multi_run_audit import run_gdp_fit, run_multi_run_cp
@@ -43,6 +44,7 @@ def _method(name: str, designs: tuple[str, ...], run: Runner) -> Method:
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
+        _method("attack_metrics", ("one_run", "multi_run", "lidp"), run_attack_metrics),
         _method("fdp_one_run", ("one_run",), run_fdp_one_run),
         _method("lidp", ("lidp",), run_lidp),
         _method("multi_run_cp", ("multi_run",), run_multi_run_cp),

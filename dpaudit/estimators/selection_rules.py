@@ -14,6 +14,11 @@ The strategies, in the manner of the threshold strategies of jax_privacy's audit
   2024, Appendix B, Algorithm 5); NOT a valid bound at the stated confidence.
 * :class:`Split`: the candidate is chosen on one part of the data (uncorrected maximum there)
   and the bound is computed on the other part only; valid.
+* :class:`MultiSplit`: K independent random splits, each a :class:`Split` run at confidence
+  1 - gamma (1 - confidence); the reported bound is the ceil(gamma K)-th largest of the K split
+  bounds (:func:`combine_splits`); valid under any dependence between the splits (quantile
+  aggregation of p-values, below). gamma = 1/2 is twice the median p-value, gamma = 1/K the
+  Bonferroni correction over splits (the largest split bound at 1 - (1 - confidence) / K).
 
 :func:`select` applies a strategy given a per-candidate bound function. The names that an
 estimator writes into its output rows (``fixed``, ``bonferroni``, ``sample_split``,
@@ -23,6 +28,7 @@ by the one-run estimators to strategies.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -89,7 +95,50 @@ class Split:
         return perm[: n // 2], perm[n // 2 :]
 
 
-Strategy = Explicit | Bonferroni | Uncorrected | Split
+@dataclass(frozen=True)
+class MultiSplit:
+    """K random splits, each a :class:`Split` at :meth:`level`, combined by :func:`combine_splits`.
+
+    Validity (quantile aggregation of p-values: Meinshausen, Meier and Buehlmann 2009, "P-values
+    for high-dimensional regression", JASA 104, Sec. 2.2, Theorem 3.1, whose gamma = 1/2 is
+    twice the median; Vovk and Wang 2020, "Combining p-values via averaging", Biometrika 107).
+    Let eps be the true epsilon and eps_s the bound of split s at confidence 1 - gamma alpha
+    (alpha = 1 - confidence). Each split is a valid :class:`Split`, so P[eps_s > eps] <= gamma
+    alpha, whatever the other splits did. Let N = #{s : eps_s > eps} and k = ceil(gamma K). The
+    k-th largest eps_s exceeds eps only if N >= k, and by Markov's inequality
+
+        P[N >= k] <= E[N] / k <= K gamma alpha / k <= alpha,
+
+    since k >= gamma K. No independence between splits is needed (they share the data).
+    """
+
+    splits: int = 10
+    quantile: float = 0.5
+    seed: int = 0
+    fraction: float = 0.5
+    valid: bool = True
+
+    def __post_init__(self) -> None:
+        if int(self.splits) < 1:
+            raise ValueError(f"multi_split needs at least one split, got splits={self.splits}")
+        if not 0 < self.quantile <= 1:
+            raise ValueError(f"multi_split quantile must lie in (0, 1], got {self.quantile}")
+
+    def level(self, confidence: float) -> float:
+        """The confidence of each split's bound: 1 - quantile * (1 - confidence)."""
+        return 1 - self.quantile * (1 - confidence)
+
+    def rank(self) -> int:
+        """k = ceil(quantile * splits): the reported bound is the k-th largest split bound."""
+        return max(1, math.ceil(self.quantile * self.splits - 1e-12))
+
+    def split(self, s: int) -> Split:
+        """The s-th split: its seed derived from (seed, s), so splits are distinct and fixed."""
+        state = np.random.SeedSequence([int(self.seed), int(s)]).generate_state(1)[0]
+        return Split(int(state), self.fraction)
+
+
+Strategy = Explicit | Bonferroni | Uncorrected | Split | MultiSplit
 
 
 @dataclass
@@ -170,8 +219,47 @@ def select(
     raise TypeError(f"not a selection strategy: {rule!r}")
 
 
+@dataclass
+class Combined(Generic[R]):
+    """What :func:`combine_splits` reports: the chosen split's result (the ``rank``-th
+    largest), every split's result (in split order) and the per-split confidence."""
+
+    result: R
+    rank: int
+    results: list[R]
+    level: float
+
+
+def combine_splits(
+    rule: MultiSplit,
+    confidence: float,
+    run_split: Callable[[Split, float], R],
+    key: Key = _identity,
+) -> Combined[R]:
+    """Run ``run_split(split, level)`` on each of ``rule``'s splits at ``rule.level(confidence)``
+    and report the ``rule.rank()``-th largest ``key`` (see :class:`MultiSplit` for why this is a
+    valid lower bound at ``confidence``)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    level = rule.level(confidence)
+    results = [run_split(rule.split(s), level) for s in range(int(rule.splits))]
+    order = sorted(range(len(results)), key=lambda i: key(results[i]), reverse=True)
+    k = rule.rank()
+    return Combined(results[order[k - 1]], k, results, level)
+
+
+def combine_p_values(p_values: Sequence[float], quantile: float) -> float:
+    """min(1, q / quantile), q the ceil(quantile K)-th smallest of the K p-values: the p-value
+    of the quantile aggregation (Meinshausen, Meier and Buehlmann 2009, Theorem 3.1)."""
+    ps = sorted(float(p) for p in p_values)
+    if not ps:
+        raise ValueError("no p-values to combine")
+    k = max(1, math.ceil(quantile * len(ps) - 1e-12))
+    return min(1.0, ps[k - 1] / quantile)
+
+
 #: The selection names of the one-run estimators, in their output rows.
-ONE_RUN_SELECTIONS = ("fixed", "grid_max_uncorrected", "bonferroni", "sample_split")
+ONE_RUN_SELECTIONS = ("fixed", "grid_max_uncorrected", "bonferroni", "sample_split", "multi_split")
 
 
 def strategy(name: str, grid: Sequence[C], fixed: C | None, split_seed: int, what: str) -> Strategy:
@@ -187,4 +275,9 @@ def strategy(name: str, grid: Sequence[C], fixed: C | None, split_seed: int, wha
         return Bonferroni(grid)
     if name == "sample_split":
         return Split(split_seed)
+    if name == "multi_split":
+        raise ValueError(
+            "multi_split combines several sample splits: run it with combine_splits "
+            "(dpaudit.estimators.multi_split), not as a single strategy"
+        )
     raise ValueError(f"unknown selection {name!r}; allowed: {', '.join(ONE_RUN_SELECTIONS)}")

@@ -27,6 +27,8 @@ AUDIT_JOB = "{estimator}/{setting}"
 #: the others.
 EPS_FIGURE = "eps_empirical_vs_claimed"
 FIGURE = "figure"
+#: The ROC curves of the score files of a train or simulate experiment (a curve per setting).
+ROC_FIGURE = "roc"
 
 #: A score file's path, parsed back: experiment, setting, seed and the optional shard.
 _SCORE_RE = re.compile(
@@ -72,7 +74,8 @@ def analysis_table(experiment: str = "{experiment}") -> str:
 
 
 def figure(experiment: str = "{experiment}", name: str = FIGURE, ext: str = "pdf") -> str:
-    """A figure of an experiment (``name``: :data:`EPS_FIGURE` or :data:`FIGURE`)."""
+    """A figure of an experiment (``name``: :data:`EPS_FIGURE`, :data:`FIGURE` or
+    :data:`ROC_FIGURE`)."""
     return f"{RESULTS}/{experiment}/figures/{name}.{ext}"
 
 

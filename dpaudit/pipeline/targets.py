@@ -109,6 +109,13 @@ def figure_files(config: Config, experiment: str) -> dict[str, str]:
     return {ext: paths.figure(experiment, name, ext) for ext in ("pdf", "png")}
 
 
+def roc_figure_files(config: Config, experiment: str) -> list[str]:
+    """The ROC figure of an experiment with score files (train, simulate); none otherwise."""
+    if config["experiments"][experiment]["kind"] not in SCORE_KINDS:
+        return []
+    return [paths.figure(experiment, paths.ROC_FIGURE, ext) for ext in ("pdf", "png")]
+
+
 def paper_targets(config: Config) -> dict[str, str]:
     """``paper/figure`` -> the experiment published under that name."""
     return {
@@ -169,6 +176,7 @@ def all_targets(config: Config) -> list[str]:
         targets += [main_table(config, name), figures["pdf"], figures["png"]]
         if exp["kind"] == "train" and figure_name(config, name) != paths.EPS_FIGURE:
             targets += [paths.figure(name, paths.EPS_FIGURE, ext) for ext in ("pdf", "png")]
+        targets += roc_figure_files(config, name)
     for key in paper_targets(config):
         targets += paper_target_files(key)
     if reproduced(config):

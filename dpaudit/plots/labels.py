@@ -25,6 +25,7 @@ METHOD_LABELS = {
     "lidp": "LiDP",
     "multi_run_cp": "Clopper-Pearson",
     "gdp_fit": "GDP fit (estimate)",
+    "attack_metrics": "Raw counts (estimate)",
 }
 
 #: Selection rules of the estimators (the audit table's ``selection`` column).

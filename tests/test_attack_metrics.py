@@ -1,0 +1,168 @@
+"""Attack metrics (dpaudit.estimators.attack_metrics) against their definitions.
+
+AUROC against ``sklearn.metrics.roc_auc_score``; TPR at FPR and balanced accuracy against
+sklearn's ROC curve and ``balanced_accuracy_score`` at every threshold; the raw-count epsilon
+against a loop over thresholds; the bootstrap intervals' coverage of a known AUROC; the runner
+on every design; bad input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score, roc_curve
+
+from dpaudit import audit as audit_mod
+from dpaudit.config import validate_config
+from dpaudit.estimators import METHODS
+from dpaudit.estimators.attack_metrics import attack_metrics
+from dpaudit.scores import ScoreFile, ScoreFileError
+
+DELTA = 1e-5
+
+
+def _data(m: int, mu: float, seed: int, decimals: int | None = None):
+    rng = np.random.default_rng(seed)
+    member = (rng.random(m) < 0.5).astype(np.int8)
+    score = rng.normal(size=m) + mu * member
+    if decimals is not None:  # ties
+        score = np.round(score, decimals)
+    return score, member
+
+
+@pytest.mark.parametrize(("m", "decimals"), [(300, None), (1000, 1), (57, 0)])
+def test_point_metrics_are_sklearns(m, decimals):
+    score, member = _data(m, 1.0, m, decimals)
+    res = attack_metrics(score, member, delta=DELTA, fprs=[0.001, 0.01, 0.1], resamples=0)
+    assert res.estimate["auroc"] == pytest.approx(roc_auc_score(member, score), abs=1e-12)
+    fpr, tpr, thresholds = roc_curve(member, score, drop_intermediate=False)
+    for a in (0.001, 0.01, 0.1):
+        assert res.estimate[f"tpr_at_fpr_{a:g}"] == pytest.approx(tpr[fpr <= a].max(), abs=1e-12)
+    best = max(balanced_accuracy_score(member, (score >= t).astype(int)) for t in np.unique(score))
+    assert res.estimate["balanced_accuracy"] == pytest.approx(max(best, 0.5), abs=1e-12)
+
+
+def _raw_epsilon(score, member, delta, min_count):
+    """Eq. (1) of Annamalai et al. with the raw rates, by a loop over thresholds."""
+    ins, outs = score[member == 1], score[member == 0]
+    best = 0.0
+    for t in np.r_[np.unique(score), np.inf]:
+        tp, fp = np.sum(ins >= t), np.sum(outs >= t)
+        fn, tn = ins.size - tp, outs.size - fp
+        tpr, fpr, tnr, fnr = tp / ins.size, fp / outs.size, tn / outs.size, fn / ins.size
+        if fp >= min_count and tpr > delta:
+            best = max(best, np.log((tpr - delta) / fpr))
+        if fn >= min_count and tnr > delta:
+            best = max(best, np.log((tnr - delta) / fnr))
+    return best
+
+
+@pytest.mark.parametrize(("min_count", "delta"), [(1, 0.0), (10, DELTA), (50, 0.01)])
+def test_raw_count_epsilon_is_its_definition(min_count, delta):
+    score, member = _data(800, 2.0, 3, 2)
+    res = attack_metrics(score, member, delta=delta, min_count=min_count, resamples=0)
+    assert res.estimate["epsilon"] == pytest.approx(
+        _raw_epsilon(score, member, delta, min_count), abs=1e-12
+    )
+    assert res.estimate["epsilon"] > 0.5
+    assert np.isnan(res.lower["epsilon"])  # no resamples, no interval
+
+
+def test_perfect_separation_is_finite_and_the_null_is_about_half():
+    member = np.r_[np.ones(100), np.zeros(100)].astype(np.int8)
+    res = attack_metrics(np.r_[np.ones(100), np.zeros(100)], member, delta=DELTA, resamples=0)
+    assert res.estimate["auroc"] == 1.0 and res.estimate["balanced_accuracy"] == 1.0
+    assert res.estimate["epsilon"] == 0.0  # no threshold has >= 10 false positives and a gap
+    score, member = _data(4000, 0.0, 5)
+    null = attack_metrics(score, member, delta=DELTA, resamples=200)
+    assert null.lower["auroc"] < 0.5 < null.upper["auroc"]
+
+
+def test_bootstrap_interval_covers_the_true_auroc():
+    """Binormal scores, shift mu: AUROC = Phi(mu / sqrt 2). The 90% percentile interval
+    covers it in about 90% of 60 independent data sets (at least 80%)."""
+    mu = 1.0
+    truth = stats.norm.cdf(mu / np.sqrt(2))
+    hits = 0
+    for rep in range(60):
+        score, member = _data(400, mu, 100 + rep)
+        res = attack_metrics(score, member, delta=DELTA, confidence=0.9, resamples=200, seed=rep)
+        hits += res.lower["auroc"] <= truth <= res.upper["auroc"]
+        assert res.lower["auroc"] <= res.estimate["auroc"] <= res.upper["auroc"]
+    assert hits >= 48
+
+
+def test_bootstrap_is_seeded_and_the_cluster_bootstrap_is_wider_for_correlated_trials():
+    score, member = _data(600, 1.0, 9)
+    a = attack_metrics(score, member, delta=DELTA, resamples=100, seed=4)
+    b = attack_metrics(score, member, delta=DELTA, resamples=100, seed=4)
+    c = attack_metrics(score, member, delta=DELTA, resamples=100, seed=5)
+    assert a.lower == b.lower and a.upper == b.upper and a.lower != c.lower
+    # 30 trials of 20 canaries; each trial shifts all its scores by a common random effect
+    rng = np.random.default_rng(0)
+    member = np.tile(np.r_[np.ones(10), np.zeros(10)], (30, 1)).astype(np.int8)
+    score = rng.normal(size=member.shape) + member + 3 * rng.normal(size=(30, 1)) * member
+    trial = np.broadcast_to(np.arange(30)[:, None], member.shape)
+    iid = attack_metrics(score, member, delta=DELTA, resamples=300)
+    clustered = attack_metrics(score, member, delta=DELTA, resamples=300, cluster=trial)
+    assert clustered.unit == "trials" and iid.unit == "canaries"
+    width = clustered.upper["auroc"] - clustered.lower["auroc"]
+    assert width > 1.3 * (iid.upper["auroc"] - iid.lower["auroc"])
+
+
+def _meta(design: str) -> dict:
+    return {
+        "experiment": "t",
+        "setting": "s",
+        "seed": 0,
+        "design": design,
+        "threat_model": "simulation",
+        "claimed_epsilon": 2.0,
+        "delta": DELTA,
+        "accountant": "test",
+    }
+
+
+def _file(design: str, member: np.ndarray, seed: int = 0) -> ScoreFile:
+    rng = np.random.default_rng(seed)
+    score = rng.normal(size=member.shape) + 1.5 * member
+    ids = np.tile(np.arange(member.shape[1]), (member.shape[0], 1))
+    return ScoreFile(score=score, membership=member, canary_id=ids, meta=_meta(design))
+
+
+def test_runner_on_every_design():
+    assert set(METHODS["attack_metrics"].designs) == {"one_run", "multi_run", "lidp"}
+    rng = np.random.default_rng(1)
+    one = _file("one_run", (rng.random((2, 300)) < 0.5).astype(np.int8))
+    multi = _file("multi_run", (rng.random((200, 1)) < 0.5).astype(np.int8))
+    lidp = _file("lidp", np.tile(np.r_[np.ones(4), np.zeros(4)], (50, 1)).astype(np.int8))
+    spec = {"am": {"method": "attack_metrics", "resamples": 50}}
+    table = audit_mod.audit([one, multi, lidp], spec)
+    assert list(table["design"]) == ["one_run", "one_run", "multi_run", "lidp"]
+    assert list(table["trial"].iloc[:2]) == [0, 1]
+    assert not table["valid"].any()
+    assert list(table["ci_unit"]) == ["canaries", "canaries", "canaries", "trials"]
+    for col in ("auroc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01", "balanced_accuracy", "epsilon"):
+        assert (table[f"{col}_lo"] <= table[col] + 1e-12).all(), col
+        assert (table[col] <= table[f"{col}_hi"] + 1e-12).all(), col
+    # the one-run row of trial 1 is the metrics of that trial's canaries
+    want = roc_auc_score(one.membership[1], one.score[1])
+    assert table["auroc"].iloc[1] == pytest.approx(want, abs=1e-12)
+
+
+def test_bad_input_names_the_file_and_the_key():
+    member = np.ones((1, 50), np.int8)  # no OUT canary
+    sf = _file("one_run", member)
+    with pytest.raises(ScoreFileError, match="attack_metrics: .*1 IN|IN and OUT"):
+        METHODS["attack_metrics"].run(sf, {})
+    two_columns = _file("multi_run", np.tile(np.int8([1, 0]), (20, 1)))
+    with pytest.raises(ScoreFileError, match="one target canary per trial"):
+        METHODS["attack_metrics"].run(two_columns, {})
+    for bad in ({"fprs": [0.0]}, {"fprs": [1.5]}, {"resamples": -1}, {"min_count": 0}):
+        config = {"estimators": {"am": {"method": "attack_metrics", **bad}}}
+        key = next(iter(bad))
+        with pytest.raises(Exception, match=key):
+            validate_config(config, require_experiments=False)
+    with pytest.raises(ValueError, match="confidence"):
+        attack_metrics(np.r_[0.0, 1.0], np.int8([0, 1]), delta=DELTA, confidence=1.0)
