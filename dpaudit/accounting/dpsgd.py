@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from dpaudit.opacus_import import import_opacus
+
 #: Accountant names, in the order the table reports them.
 ACCOUNTANTS: tuple[str, ...] = ("pld", "prv", "rdp", "gdp")
 
@@ -51,6 +53,7 @@ def epsilon_rdp(
     sigma: float, q: float, steps: int, delta: float, orders: Sequence[float] | None = None
 ) -> float:
     """RDP accountant (Opacus), minimised over ``orders`` (default: Opacus' DEFAULT_ALPHAS)."""
+    import_opacus()
     from opacus.accountants import RDPAccountant
 
     check_dpsgd(sigma, q, steps, delta)
@@ -61,6 +64,7 @@ def epsilon_rdp(
 
 def epsilon_prv(sigma: float, q: float, steps: int, delta: float, eps_error: float = 0.01) -> float:
     """PRV accountant (Opacus): the upper end of its estimate, within ``eps_error``."""
+    import_opacus()
     from opacus.accountants import PRVAccountant
 
     check_dpsgd(sigma, q, steps, delta)
@@ -87,6 +91,7 @@ def dpsgd_gdp_mu(sigma: float, q: float, steps: int, poisson: bool = True) -> fl
     (their mu_G): mu = sqrt(2) c sqrt(e^{1/sigma^2} Phi(1.5/sigma) + 3 Phi(-0.5/sigma) - 2),
     c = q sqrt(T).
     """
+    import_opacus()
     from opacus.accountants.analysis import gdp
 
     fn = gdp.compute_mu_poisson if poisson else gdp.compute_mu_uniform
@@ -225,6 +230,7 @@ def noise_multiplier(
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
     if accountant != "pld":
+        import_opacus()
         from opacus.accountants.utils import get_noise_multiplier
 
         return float(

@@ -43,6 +43,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special, stats
 
+from dpaudit.opacus_import import import_opacus
+
 #: The paper's delta and number of DP-SGD steps N (Table 3, Table 4, Fig. 6).
 DELTA = 1e-5
 STEPS = 500
@@ -547,6 +549,7 @@ def reduced_game_epsilon_exact(
 # ---------------------------------------------------------------------------------------------
 #: The RDP orders of the base accountant: Opacus' defaults (TF-privacy style).
 def _opacus_orders() -> np.ndarray:
+    import_opacus()
     from opacus.accountants import RDPAccountant
 
     return np.asarray(RDPAccountant.DEFAULT_ALPHAS, dtype=float)
@@ -705,8 +708,9 @@ def check_tau(tau: float) -> float:
 #: Orders at which the base DP-SGD's RDP is tabulated for Papernot-Steinke at tau < 1: steps of
 #: 0.05 up to 11 (where the optimal orders lie for epsilon_B <= 4), then integers (Opacus computes
 #: integer orders fast and fractional ones slowly, ~0.02 s each at tau = 0.5).
-RDP_TABLE_ORDERS = np.concatenate([np.round(np.arange(1.05, 11.0, 0.05), 2),
-                                   np.arange(11.0, 257.0)])
+RDP_TABLE_ORDERS = np.concatenate(
+    [np.round(np.arange(1.05, 11.0, 0.05), 2), np.arange(11.0, 257.0)]
+)
 
 
 def opacus_rdp(tau: float, sigma: float, steps: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -717,6 +721,7 @@ def opacus_rdp(tau: float, sigma: float, steps: int) -> Callable[[np.ndarray], n
     Opacus' series loses precision at large fractional orders (negative values above alpha ~ 280
     at sigma ~ 9); a tabulated value that is not finite and >= 0 is replaced by +inf. Both only
     raise the bound built on the curve, so it stays an upper bound."""
+    import_opacus()
     from opacus.accountants.analysis.rdp import compute_rdp
 
     grid = RDP_TABLE_ORDERS
@@ -734,7 +739,11 @@ def opacus_rdp(tau: float, sigma: float, steps: int) -> Callable[[np.ndarray], n
 
 @lru_cache(maxsize=256)
 def fig6_point(
-    epsilon_base: float, tau: float, eta: float, nu: float, steps: int = STEPS,
+    epsilon_base: float,
+    tau: float,
+    eta: float,
+    nu: float,
+    steps: int = STEPS,
     delta: float = DELTA,
 ) -> dict[str, float]:
     """The four Fig. 6 bounds of one (epsilon_B, tau, TNB(eta, nu)) point.

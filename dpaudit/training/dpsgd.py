@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from dpaudit.opacus_import import import_opacus
 from dpaudit.training.device import resolve_device
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ def train_with_canaries(
     Deterministic on the CPU for a given ``seed`` (parameter init is the caller's, under the
     same seed; Poisson masks and noise draw from the seeded global torch generator).
     """
+    import_opacus()
     from opacus import PrivacyEngine
 
     dev = resolve_device(device)

@@ -12,6 +12,8 @@ import functools
 import math
 import warnings
 
+from dpaudit.opacus_import import import_opacus
+
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 
 
@@ -30,6 +32,7 @@ def poisson_epsilon(
     _check(accountant, delta)
     if noise_multiplier == 0:
         return None
+    import_opacus()
     from opacus.accountants import create_accountant
 
     acc = create_accountant(accountant)
@@ -56,6 +59,7 @@ def calibrate_noise(
     _check(accountant, delta)
     if not target_epsilon > 0:
         raise ValueError(f"target_epsilon must be > 0, got {target_epsilon}")
+    import_opacus()
     from opacus.accountants.utils import get_noise_multiplier
 
     with warnings.catch_warnings():
