@@ -288,6 +288,7 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
         for ev in (None, (12345, 23456)):
             ev0, ev1 = ev if ev else (None, None)
             got = multi_run._binned_argmax(s, mem, lvl, objective, ev0, ev1)
+            got = got if got is None else got[:6]
             j, (val, a, b) = multi_run._maximiser(sw, objective, ev1, ev0)(None, lvl)
             want = (float(sw.threshold[j]), int(sw.false_pos[j]), int(sw.false_neg[j]), val, a, b)
             k0, n0, k1, n1 = sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members

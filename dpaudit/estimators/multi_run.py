@@ -349,10 +349,14 @@ def _binned_argmax(
     objective,
     eval_n0: int | None = None,
     eval_n1: int | None = None,
-) -> tuple[float, int, int, float, float, float] | None:
+    group: np.ndarray | None = None,
+) -> tuple[float, int, int, float, float, float, int, int] | None:
     """The threshold of :func:`sweep` that :func:`argmax_over_thresholds` picks, found without
-    sorting all scores: (threshold, false_pos, false_neg, value, fpr_upper, fnr_upper), or None
-    where that search must decide (a tie, no finite value, scores that cannot be binned).
+    sorting all scores: (threshold, false_pos, false_neg, value, fpr_upper, fnr_upper,
+    other_false_pos, other_false_neg), or None where that search must decide (a tie, no finite
+    value, scores that cannot be binned). With a boolean ``group``, the sweep is that of the
+    scores in the group (the held-out selection part), and the last two entries are the error
+    counts of the other scores at the chosen threshold (the evaluation part; else 0, 0).
 
     The scores are counted into equal-width bins of the score range (one pass; the bin index is
     non-decreasing in the score, so a bin holds the thresholds between two values). At the end
@@ -377,10 +381,12 @@ def _binned_argmax(
     pos = score - lo
     pos *= scale
     code = pos.astype(np.intp)
-    code <<= 1
-    code += member
-    counts = np.bincount(code, minlength=2 * nbins).reshape(nbins, 2)
-    c0, c1 = counts[:, 0], counts[:, 1]
+    # code: bin, then (with a group) the group bit, then the membership bit
+    shift = 1 if group is None else 2
+    code <<= shift
+    code += member if group is None else member + 2 * group.view(np.int8)
+    counts = np.bincount(code, minlength=nbins << shift).reshape(nbins, 1 << shift)
+    c0, c1 = counts[:, -2], counts[:, -1]
     cum0 = np.concatenate([[0], np.cumsum(c0)])
     cum1 = np.concatenate([[0], np.cumsum(c1)])
     n0, n1 = int(cum0[-1]), int(cum1[-1])
@@ -428,12 +434,16 @@ def _binned_argmax(
     # The scores in the kept bins, sorted; their thresholds' global counts.
     kept = np.zeros(nbins, dtype=bool)
     kept[starts] = True
-    take = np.repeat(kept, 2)[code]
+    take = np.repeat(kept, 1 << shift)[code]
     cs, cc = score[take], code[take]
     order = np.argsort(cs, kind="stable")
     cs, cc = cs[order], cc[order]
+    if group is not None:  # the other part's scores in the kept bins, for its counts at the end
+        in_group = (cc & 2).astype(bool)
+        other_s, other_c = cs[~in_group], cc[~in_group]
+        cs, cc = cs[in_group], cc[in_group]
     last = np.flatnonzero(np.append(cs[1:] != cs[:-1], True))
-    in_bin = cc[last] >> 1
+    in_bin = cc[last] >> shift
     cand1 = np.cumsum(cc & 1)[last]  # kept members at or below the threshold
     cand0 = last + 1 - cand1
     kept1 = np.concatenate([[0], np.cumsum(np.where(kept, c1, 0))])  # kept members before bin
@@ -449,7 +459,19 @@ def _binned_argmax(
         return None
     j, value, a_j, b_j = found
     threshold = -np.inf if j == 0 else float(cs[last[j - 1]])
-    return threshold, int(fp[j]), int(fn[j]), value, a_j, b_j
+    other_fp = other_fn = 0
+    if group is not None:  # the other part: whole bins by their counts, the threshold's bin by
+        e0, e1 = counts[:, 0], counts[:, 1]  # its scores (the bin is kept: it holds the max)
+        if j == 0:
+            other_fp = int(e0.sum())
+        else:
+            b = int(in_bin[j - 1])
+            here = (other_c >> shift) == b
+            above = other_s[here] > threshold
+            is_member = (other_c[here] & 1).astype(bool)
+            other_fp = int(e0[b + 1 :].sum()) + int(np.count_nonzero(above & ~is_member))
+            other_fn = int(e1[:b].sum()) + int(np.count_nonzero(~above & is_member))
+    return threshold, int(fp[j]), int(fn[j]), value, a_j, b_j, other_fp, other_fn
 
 
 #: Number of equal-width bins, and the least number of scores, of :func:`_binned_argmax`.
@@ -573,19 +595,23 @@ def _score_maximiser(
     objective,
     eval_n1: int | None = None,
     eval_n0: int | None = None,
+    group: np.ndarray | None = None,
 ):
-    """:func:`_maximiser` on the sweep of checked scores, by :func:`_binned_argmax` where it
-    decides and by the full sweep otherwise (the same threshold either way). Returns
-    ((threshold, false_pos, false_neg), (value, a, b))."""
+    """:func:`_maximiser` on the sweep of checked scores (with ``group``, of the scores in the
+    group), by :func:`_binned_argmax` where it decides and by the full sweep otherwise (the same
+    threshold either way). Returns ((threshold, false_pos, false_neg, counts of the others at
+    the threshold or None), (value, a, b))."""
 
     def maximise(grid, level: float):
-        found = _binned_argmax(score, member, level, objective, eval_n0, eval_n1)
+        found = _binned_argmax(score, member, level, objective, eval_n0, eval_n1, group)
         if found is not None:
-            tau, fp, fn, value, a, b = found
-            return (tau, fp, fn), (value, a, b)
-        sw = sweep(score, member)
+            tau, fp, fn, value, a, b, other_fp, other_fn = found
+            other = (other_fp, other_fn) if group is not None else None
+            return (tau, fp, fn, other), (value, a, b)
+        s, m = (score, member) if group is None else (score[group], member[group])
+        sw = sweep(s, m)
         j, res = _maximiser(sw, objective, eval_n1, eval_n0)(grid, level)
-        return (float(sw.threshold[j]), int(sw.false_pos[j]), int(sw.false_neg[j])), res
+        return (float(sw.threshold[j]), int(sw.false_pos[j]), int(sw.false_neg[j]), None), res
 
     return maximise
 
@@ -611,19 +637,26 @@ def _threshold_audit(
         picked = rules.select(
             rule, level, bound_at=None, maximise=_score_maximiser(score, membership, objective)
         )
-        (tau, fp, fn), (value, a, b) = picked.candidate, picked.result
-        n1 = int(membership.sum())
+        (tau, fp, fn, _), (value, a, b) = picked.candidate, picked.result
+        n1 = int(np.count_nonzero(membership))
         return (value, rule.valid, tau, a, b, fp, fn, n1, membership.size - n1, 0, level)
     chosen = _split_mask(membership, rule.fraction, rule.seed)
-    s_ev, m_ev = score[~chosen], membership[~chosen]
-    n1 = int(m_ev.sum())
-    n0 = int(m_ev.size - n1)
-    s_sel, m_sel = score[chosen], membership[chosen]  # checked above
+    members = int(np.count_nonzero(membership))
+    # the part sizes as _split_mask draws them: round(fraction * class size) chosen per class
+    n1 = members - int(round(rule.fraction * members))
+    n0 = membership.size - members - int(round(rule.fraction * (membership.size - members)))
+    n_select = membership.size - n1 - n0
 
-    def bound_at(tau: float, lvl: float):
-        above = s_ev > tau
-        fp = int(np.count_nonzero(above & (m_ev == 0)))
-        fn = int(np.count_nonzero(~above & (m_ev == 1)))
+    def bound_at(choice, lvl: float):
+        tau, other = choice
+        if other is None:  # counted on the evaluation part
+            s_ev, m_ev = score[~chosen], membership[~chosen]
+            above = s_ev > tau
+            other = (
+                int(np.count_nonzero(above & (m_ev == 0))),
+                int(np.count_nonzero(~above & (m_ev == 1))),
+            )
+        fp, fn = other
         a = float(cp_upper(fp, n0, lvl))
         b = float(cp_upper(fn, n1, lvl))
         return float(objective(a, b)), a, b, fp, fn
@@ -631,14 +664,14 @@ def _threshold_audit(
     held = rules.HeldOut(
         grid=(),
         bound_at=None,
-        transfer=lambda chosen_threshold: chosen_threshold[0],
-        maximise=_score_maximiser(s_sel, m_sel, objective, n1, n0)
+        transfer=lambda c: (c[0], c[3]),
+        maximise=_score_maximiser(score, membership, objective, n1, n0, group=chosen)
         if project
-        else _score_maximiser(s_sel, m_sel, objective),
+        else _score_maximiser(score, membership, objective, group=chosen),
     )
     picked = rules.select(rule, level, bound_at, held_out=held)
     value, a, b, fp, fn = picked.result
-    return (value, rule.valid, picked.candidate, a, b, fp, fn, n1, n0, int(chosen.sum()), level)
+    return (value, rule.valid, picked.candidate[0], a, b, fp, fn, n1, n0, n_select, level)
 
 
 #: What :func:`threshold_audit` reports at the chosen threshold: ``cp`` the Clopper-Pearson
