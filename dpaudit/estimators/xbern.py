@@ -209,8 +209,10 @@ class XBernSummary:
         n, K = x.shape
         order = min(order, K)
         # 0/1 integers (checked above): a sum is the count, and faster than count_nonzero
+        # (in the narrowest integer type that holds K: a row sum of int8 into int16 is twice
+        # as fast as into int64)
         counts = (
-            x.sum(axis=1, dtype=np.int64)
+            x.sum(axis=1, dtype=np.int16 if K < 2**15 else np.int64)
             if np.issubdtype(x.dtype, np.integer)
             else np.count_nonzero(x, axis=1)
         )
