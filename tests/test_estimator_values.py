@@ -233,15 +233,7 @@ def test_multi_run_branch_and_bound_matches_the_bound_order_search(estimate):
     """argmax_over_thresholds (branch and bound on blocks of the sweep) returns the same
     index, value and rates as the search in the order of the cheap bound, on sweeps large
     enough to be split, with ties (rounded scores, null scores) and projected counts."""
-    from dpaudit.accounting.gaussian import gdp_mu_from_rates
-
-    def objective(a, b):
-        return (
-            multi_run.epsilon_from_rates(a, b, 1e-5)
-            if estimate == "cp"
-            else gdp_mu_from_rates(a, b)
-        )
-
+    objective = _multi_run_objective(estimate)
     lvl = multi_run.rate_level(0.95)
     for n, shift, seed, digits in [(20000, 1.0, 20, 3), (20000, 0.0, 21, 3), (30000, 3.0, 22, 9)]:
         s, mem = _scores(n, shift, seed)
@@ -264,15 +256,7 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
     of the kept bins only) returns the threshold, counts, value and rates of the full sweep's
     search, with and without projected counts; on ties it hands back (None). Inputs large
     enough to be binned: shifted, null, rounded (ties) and heavy-tailed scores."""
-    from dpaudit.accounting.gaussian import gdp_mu_from_rates
-
-    def objective(a, b):
-        return (
-            multi_run.epsilon_from_rates(a, b, 1e-5)
-            if estimate == "cp"
-            else gdp_mu_from_rates(a, b)
-        )
-
+    objective = _multi_run_objective(estimate)
     lvl = multi_run.rate_level(0.95)
     n = multi_run._BINNED_MIN + 10000
     decided = 0
@@ -316,16 +300,8 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
 def _reference_threshold_audit(s, mem, selection, estimate):
     """(epsilon, threshold, false_pos, false_neg) by a plain loop-free evaluation of every
     threshold of the sweep (first maximum), the definition the searches must reproduce."""
-    from dpaudit.accounting.gaussian import gdp_epsilon, gdp_mu_from_rates
-
     lvl = multi_run.rate_level(0.95)
-
-    def objective(a, b):
-        return (
-            multi_run.epsilon_from_rates(a, b, 1e-5)
-            if estimate == "cp"
-            else gdp_mu_from_rates(a, b)
-        )
+    objective = _multi_run_objective(estimate)
 
     if selection == "same_data":
         sw = multi_run.sweep(s, mem)
@@ -362,3 +338,15 @@ def _reference_threshold_audit(s, mem, selection, estimate):
         value = float(objective(multi_run.cp_upper(fp, n0, lvl), multi_run.cp_upper(fn, n1, lvl)))
     eps = value if estimate == "cp" else (gdp_epsilon(1e-5, value) if value > 0 else 0.0)
     return eps, tau, int(fp), int(fn)
+
+
+def _multi_run_objective(estimate):
+    """What the multi-run searches maximise: Eq. 1 at delta 1e-5 (``cp``) or the GDP mu."""
+    from dpaudit.accounting.gaussian import gdp_mu_from_rates
+
+    def objective(a, b):
+        if estimate == "cp":
+            return multi_run.epsilon_from_rates(a, b, 1e-5)
+        return gdp_mu_from_rates(a, b)
+
+    return objective

@@ -253,30 +253,16 @@ def _branch_and_bound(
     at most ``_LEAF`` thresholds are evaluated whole. Few vectorised calls, whatever the size;
     each Clopper-Pearson bound is computed once (memoised by index)."""
     size = k0.size
-    a_at = np.full(size, np.nan)
-    b_at = np.full(size, np.nan)
+    rates = _RatesAt(k0, n0, k1, n1, level)
+    a_at, b_at = rates.a_at, rates.b_at
 
-    def rates(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        new = idx[np.isnan(a_at[idx])]
-        if new.size:
-            new = np.unique(new)
-            a_at[new] = cp_upper(k0[new], n0, level)
-            b_at[new] = cp_upper(k1[new], n1, level)
-        return a_at[idx], b_at[idx]
-
-    width = max(2, -(-size // _FIRST_BLOCKS))
-    starts = np.arange(0, size, width)
-    ends = np.minimum(starts + width, size)
+    starts, ends = _first_blocks(size, 2)
     best_value = -np.inf
     while True:
-        nb = starts.size
-        a, b = rates(np.concatenate([starts, ends - 1]))
-        val = objective(a, b)
-        best_value = max(best_value, float(val.max()))
-        ub = objective(a[nb:], b[:nb])  # smallest FPR bound at the end, FNR bound at the start
+        # the ends' exact values; the bound: smallest FPR bound at the end, FNR at the start
+        best_value, ub, mid = _bound_blocks(rates, objective, starts, ends - 1, best_value)
         keep = ub >= best_value
-        starts, ends = starts[keep], ends[keep]
-        mid, ub = (val[:nb][keep] + val[nb:][keep]) / 2.0, ub[keep]
+        starts, ends, mid, ub = starts[keep], ends[keep], mid[keep], ub[keep]
         if int((ends - starts).max()) <= _LEAF:  # the kept blocks whole (keep is never empty)
             inner = np.concatenate(
                 [np.arange(s + 1, e - 1) for s, e in zip(starts, ends, strict=True)]
@@ -301,6 +287,42 @@ _LEAF = 16
 _FAN = 2
 _FIRST_BLOCKS = 16
 _MAX_FAN = 8
+
+
+def _first_blocks(size: int, min_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the first level's ``_FIRST_BLOCKS`` blocks over ``size`` items."""
+    width = max(min_width, -(-size // _FIRST_BLOCKS))
+    starts = np.arange(0, size, width)
+    return starts, np.minimum(starts + width, size)
+
+
+def _bound_blocks(rates, objective, starts: np.ndarray, end_points: np.ndarray, best: float):
+    """One level of the branch and bound: the exact values at the blocks' first and last
+    points (``rates``: a :class:`_RatesAt`); returns (best value so far, each block's bound
+    objective(FPR bound at its last point, FNR bound at its first), mean of its ends' values)."""
+    nb = starts.size
+    a, b = rates(np.concatenate([starts, end_points]))
+    val = objective(a, b)
+    best = max(best, float(val.max()))
+    return best, objective(a[nb:], b[:nb]), (val[:nb] + val[nb:]) / 2.0
+
+
+class _RatesAt:
+    """Clopper-Pearson bounds of the counts ``k0`` (of ``n0``) and ``k1`` (of ``n1``) at given
+    indices, each computed once (memoised: NaN marks one not computed yet)."""
+
+    def __init__(self, k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float):
+        self.k0, self.n0, self.k1, self.n1, self.level = k0, n0, k1, n1, level
+        self.a_at = np.full(k0.size, np.nan)
+        self.b_at = np.full(k0.size, np.nan)
+
+    def __call__(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        new = idx[np.isnan(self.a_at[idx])]
+        if new.size:
+            new = np.unique(new)
+            self.a_at[new] = cp_upper(self.k0[new], self.n0, self.level)
+            self.b_at[new] = cp_upper(self.k1[new], self.n1, self.level)
+        return self.a_at[idx], self.b_at[idx]
 
 
 def _split_blocks(
@@ -400,35 +422,19 @@ def _binned_argmax(
         k1, m1 = big_k1 * (eval_n1 / n1), eval_n1
     else:
         k0, m0, k1, m1 = big_k0.astype(np.float64), n0, big_k1.astype(np.float64), n1
-    a_at = np.full(nbins + 1, np.nan)
-    b_at = np.full(nbins + 1, np.nan)
-
-    def rates(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        new = idx[np.isnan(a_at[idx])]
-        if new.size:
-            new = np.unique(new)
-            a_at[new] = cp_upper(k0[new], m0, level)
-            b_at[new] = cp_upper(k1[new], m1, level)
-        return a_at[idx], b_at[idx]
+    rates = _RatesAt(k0, m0, k1, m1, level)
 
     # Blocks of bins [start, end): thresholds with false positives >= k0[end] and false
     # negatives >= k1[start]; the exact values at points start and end are attained.
-    width = max(1, -(-nbins // _FIRST_BLOCKS))
-    starts = np.arange(0, nbins, width)
-    ends = np.minimum(starts + width, nbins)
+    starts, ends = _first_blocks(nbins, 1)
     best = -np.inf
     while True:
-        nb = starts.size
-        a, b = rates(np.concatenate([starts, ends]))
-        val = objective(a, b)
-        best = max(best, float(val.max()))
-        ub = objective(a[nb:], b[:nb])
+        best, ub, mid = _bound_blocks(rates, objective, starts, ends, best)
         keep = (ub >= best) & (cum0[ends] + cum1[ends] > cum0[starts] + cum1[starts])
         starts, ends = starts[keep], ends[keep]
         if starts.size == 0 or int((ends - starts).max()) == 1:
             break
-        mid = (val[:nb][keep] + val[nb:][keep]) / 2.0
-        starts, ends = _split_blocks(starts, ends, mid, ub[keep], best)
+        starts, ends = _split_blocks(starts, ends, mid[keep], ub[keep], best)
     if not np.isfinite(best):
         return None
     # The scores in the kept bins, sorted; their thresholds' global counts.
