@@ -9,8 +9,9 @@ Peers (benchmark-only dependencies, never imported by the library or the tests; 
 * ``xbern-confidence-intervals`` (Pillutla et al. 2023, arXiv:2305.18447): the XBern Wilson
   and Bernstein intervals.
 
-A peer that is not installed is skipped (its columns read "-"). Each time is the best of a few
-repetitions, from scores in memory to the result (for jax_privacy including the construction of
+A peer that is not installed is skipped (its columns read "-"). Each time is the median of 5-9
+calls, the peer's and dpaudit's alternating (after one untimed call of each), from scores in
+memory to the result (for jax_privacy including the construction of
 the ``CanaryScoreAuditor``, which sorts the scores). Inputs: Gaussian scores, members shifted by 1,
 fair-coin membership (seeded). The estimators' conventions differ in places (dpaudit's one-run
 grid is two-sided and smaller; its multi-run bound is two-sided with a stratified split; its GDP
@@ -50,13 +51,34 @@ CONFIDENCE = 0.95
 
 
 def best_time(func: Callable[[], object], repeat: int) -> tuple[float, object]:
-    """(best wall time in seconds over ``repeat`` calls, the last result)."""
-    best, out = np.inf, None
+    """(median wall time in seconds over ``repeat`` calls, the last result)."""
+    times, out = [], None
     for _ in range(repeat):
         t0 = time.perf_counter()
         out = func()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), out
+
+
+def paired_times(
+    peer: Callable[[], object] | None, ours: Callable[[], object], repeat: int
+) -> tuple[tuple[float, object] | None, tuple[float, object]]:
+    """Median wall times of ``peer`` and ``ours``, called alternately (so that a change of the
+    machine's load falls on both), after one untimed call of each; with their last results."""
+    if peer is None:
+        ours()
+        return None, best_time(ours, repeat)
+    peer(), ours()
+    t_peer, t_ours, v_peer, v_ours = [], [], None, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        v_peer = peer()
+        t1 = time.perf_counter()
+        v_ours = ours()
+        t2 = time.perf_counter()
+        t_peer.append(t1 - t0)
+        t_ours.append(t2 - t1)
+    return (float(np.median(t_peer)), v_peer), (float(np.median(t_ours)), v_ours)
 
 
 def scores(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,9 +155,8 @@ def bench_scores(name: str, size_name: str, pair, sizes: list[int], seed: int) -
     """One row per size: dpaudit and jax_privacy on the same Gaussian scores."""
     for n in sizes:
         ours, peer = pair(*scores(n, seed))
-        rep = 3 if n <= 10**5 else 2
-        t_peer = best_time(peer, rep) if jaxa else None
-        row(name, f"{size_name} = {n:,}", t_peer, best_time(ours, rep))
+        rep = 9 if n <= 10**5 else 5
+        row(name, f"{size_name} = {n:,}", *paired_times(peer if jaxa else None, ours, rep))
 
 
 def bench_xbern(cases: list[tuple[int, int]]) -> None:
@@ -169,9 +190,8 @@ def bench_xbern(cases: list[tuple[int, int]]) -> None:
                     )
                 )
 
-            t_peer = best_time(peer, 5) if xb else None
             name = f"XBern {interval}, orders 1+2+4"
-            row(name, f"n = {n:,}, K = {K}", t_peer, best_time(ours, 5))
+            row(name, f"n = {n:,}, K = {K}", *paired_times(peer if xb else None, ours, 9))
 
 
 def main() -> None:

@@ -233,15 +233,7 @@ def test_multi_run_branch_and_bound_matches_the_bound_order_search(estimate):
     """argmax_over_thresholds (branch and bound on blocks of the sweep) returns the same
     index, value and rates as the search in the order of the cheap bound, on sweeps large
     enough to be split, with ties (rounded scores, null scores) and projected counts."""
-    from dpaudit.accounting.gaussian import gdp_mu_from_rates
-
-    def objective(a, b):
-        return (
-            multi_run.epsilon_from_rates(a, b, 1e-5)
-            if estimate == "cp"
-            else gdp_mu_from_rates(a, b)
-        )
-
+    objective = _multi_run_objective(estimate)
     lvl = multi_run.rate_level(0.95)
     for n, shift, seed, digits in [(20000, 1.0, 20, 3), (20000, 0.0, 21, 3), (30000, 3.0, 22, 9)]:
         s, mem = _scores(n, shift, seed)
@@ -256,3 +248,105 @@ def test_multi_run_branch_and_bound_matches_the_bound_order_search(estimate):
                 multi_run.cp_upper(args[0], args[1], lvl), multi_run.cp_upper(args[2], args[3], lvl)
             )
             assert got[1] == full.max()
+
+
+@pytest.mark.parametrize("estimate", ["cp", "gdp"])
+def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
+    """_binned_argmax (bin counts without sorting all scores, branch and bound over bins, a sort
+    of the kept bins only) returns the threshold, counts, value and rates of the full sweep's
+    search, with and without projected counts; on ties it hands back (None). Inputs large
+    enough to be binned: shifted, null, rounded (ties) and heavy-tailed scores."""
+    objective = _multi_run_objective(estimate)
+    lvl = multi_run.rate_level(0.95)
+    n = multi_run._BINNED_MIN + 10000
+    decided = 0
+    for shift, seed, kind in [(1.0, 30, "plain"), (3.0, 31, "rounded"), (0.3, 32, "cauchy")]:
+        s, mem = _scores(n, shift, seed)
+        if kind == "rounded":
+            s = np.round(s, 2)
+        if kind == "cauchy":
+            rng = np.random.default_rng(seed)
+            s = np.where(rng.random(n) < 0.01, 100 * rng.standard_cauchy(n), s)
+        mem = mem.astype(np.int8)
+        sw = multi_run.sweep(s, mem)
+        for ev in (None, (12345, 23456)):
+            ev0, ev1 = ev if ev else (None, None)
+            got = multi_run._binned_argmax(s, mem, lvl, objective, ev0, ev1)
+            got = got if got is None else got[:6]
+            j, (val, a, b) = multi_run._maximiser(sw, objective, ev1, ev0)(None, lvl)
+            want = (float(sw.threshold[j]), int(sw.false_pos[j]), int(sw.false_neg[j]), val, a, b)
+            k0, n0, k1, n1 = sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members
+            if ev:
+                k0, n0, k1, n1 = k0 * (ev0 / n0), ev0, k1 * (ev1 / n1), ev1
+            full = objective(multi_run.cp_upper(k0, n0, lvl), multi_run.cp_upper(k1, n1, lvl))
+            unique = np.count_nonzero(full == full.max()) == 1
+            if got is None:
+                assert not unique  # only a tie hands back to the full sweep
+                continue
+            decided += 1
+            assert got == want
+            assert unique and got[3] == full.max() and j == int(np.argmax(full))
+    assert decided >= 4
+    # threshold_audit through the binned search equals the frozen reference implementation's
+    s, mem = _scores(n, 1.0, 33)
+    s = np.round(s, 3)
+    for sel in ("same_data", "heldout"):
+        r = multi_run.threshold_audit(s, mem, 1e-5, 0.95, selection=sel, estimate=estimate)
+        ref = _reference_threshold_audit(s, mem, sel, estimate)
+        assert (r.threshold, r.false_pos, r.false_neg) == ref[1:4]
+        assert _close(r.epsilon, ref[0])
+
+
+def _reference_threshold_audit(s, mem, selection, estimate):
+    """(epsilon, threshold, false_pos, false_neg) by a plain loop-free evaluation of every
+    threshold of the sweep (first maximum), the definition the searches must reproduce."""
+    lvl = multi_run.rate_level(0.95)
+    objective = _multi_run_objective(estimate)
+
+    if selection == "same_data":
+        sw = multi_run.sweep(s, mem)
+        full = objective(
+            multi_run.cp_upper(sw.false_pos, sw.n_nonmembers, lvl),
+            multi_run.cp_upper(sw.false_neg, sw.n_members, lvl),
+        )
+        j = int(np.argmax(full))
+        assert np.count_nonzero(full == full[j]) == 1
+        value, tau, fp, fn = (
+            float(full[j]),
+            float(sw.threshold[j]),
+            sw.false_pos[j],
+            sw.false_neg[j],
+        )
+    else:
+        sel, ev = multi_run.stratified_split(np.asarray(mem), 0.5, 0)
+        sw = multi_run.sweep(s[sel], mem[sel])
+        n1 = int(mem[ev].sum())
+        n0 = ev.size - n1
+        k0, k1 = sw.false_pos, sw.false_neg
+        if estimate == "cp":
+            k0, k1 = k0 * (n0 / sw.n_nonmembers), k1 * (n1 / sw.n_members)
+            m0, m1 = n0, n1
+        else:
+            m0, m1 = sw.n_nonmembers, sw.n_members
+        full = objective(multi_run.cp_upper(k0, m0, lvl), multi_run.cp_upper(k1, m1, lvl))
+        j = int(np.argmax(full))
+        assert np.count_nonzero(full == full[j]) == 1
+        tau = float(sw.threshold[j])
+        s_ev, m_ev = s[ev], mem[ev]
+        fp = int(np.sum((s_ev > tau) & (m_ev == 0)))
+        fn = int(np.sum((s_ev <= tau) & (m_ev == 1)))
+        value = float(objective(multi_run.cp_upper(fp, n0, lvl), multi_run.cp_upper(fn, n1, lvl)))
+    eps = value if estimate == "cp" else (gdp_epsilon(1e-5, value) if value > 0 else 0.0)
+    return eps, tau, int(fp), int(fn)
+
+
+def _multi_run_objective(estimate):
+    """What the multi-run searches maximise: Eq. 1 at delta 1e-5 (``cp``) or the GDP mu."""
+    from dpaudit.accounting.gaussian import gdp_mu_from_rates
+
+    def objective(a, b):
+        if estimate == "cp":
+            return multi_run.epsilon_from_rates(a, b, 1e-5)
+        return gdp_mu_from_rates(a, b)
+
+    return objective

@@ -225,9 +225,7 @@ def argmax_over_thresholds(
     false-negative counts ``k1`` never decrease, and so do their Clopper-Pearson bounds; on a
     block of thresholds j in [lo, hi) the objective is therefore at most
     objective(cp_upper(k0[hi - 1]), cp_upper(k1[lo])), two bounds at the block's ends. Branch
-    and bound, level by level: the exact values at the ends of every live block give the best
-    value so far, blocks whose bound is below it are dropped, the rest split; blocks of at most
-    ``_LEAF`` thresholds are evaluated whole. The maximum equals the full sweep's. The chosen
+    and bound (:func:`_branch_and_bound`) finds the maximum of the full sweep. The chosen
     index among exact ties is that of :func:`_argmax_in_bound_order` (used as it is when the
     counts are not monotone or a tie is possible). Returns (index, value, fpr_upper, fnr_upper).
     """
@@ -235,62 +233,256 @@ def argmax_over_thresholds(
     k1 = np.asarray(k1, dtype=np.float64)
     if level < 0.5:
         raise ValueError(f"per-rate level must be >= 0.5, got {level}")
-    size = k0.size
     monotone = bool(np.all(k0[1:] <= k0[:-1]) and np.all(k1[1:] >= k1[:-1]))
-    if size <= 4 * _LEAF or not monotone:
-        return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
+    if k0.size > 4 * _LEAF and monotone:
+        found = _branch_and_bound(k0, n0, k1, n1, level, objective)
+        if found is not None:
+            return found
+    return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
 
-    # Level by level: the exact value at both ends of every live block, the block's bound from
-    # them, the blocks that can still reach the best exact value split _FAN ways; blocks of
-    # at most _LEAF thresholds are evaluated whole. Few vectorised calls, whatever the size.
-    width = max(2, -(-size // _FIRST_BLOCKS))
-    starts = np.arange(0, size, width)
-    ends = np.minimum(starts + width, size)
-    seen_idx, seen = [], []
+
+def _branch_and_bound(
+    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective
+) -> tuple[int, float, float, float] | None:
+    """The unique argmax of :func:`argmax_over_thresholds` over monotone counts (k0 never
+    increasing, k1 never decreasing), or None when the maximum is attained at more than one
+    index or is not finite.
+
+    Level by level: the exact value at both ends of every live block, the block's bound from
+    them, the blocks that can still reach the best exact value split ``_FAN`` ways; blocks of
+    at most ``_LEAF`` thresholds are evaluated whole. Few vectorised calls, whatever the size;
+    each Clopper-Pearson bound is computed once (memoised by index)."""
+    size = k0.size
+    rates = _RatesAt(k0, n0, k1, n1, level)
+    a_at, b_at = rates.a_at, rates.b_at
+
+    starts, ends = _first_blocks(size, 2)
     best_value = -np.inf
-
-    def evaluate(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a = cp_upper(k0[idx], n0, level)
-        b = cp_upper(k1[idx], n1, level)
-        val = objective(a, b)
-        seen_idx.append(idx)
-        seen.append((val, a, b))
-        return val, a, b
-
     while True:
-        nb = starts.size
-        val, a, b = evaluate(np.concatenate([starts, ends - 1]))
-        best_value = max(best_value, float(val.max()))
-        ub = objective(a[nb:], b[:nb])  # smallest FPR bound at the end, FNR bound at the start
+        # the ends' exact values; the bound: smallest FPR bound at the end, FNR at the start
+        best_value, ub, mid = _bound_blocks(rates, objective, starts, ends - 1, best_value)
         keep = ub >= best_value
-        starts, ends = starts[keep], ends[keep]
+        starts, ends, mid, ub = starts[keep], ends[keep], mid[keep], ub[keep]
         if int((ends - starts).max()) <= _LEAF:  # the kept blocks whole (keep is never empty)
-            inner = [np.arange(s + 1, e - 1) for s, e in zip(starts, ends, strict=True)]
-            val, _, _ = evaluate(np.concatenate(inner))
-            if val.size:
-                best_value = max(best_value, float(val.max()))
+            inner = np.concatenate(
+                [np.arange(s + 1, e - 1) for s, e in zip(starts, ends, strict=True)]
+            )
+            if inner.size:
+                a, b = rates(inner.astype(np.intp))
+                best_value = max(best_value, float(objective(a, b).max()))
             break
-        offsets = ((ends - starts)[:, None] * np.arange(_FAN + 1)[None, :]) // _FAN
-        sub_starts = (starts[:, None] + offsets[:, :-1]).ravel()
-        sub_ends = (starts[:, None] + offsets[:, 1:]).ravel()
-        nonempty = sub_ends > sub_starts
-        starts, ends = sub_starts[nonempty], sub_ends[nonempty]
-    idx = np.concatenate(seen_idx)
-    val = np.concatenate([s[0] for s in seen])
+        starts, ends = _split_blocks(starts, ends, mid, ub, best_value)
+    idx = np.flatnonzero(~np.isnan(a_at))
+    val = objective(a_at[idx], b_at[idx])
     at_best = np.flatnonzero(val == best_value)
-    if np.unique(idx[at_best]).size != 1:  # a tie (or no finite value): the reference order
-        return _argmax_in_bound_order(k0, n0, k1, n1, level, objective, chunk)
-    w = int(at_best[0])
-    a = np.concatenate([s[1] for s in seen])
-    b = np.concatenate([s[2] for s in seen])
-    return int(idx[w]), float(val[w]), float(a[w]), float(b[w])
+    if at_best.size != 1:  # a tie (or no finite value)
+        return None
+    w = int(idx[at_best[0]])
+    return w, float(val[at_best[0]]), float(a_at[w]), float(b_at[w])
 
 
 #: Leaf size, fan-out and number of first-level blocks of the branch and bound of
 #: :func:`argmax_over_thresholds`.
 _LEAF = 16
-_FAN = 4
-_FIRST_BLOCKS = 256
+_FAN = 2
+_FIRST_BLOCKS = 16
+_MAX_FAN = 8
+
+
+def _first_blocks(size: int, min_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the first level's ``_FIRST_BLOCKS`` blocks over ``size`` items."""
+    width = max(min_width, -(-size // _FIRST_BLOCKS))
+    starts = np.arange(0, size, width)
+    return starts, np.minimum(starts + width, size)
+
+
+def _bound_blocks(rates, objective, starts: np.ndarray, end_points: np.ndarray, best: float):
+    """One level of the branch and bound: the exact values at the blocks' first and last
+    points (``rates``: a :class:`_RatesAt`); returns (best value so far, each block's bound
+    objective(FPR bound at its last point, FNR bound at its first), mean of its ends' values)."""
+    nb = starts.size
+    a, b = rates(np.concatenate([starts, end_points]))
+    val = objective(a, b)
+    best = max(best, float(val.max()))
+    return best, objective(a[nb:], b[:nb]), (val[:nb] + val[nb:]) / 2.0
+
+
+class _RatesAt:
+    """Clopper-Pearson bounds of the counts ``k0`` (of ``n0``) and ``k1`` (of ``n1``) at given
+    indices, each computed once (memoised: NaN marks one not computed yet)."""
+
+    def __init__(self, k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float):
+        self.k0, self.n0, self.k1, self.n1, self.level = k0, n0, k1, n1, level
+        self.a_at = np.full(k0.size, np.nan)
+        self.b_at = np.full(k0.size, np.nan)
+
+    def __call__(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        new = idx[np.isnan(self.a_at[idx])]
+        if new.size:
+            new = np.unique(new)
+            self.a_at[new] = cp_upper(self.k0[new], self.n0, self.level)
+            self.b_at[new] = cp_upper(self.k1[new], self.n1, self.level)
+        return self.a_at[idx], self.b_at[idx]
+
+
+def _split_blocks(
+    starts: np.ndarray, ends: np.ndarray, mid: np.ndarray, ub: np.ndarray, best: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The next level of the branch and bound: each block [start, end) split into parts of
+    (nearly) equal width. The number of parts only sets the speed, never the result: a block
+    whose bound ``ub`` exceeds ``best`` by k times the margin of its ends' mean value ``mid``
+    below ``best`` is split about k ways (the bound's excess shrinks with the width), at least
+    ``_FAN`` and at most ``_MAX_FAN`` ways."""
+    width = ends - starts
+    with np.errstate(divide="ignore", invalid="ignore"):
+        parts = np.ceil((ub - mid) / (best - mid))
+    parts = np.where(np.isfinite(parts) & (mid < best), parts, _FAN)
+    parts = np.minimum(np.clip(parts, _FAN, _MAX_FAN).astype(np.intp), np.maximum(width, 1))
+    block = np.repeat(np.arange(starts.size), parts)
+    part = np.arange(block.size) - np.repeat(np.cumsum(parts) - parts, parts)
+    sub_starts = starts[block] + (width[block] * part) // parts[block]
+    sub_ends = starts[block] + (width[block] * (part + 1)) // parts[block]
+    nonempty = sub_ends > sub_starts
+    return sub_starts[nonempty], sub_ends[nonempty]
+
+
+def _unique_argmax(
+    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective
+) -> tuple[int, float, float, float] | None:
+    """:func:`_branch_and_bound` on monotone counts of any size (small ones evaluated whole):
+    the unique argmax, or None on a tie or when no value is finite."""
+    if k0.size > 4 * _LEAF:
+        return _branch_and_bound(k0, n0, k1, n1, level, objective)
+    a = cp_upper(k0, n0, level)
+    b = cp_upper(k1, n1, level)
+    val = objective(a, b)
+    best = float(val.max())
+    at_best = np.flatnonzero(val == best)
+    if at_best.size != 1:
+        return None
+    w = int(at_best[0])
+    return w, float(val[w]), float(a[w]), float(b[w])
+
+
+def _binned_argmax(
+    score: np.ndarray,
+    member: np.ndarray,
+    level: float,
+    objective,
+    eval_n0: int | None = None,
+    eval_n1: int | None = None,
+    group: np.ndarray | None = None,
+) -> tuple[float, int, int, float, float, float, int, int] | None:
+    """The threshold of :func:`sweep` that :func:`argmax_over_thresholds` picks, found without
+    sorting all scores: (threshold, false_pos, false_neg, value, fpr_upper, fnr_upper,
+    other_false_pos, other_false_neg), or None where that search must decide (a tie, no finite
+    value, scores that cannot be binned). With a boolean ``group``, the sweep is that of the
+    scores in the group (the held-out selection part), and the last two entries are the error
+    counts of the other scores at the chosen threshold (the evaluation part; else 0, 0).
+
+    The scores are counted into equal-width bins of the score range (one pass; the bin index is
+    non-decreasing in the score, so a bin holds the thresholds between two values). At the end
+    of each bin the error counts are exact (cumulative bin counts) and are those of a threshold
+    of the sweep, the last score at or below it; a threshold inside bin ``b`` has a
+    false-positive count at least the one at the bin's end and a false-negative count at least
+    the one at its start, so the bound of :func:`argmax_over_thresholds` applies to runs of
+    bins: branch and bound over bins, as over thresholds. Only the scores in the bins that can
+    still hold the maximum are sorted, and the maximum among their thresholds (and the
+    threshold -inf) is the maximum of the whole sweep; a tie there hands back to the full
+    sweep, so the choice among ties is unchanged. ``eval_n0``/``eval_n1`` project the counts as
+    :func:`_maximiser` does."""
+    n = score.size
+    if n < _BINNED_MIN:
+        return None
+    lo, hi = float(score.min()), float(score.max())
+    span = hi - lo
+    nbins = _BINS
+    scale = (nbins - 0.5) / span  # (score - lo) * scale < nbins, rounding included
+    if not (np.isfinite(span) and span > 0.0 and np.isfinite(scale)):
+        return None
+    pos = score - lo
+    pos *= scale
+    code = pos.astype(np.intp)
+    # code: bin, then (with a group) the group bit, then the membership bit
+    shift = 1 if group is None else 2
+    code <<= shift
+    code += member if group is None else member + 2 * group.view(np.int8)
+    counts = np.bincount(code, minlength=nbins << shift).reshape(nbins, 1 << shift)
+    c0, c1 = counts[:, -2], counts[:, -1]
+    cum0 = np.concatenate([[0], np.cumsum(c0)])
+    cum1 = np.concatenate([[0], np.cumsum(c1)])
+    n0, n1 = int(cum0[-1]), int(cum1[-1])
+    if n0 == 0 or n1 == 0:
+        return None
+    # Error counts at the end of bins 0..nbins-1 (point p is the end of bin p - 1; point 0 is
+    # the threshold -inf), projected as the sweep's would be.
+    big_k0, big_k1 = n0 - cum0, cum1
+    if eval_n0 is not None:
+        k0, m0 = big_k0 * (eval_n0 / n0), eval_n0
+        k1, m1 = big_k1 * (eval_n1 / n1), eval_n1
+    else:
+        k0, m0, k1, m1 = big_k0.astype(np.float64), n0, big_k1.astype(np.float64), n1
+    rates = _RatesAt(k0, m0, k1, m1, level)
+
+    # Blocks of bins [start, end): thresholds with false positives >= k0[end] and false
+    # negatives >= k1[start]; the exact values at points start and end are attained.
+    starts, ends = _first_blocks(nbins, 1)
+    best = -np.inf
+    while True:
+        best, ub, mid = _bound_blocks(rates, objective, starts, ends, best)
+        keep = (ub >= best) & (cum0[ends] + cum1[ends] > cum0[starts] + cum1[starts])
+        starts, ends = starts[keep], ends[keep]
+        if starts.size == 0 or int((ends - starts).max()) == 1:
+            break
+        starts, ends = _split_blocks(starts, ends, mid[keep], ub[keep], best)
+    if not np.isfinite(best):
+        return None
+    # The scores in the kept bins, sorted; their thresholds' global counts.
+    kept = np.zeros(nbins, dtype=bool)
+    kept[starts] = True
+    take = np.repeat(kept, 1 << shift)[code]
+    cs, cc = score[take], code[take]
+    order = np.argsort(cs, kind="stable")
+    cs, cc = cs[order], cc[order]
+    if group is not None:  # the other part's scores in the kept bins, for its counts at the end
+        in_group = (cc & 2).astype(bool)
+        other_s, other_c = cs[~in_group], cc[~in_group]
+        cs, cc = cs[in_group], cc[in_group]
+    last = np.flatnonzero(np.append(cs[1:] != cs[:-1], True))
+    in_bin = cc[last] >> shift
+    cand1 = np.cumsum(cc & 1)[last]  # kept members at or below the threshold
+    cand0 = last + 1 - cand1
+    kept1 = np.concatenate([[0], np.cumsum(np.where(kept, c1, 0))])  # kept members before bin
+    kept0 = np.concatenate([[0], np.cumsum(np.where(kept, c0, 0))])
+    fn = np.concatenate([[0], big_k1[in_bin] + cand1 - kept1[in_bin]])
+    fp = np.concatenate([[n0], big_k0[in_bin] - cand0 + kept0[in_bin]])
+    if eval_n0 is not None:
+        ck0, ck1 = fp * (eval_n0 / n0), fn * (eval_n1 / n1)
+    else:
+        ck0, ck1 = fp.astype(np.float64), fn.astype(np.float64)
+    found = _unique_argmax(ck0, m0, ck1, m1, level, objective)
+    if found is None or found[1] < best:
+        return None
+    j, value, a_j, b_j = found
+    threshold = -np.inf if j == 0 else float(cs[last[j - 1]])
+    other_fp = other_fn = 0
+    if group is not None:  # the other part: whole bins by their counts, the threshold's bin by
+        e0, e1 = counts[:, 0], counts[:, 1]  # its scores (the bin is kept: it holds the max)
+        if j == 0:
+            other_fp = int(e0.sum())
+        else:
+            b = int(in_bin[j - 1])
+            here = (other_c >> shift) == b
+            above = other_s[here] > threshold
+            is_member = (other_c[here] & 1).astype(bool)
+            other_fp = int(e0[b + 1 :].sum()) + int(np.count_nonzero(above & ~is_member))
+            other_fn = int(e1[:b].sum()) + int(np.count_nonzero(~above & is_member))
+    return threshold, int(fp[j]), int(fn[j]), value, a_j, b_j, other_fp, other_fn
+
+
+#: Number of equal-width bins, and the least number of scores, of :func:`_binned_argmax`.
+_BINS = 16384
+_BINNED_MIN = 50000
 
 
 def _argmax_in_bound_order(
@@ -354,6 +546,12 @@ def stratified_split(
     membership: np.ndarray, select_fraction: float, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(selection indices, evaluation indices): a seeded random split within each class."""
+    chosen = _split_mask(np.asarray(membership), select_fraction, seed)
+    return np.flatnonzero(chosen), np.flatnonzero(~chosen)  # both sorted, as before
+
+
+def _split_mask(membership: np.ndarray, select_fraction: float, seed: int) -> np.ndarray:
+    """The selection part of :func:`stratified_split` as a boolean mask."""
     if not 0.0 < select_fraction < 1.0:
         raise ValueError(f"select_fraction must lie in (0, 1), got {select_fraction!r}")
     rng = np.random.default_rng(seed)
@@ -367,7 +565,7 @@ def stratified_split(
                 f"({idx.size} in all, select_fraction {select_fraction})"
             )
         chosen[idx[:k]] = True
-    return np.flatnonzero(chosen), np.flatnonzero(~chosen)  # both sorted, as before
+    return chosen
 
 
 def threshold_rule(selection: str, select_fraction: float, split_seed: int) -> rules.Strategy:
@@ -397,6 +595,33 @@ def _maximiser(sw: Sweep, objective, eval_n1: int | None = None, eval_n0: int | 
     return maximise
 
 
+def _score_maximiser(
+    score: np.ndarray,
+    member: np.ndarray,
+    objective,
+    eval_n1: int | None = None,
+    eval_n0: int | None = None,
+    group: np.ndarray | None = None,
+):
+    """:func:`_maximiser` on the sweep of checked scores (with ``group``, of the scores in the
+    group), by :func:`_binned_argmax` where it decides and by the full sweep otherwise (the same
+    threshold either way). Returns ((threshold, false_pos, false_neg, counts of the others at
+    the threshold or None), (value, a, b))."""
+
+    def maximise(grid, level: float):
+        found = _binned_argmax(score, member, level, objective, eval_n0, eval_n1, group)
+        if found is not None:
+            tau, fp, fn, value, a, b, other_fp, other_fn = found
+            other = (other_fp, other_fn) if group is not None else None
+            return (tau, fp, fn, other), (value, a, b)
+        s, m = (score, member) if group is None else (score[group], member[group])
+        sw = sweep(s, m)
+        j, res = _maximiser(sw, objective, eval_n1, eval_n0)(grid, level)
+        return (float(sw.threshold[j]), int(sw.false_pos[j]), int(sw.false_neg[j]), None), res
+
+    return maximise
+
+
 def _threshold_audit(
     score: np.ndarray,
     membership: np.ndarray,
@@ -415,48 +640,44 @@ def _threshold_audit(
     level = rate_level(confidence)
     rule = threshold_rule(selection, select_fraction, split_seed)
     if isinstance(rule, rules.Uncorrected):
-        sw = sweep(score, membership)
-        rule = rules.Uncorrected(range(len(sw.threshold)))  # candidates: threshold indices
-        picked = rules.select(rule, level, bound_at=None, maximise=_maximiser(sw, objective))
-        j = picked.candidate
-        value, a, b = picked.result
-        return (
-            value,
-            rule.valid,
-            float(sw.threshold[j]),
-            a,
-            b,
-            int(sw.false_pos[j]),
-            int(sw.false_neg[j]),
-            sw.n_members,
-            sw.n_nonmembers,
-            0,
-            level,
+        picked = rules.select(
+            rule, level, bound_at=None, maximise=_score_maximiser(score, membership, objective)
         )
-    sel, ev = stratified_split(membership, rule.fraction, rule.seed)
-    s_ev, m_ev = score[ev], membership[ev]
-    n1 = int(m_ev.sum())
-    n0 = int(ev.size - n1)
-    sw_sel = sweep(score[sel], membership[sel])
+        (tau, fp, fn, _), (value, a, b) = picked.candidate, picked.result
+        n1 = int(np.count_nonzero(membership))
+        return (value, rule.valid, tau, a, b, fp, fn, n1, membership.size - n1, 0, level)
+    chosen = _split_mask(membership, rule.fraction, rule.seed)
+    members = int(np.count_nonzero(membership))
+    # the part sizes as _split_mask draws them: round(fraction * class size) chosen per class
+    n1 = members - int(round(rule.fraction * members))
+    n0 = membership.size - members - int(round(rule.fraction * (membership.size - members)))
+    n_select = membership.size - n1 - n0
 
-    def bound_at(tau: float, lvl: float):
-        fp = int(np.sum((s_ev > tau) & (m_ev == 0)))
-        fn = int(np.sum((s_ev <= tau) & (m_ev == 1)))
+    def bound_at(choice, lvl: float):
+        tau, other = choice
+        if other is None:  # counted on the evaluation part
+            s_ev, m_ev = score[~chosen], membership[~chosen]
+            above = s_ev > tau
+            other = (
+                int(np.count_nonzero(above & (m_ev == 0))),
+                int(np.count_nonzero(~above & (m_ev == 1))),
+            )
+        fp, fn = other
         a = float(cp_upper(fp, n0, lvl))
         b = float(cp_upper(fn, n1, lvl))
         return float(objective(a, b)), a, b, fp, fn
 
     held = rules.HeldOut(
-        grid=range(len(sw_sel.threshold)),
+        grid=(),
         bound_at=None,
-        transfer=lambda j: float(sw_sel.threshold[j]),
-        maximise=_maximiser(sw_sel, objective, n1, n0)
+        transfer=lambda c: (c[0], c[3]),
+        maximise=_score_maximiser(score, membership, objective, n1, n0, group=chosen)
         if project
-        else _maximiser(sw_sel, objective),
+        else _score_maximiser(score, membership, objective, group=chosen),
     )
     picked = rules.select(rule, level, bound_at, held_out=held)
     value, a, b, fp, fn = picked.result
-    return (value, rule.valid, picked.candidate, a, b, fp, fn, n1, n0, int(sel.size), level)
+    return (value, rule.valid, picked.candidate[0], a, b, fp, fn, n1, n0, n_select, level)
 
 
 #: What :func:`threshold_audit` reports at the chosen threshold: ``cp`` the Clopper-Pearson
