@@ -87,36 +87,129 @@ def roc_counts(s: Sorted, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return counts[0], counts[1]
 
 
-def _best_log_ratio(num: np.ndarray, den: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """max(0, max over columns where ``ok`` of log(num / den)), per row."""
+@dataclass(frozen=True)
+class Classes:
+    """The IN and the OUT scores, each class sorted by decreasing score, and where each class's
+    scores fall among the other's: what every resample's metrics are computed from.
+
+    A threshold's ROC point is (FP, TP) = the weight of the OUT (IN) scores at or above it. Every
+    metric is attained at one of two kinds of threshold (module docstring of
+    :func:`metrics_from_weights`): just above an OUT score, or at an IN score.
+    """
+
+    in_pos: np.ndarray  # (n_in,) file positions of the IN scores, highest first
+    out_pos: np.ndarray  # (n_out,) file positions of the OUT scores, highest first
+    in_order: np.ndarray  # (n_in,) the same, as positions among the IN scores (file order)
+    out_order: np.ndarray  # (n_out,) the same among the OUT scores
+    in_above: np.ndarray  # (n_out,) number of IN scores > each OUT score
+    in_atleast: np.ndarray | None  # (n_out,) IN scores >= each OUT score; None: no IN = OUT tie
+    out_above: np.ndarray | None  # (n_out,) OUT scores > each OUT score; None: no OUT ties (= j)
+    out_atleast: np.ndarray  # (n_in,) number of OUT scores >= each IN score
+    in_through: np.ndarray | None  # (n_in,) IN scores >= each IN score; None: no IN ties (= i + 1)
+
+
+def split_classes(score: np.ndarray, member: np.ndarray) -> Classes:
+    """Sort each class once (checks the input as :func:`sort_scores` does)."""
+    s = sort_scores(score, member)
+    score = np.asarray(score, dtype=float).ravel()
+    per_class = []
+    for idx in (np.flatnonzero(s.is_in), np.flatnonzero(~s.is_in)):
+        order = np.argsort(-score[idx], kind="stable")
+        per_class.append((idx[order], order, np.sort(score[idx])))  # ascending copy to search
+    (in_pos, in_order, x_up), (out_pos, out_order, y_up) = per_class
+    x, y = x_up[::-1], y_up[::-1]  # decreasing
+    n_in, n_out = x.size, y.size
+
+    def count(up: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
+        # how many of ``up`` are > (side "right") or >= (side "left") each value
+        return (up.size - np.searchsorted(up, values, side=side)).astype(np.intp)
+
+    in_above = count(x_up, y, "right")
+    in_atleast = count(x_up, y, "left")
+    out_above = count(y_up, y, "right")
+    in_through = count(x_up, x, "left")
+    return Classes(
+        in_pos,
+        out_pos,
+        in_order,
+        out_order,
+        in_above,
+        None if np.array_equal(in_atleast, in_above) else in_atleast,
+        None if np.array_equal(out_above, np.arange(n_out)) else out_above,
+        count(y_up, x, "left"),
+        None if np.array_equal(in_through, np.arange(1, n_in + 1)) else in_through,
+    )
+
+
+def _cumulative(w: np.ndarray) -> np.ndarray:
+    """(B, k + 1): column j is the sum of the first j columns of ``w``."""
+    out = np.empty((w.shape[0], w.shape[1] + 1))
+    out[:, 0] = 0.0
+    np.cumsum(w, axis=1, out=out[:, 1:])
+    return out
+
+
+def _best_ratio(num: np.ndarray, den: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """max(1, max over columns where ``ok`` and ``num`` > 0 of num / den), per row."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(ok & (num > 0), num / den, 0.0)
-    return np.log(np.maximum(ratio.max(axis=1), 1.0))
+    return np.maximum(ratio.max(axis=1, initial=0.0), 1.0)
 
 
-def metrics_from_counts(
-    tp: np.ndarray, fp: np.ndarray, fprs: Sequence[float], delta: float, min_count: int
+def metrics_from_weights(
+    c: Classes,
+    w: np.ndarray,
+    v: np.ndarray,
+    fprs: Sequence[float],
+    delta: float,
+    min_count: int,
 ) -> dict[str, np.ndarray]:
-    """The metrics of each row of ROC counts (see the module docstring), arrays of shape (B,)."""
-    n_in, n_out = tp[:, -1:], fp[:, -1:]
+    """The metrics (module docstring) of each row of weights, arrays of shape (B,).
+
+    ``w`` (B, n_in) and ``v`` (B, n_out): how often each IN (OUT) score appears in each
+    resample, both classes in decreasing order of score (``c.in_pos``, ``c.out_pos``); every
+    row needs positive IN and OUT totals. O(B (n_in + n_out)), with no sort.
+
+    Which thresholds suffice. Lowering the threshold from one OUT score to the next raises TP and
+    leaves FP: so the best TPR at a given FPR, the best TPR - FPR and the best forward ratio
+    (TPR - delta) / FPR at a given FP are all attained just above an OUT score (at the lowest
+    threshold before FP grows). Raising it from one IN score to the next lowers FP and leaves
+    TP: so the best reverse ratio (TNR - delta) / FNR at a given FN is attained at an IN score.
+    The only other ROC points, (0, 0) and (1, 1), give TPR - FPR = 0 and ratios <= 1 - delta,
+    below the floors. So the metrics equal the maxima over every threshold.
+    """
+    cw, cv = _cumulative(w), _cumulative(v)
+    n_in, n_out = cw[:, -1:], cv[:, -1:]
+    # just above each OUT score (decreasing): the IN and the OUT weight above it
+    tp = np.take(cw, c.in_above, axis=1)
+    fp = cv[:, :-1] if c.out_above is None else np.take(cv, c.out_above, axis=1)
     out: dict[str, np.ndarray] = {}
-    # Mann-Whitney with ties counted 1/2 (= the trapezoids between consecutive ROC points):
-    # each OUT score counts the IN scores above it plus half of those tied with it
-    d_fp = np.diff(fp, axis=1)
-    above = np.einsum("bj,bj->b", d_fp, tp[:, :-1] + np.diff(tp, axis=1) / 2)
-    out["auroc"] = above / (n_in[:, 0] * n_out[:, 0])
-    rows = np.arange(tp.shape[0])
+    # Mann-Whitney with ties counted 1/2: each OUT score counts the IN weight above it plus half
+    # of the IN weight tied with it (integer sums, exact in float64 below 2^53)
+    pairs = np.einsum("bj,bj->b", v, tp)
+    if c.in_atleast is not None:
+        pairs = (pairs + np.einsum("bj,bj->b", v, np.take(cw, c.in_atleast, axis=1))) / 2
+    out["auroc"] = pairs / (n_in[:, 0] * n_out[:, 0])
     for a in fprs:
-        # FP is non-decreasing along a row: the last column with FP <= a * n_out
-        last = np.sum(fp <= a * n_out * (1 + 1e-12), axis=1) - 1
-        out[tpr_column(a)] = tp[rows, last] / n_in[:, 0]
-    out["balanced_accuracy"] = (1 + np.max(tp / n_in - fp / n_out, axis=1)) / 2
-    c = max(min_count, 1)
-    # log((TPR - delta) / FPR) and log((TNR - delta) / FNR), Eq. (1) with raw rates
-    fwd = _best_log_ratio((tp / n_in - delta) * n_out, fp, fp >= c)
-    fn = n_in - tp
-    rev = _best_log_ratio(((n_out - fp) / n_out - delta) * n_in, fn, fn >= c)
-    out["epsilon"] = np.maximum(fwd, rev)
+        # FP is non-decreasing: k = the last OUT score whose exclusion keeps FP within budget
+        budget = a * n_out[:, 0] * (1 + 1e-12)
+        tpr = np.empty(w.shape[0])
+        for r in range(w.shape[0]):
+            k = min(int(np.searchsorted(cv[r], budget[r], side="right")) - 1, v.shape[1] - 1)
+            tpr[r] = cw[r, c.in_above[k]] / n_in[r, 0]
+        out[tpr_column(a)] = tpr
+    # max (TP n_out - FP n_in) >= 0 (the point (0, 0) gives 0)
+    gap = np.maximum((tp * n_out - fp * n_in).max(axis=1), 0.0)
+    out["balanced_accuracy"] = (1 + gap / (n_in[:, 0] * n_out[:, 0])) / 2
+    cnt = max(min_count, 1)
+    # log((TPR - delta) / FPR) just above each OUT score, Eq. (1) with raw rates
+    fwd = _best_ratio((tp / n_in - delta) * n_out, fp, fp >= cnt)
+    # log((TNR - delta) / FNR) at each IN score
+    tp_in = cw[:, 1:] if c.in_through is None else np.take(cw, c.in_through, axis=1)
+    fp_in = np.take(cv, c.out_atleast, axis=1)
+    fn = n_in - tp_in
+    rev = _best_ratio(((n_out - fp_in) / n_out - delta) * n_in, fn, fn >= cnt)
+    out["epsilon"] = np.log(np.maximum(fwd, rev))
     return out
 
 
@@ -125,26 +218,35 @@ def tpr_column(fpr: float) -> str:
     return f"tpr_at_fpr_{fpr:g}"
 
 
-def _counts(draws: np.ndarray, n: int) -> np.ndarray:
-    """(b, n) how often each of n items appears in each row of ``draws`` (b, k)."""
-    b = draws.shape[0]
-    idx = (np.arange(b)[:, None] * n + draws).ravel()
-    return np.bincount(idx, minlength=b * n).reshape(b, n).astype(float)
+def _counts(draws: np.ndarray, n: int, order: np.ndarray) -> np.ndarray:
+    """(b, n) how often each of n items appears in each row of ``draws`` (b, k), the items
+    taken in ``order``."""
+    out = np.empty((draws.shape[0], n))
+    for r, row in enumerate(draws):
+        out[r] = np.bincount(row, minlength=n)[order]
+    return out
 
 
-def stratified_weights(s: Sorted, rng: np.random.Generator, b: int) -> np.ndarray:
-    """(b, n) weights: the IN and the OUT scores each resampled with replacement."""
-    w = np.zeros((b, s.is_in.size))
-    for cls in (np.flatnonzero(s.is_in), np.flatnonzero(~s.is_in)):
-        w[:, cls] = _counts(rng.integers(0, cls.size, size=(b, cls.size)), cls.size)
-    return w
+def resample_weights(
+    c: Classes, rng: np.random.Generator, b: int, cluster: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``b`` bootstrap resamples as weights (w, v) on the IN and the OUT scores, each class in
+    decreasing order of score (the input of :func:`metrics_from_weights`).
 
-
-def cluster_weights(cluster: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray:
-    """(b, n) weights: whole clusters (trials) resampled with replacement."""
+    Without ``cluster``: the IN scores resampled with replacement (``rng.integers`` indices
+    into the IN scores in file order), then the OUT scores likewise. With ``cluster`` (one id per
+    score, file order): the distinct ids resampled with replacement, a score weighing as often
+    as its cluster was drawn.
+    """
+    if cluster is None:
+        n_in, n_out = c.in_order.size, c.out_order.size
+        w = _counts(rng.integers(0, n_in, size=(b, n_in)), n_in, c.in_order)
+        v = _counts(rng.integers(0, n_out, size=(b, n_out)), n_out, c.out_order)
+        return w, v
     ids, inverse = np.unique(cluster, return_inverse=True)
-    times = _counts(rng.integers(0, ids.size, size=(b, ids.size)), ids.size)
-    return times[:, inverse.ravel()]
+    times = _counts(rng.integers(0, ids.size, size=(b, ids.size)), ids.size, np.arange(ids.size))
+    inverse = inverse.ravel()
+    return times[:, inverse[c.in_pos]], times[:, inverse[c.out_pos]]
 
 
 @dataclass
@@ -211,9 +313,12 @@ def attack_metrics(
     for a in fprs:
         if not 0 < a < 1:
             raise ValueError(f"fprs must lie in (0, 1), got {a}")
-    s = sort_scores(score, member)
-    n = s.is_in.size
-    point = metrics_from_counts(*roc_counts(s, np.ones((1, n))), fprs, delta, min_count)
+    c = split_classes(score, member)
+    n_in, n_out = c.in_pos.size, c.out_pos.size
+    n = n_in + n_out
+    point = metrics_from_weights(
+        c, np.ones((1, n_in)), np.ones((1, n_out)), fprs, delta, min_count
+    )
     estimate = {k: float(v[0]) for k, v in point.items()}
     rng = np.random.default_rng(seed)
     clusters = None if cluster is None else np.asarray(cluster).ravel()
@@ -222,15 +327,13 @@ def attack_metrics(
     draws: dict[str, list[np.ndarray]] = {k: [] for k in estimate}
     for start in range(0, resamples, BLOCK):
         b = min(BLOCK, resamples - start)
-        if clusters is None:
-            w = stratified_weights(s, rng, b)
-        else:
-            w = cluster_weights(clusters, rng, b)
-        tp, fp = roc_counts(s, w)
-        # a cluster resample may draw no IN (or no OUT) score: skip it (rare; counted below)
-        ok = (tp[:, -1] > 0) & (fp[:, -1] > 0)
-        for k, v in metrics_from_counts(tp[ok], fp[ok], fprs, delta, min_count).items():
-            draws[k].append(v)
+        w, v = resample_weights(c, rng, b, clusters)
+        # a cluster resample may draw no IN (or no OUT) score: skip it (rare)
+        ok = (w.sum(axis=1) > 0) & (v.sum(axis=1) > 0)
+        if not ok.all():
+            w, v = w[ok], v[ok]
+        for k, vals in metrics_from_weights(c, w, v, fprs, delta, min_count).items():
+            draws[k].append(vals)
     tail = (1 - confidence) / 2
     lower, upper = {}, {}
     for k in estimate:
@@ -242,8 +345,8 @@ def attack_metrics(
         estimate,
         lower,
         upper,
-        int(s.is_in.sum()),
-        int((~s.is_in).sum()),
+        n_in,
+        n_out,
         resamples,
         confidence,
         unit,
