@@ -25,9 +25,12 @@ runs), or whole trials are resampled (a cluster bootstrap, for LiDP files whose 
 a model). They describe the sampling variability of the estimate, asymptotically; they are not
 finite-sample guarantees.
 
-Implementation: a resample is a vector of integer weights on the original scores, so every
-resample reuses one sort of the pooled scores; per resample the ROC counts are cumulative sums
-of the weights over the distinct scores in decreasing order (O(m) per resample).
+Implementation (O(m) per resample, no sort): each class is sorted once; a resample is a vector
+of integer weights on each class's sorted scores (how often each score was drawn), whose
+cumulative sums give the ROC counts at every threshold; every metric is attained at a threshold
+just above an OUT score or at an IN score (:func:`metrics_from_weights`), so AUROC is a weighted
+rank sum and the maxima run over the OUT (IN) scores; the raw-count epsilon skips, exactly, the
+blocks of thresholds whose upper bound cannot beat the best ratio found so far.
 """
 
 from __future__ import annotations
@@ -37,8 +40,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: The bootstrap resamples are processed in blocks of this many (memory: block x distinct scores).
+#: The bootstrap resamples are processed in blocks of this many (memory: block x m); the block
+#: size does not change the resamples.
 BLOCK = 16
+#: Thresholds are grouped in blocks for the maxima over thresholds: the first FIRST_BLOCK OUT
+#: (IN) scores from the top (bottom), then blocks growing geometrically by GROWTH, none longer
+#: than 1/GRID of the class (performance only: the maxima are exact).
+FIRST_BLOCK = 64
+GROWTH = 1.25
+GRID = 128
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,8 @@ class Classes:
     out_above: np.ndarray | None  # (n_out,) OUT scores > each OUT score; None: no OUT ties (= j)
     out_atleast: np.ndarray  # (n_in,) number of OUT scores >= each IN score
     in_through: np.ndarray | None  # (n_in,) IN scores >= each IN score; None: no IN ties (= i + 1)
+    out_edges: np.ndarray  # block edges over the OUT scores, from the top
+    in_edges: np.ndarray  # block edges over the IN scores, from the bottom (decreasing)
 
 
 def split_classes(score: np.ndarray, member: np.ndarray) -> Classes:
@@ -138,22 +150,49 @@ def split_classes(score: np.ndarray, member: np.ndarray) -> Classes:
         None if np.array_equal(out_above, np.arange(n_out)) else out_above,
         count(y_up, x, "left"),
         None if np.array_equal(in_through, np.arange(1, n_in + 1)) else in_through,
+        _edges(n_out),
+        n_in - _edges(n_in),
     )
 
 
+def _edges(n: int) -> np.ndarray:
+    """0 = e_0 < e_1 < ... = n: a block of FIRST_BLOCK, then blocks growing by GROWTH, none
+    longer than n / GRID."""
+    steps = int(np.ceil(np.log(max(n / FIRST_BLOCK, 1.0)) / np.log(GROWTH))) + 1
+    inner = np.round(FIRST_BLOCK * GROWTH ** np.arange(steps)).astype(np.intp)
+    grid = np.round(np.linspace(0, n, GRID + 1)).astype(np.intp)
+    return np.unique(np.r_[0, inner[inner < n], grid, n])
+
+
 def _cumulative(w: np.ndarray) -> np.ndarray:
-    """(B, k + 1): column j is the sum of the first j columns of ``w``."""
-    out = np.empty((w.shape[0], w.shape[1] + 1))
-    out[:, 0] = 0.0
+    """(B, k + 1) int64: column j is the sum of the first j columns of ``w``."""
+    out = np.empty((w.shape[0], w.shape[1] + 1), dtype=np.int64)
+    out[:, 0] = 0
     np.cumsum(w, axis=1, out=out[:, 1:])
     return out
 
 
-def _best_ratio(num: np.ndarray, den: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """max(1, max over columns where ``ok`` and ``num`` > 0 of num / den), per row."""
+def _ratio(num: np.ndarray, den: np.ndarray, cnt: int) -> np.ndarray:
+    """num / den where den >= cnt and num > 0, else 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(ok & (num > 0), num / den, 0.0)
-    return np.maximum(ratio.max(axis=1, initial=0.0), 1.0)
+        return np.where((den >= cnt) & (num > 0), num / den, 0.0)
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(lo[k], hi[k]) over k (lo < hi)."""
+    length = hi - lo
+    start = np.cumsum(length) - length
+    return np.arange(length.sum()) - np.repeat(start - lo, length)
+
+
+def _pruned_max(bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, best: np.ndarray, value):
+    """Per row, the max of ``best`` and of ``value(cols)`` over every threshold, where blocks
+    [lo[k], hi[k]) whose upper ``bound`` (B, blocks) is at most ``best`` in every row (a value
+    already attained) are skipped: they cannot raise the maximum, so the result is exact."""
+    need = (bound > best[:, None]).any(axis=0)
+    if not need.any():
+        return best
+    return np.maximum(best, value(_ranges(lo[need], hi[need])).max(axis=1))
 
 
 def metrics_from_weights(
@@ -166,9 +205,9 @@ def metrics_from_weights(
 ) -> dict[str, np.ndarray]:
     """The metrics (module docstring) of each row of weights, arrays of shape (B,).
 
-    ``w`` (B, n_in) and ``v`` (B, n_out): how often each IN (OUT) score appears in each
-    resample, both classes in decreasing order of score (``c.in_pos``, ``c.out_pos``); every
-    row needs positive IN and OUT totals. O(B (n_in + n_out)), with no sort.
+    ``w`` (B, n_in) and ``v`` (B, n_out): how often (an integer) each IN (OUT) score appears
+    in each resample, both classes in decreasing order of score (``c.in_pos``, ``c.out_pos``);
+    every row needs positive IN and OUT totals. O(B (n_in + n_out)), with no sort.
 
     Which thresholds suffice. Lowering the threshold from one OUT score to the next raises TP and
     leaves FP: so the best TPR at a given FPR, the best TPR - FPR and the best forward ratio
@@ -176,40 +215,66 @@ def metrics_from_weights(
     threshold before FP grows). Raising it from one IN score to the next lowers FP and leaves
     TP: so the best reverse ratio (TNR - delta) / FNR at a given FN is attained at an IN score.
     The only other ROC points, (0, 0) and (1, 1), give TPR - FPR = 0 and ratios <= 1 - delta,
-    below the floors. So the metrics equal the maxima over every threshold.
+    below the floors. So the metrics equal the maxima over every threshold. The maxima skip
+    blocks of thresholds that provably cannot beat a value attained at the blocks' edges: in a
+    block, TP and FP are at most their last and at least their first values.
     """
+    v = np.asarray(v)
     cw, cv = _cumulative(w), _cumulative(v)
     n_in, n_out = cw[:, -1:], cv[:, -1:]
+    f_in, f_out = n_in.astype(float), n_out.astype(float)
     # just above each OUT score (decreasing): the IN and the OUT weight above it
     tp = np.take(cw, c.in_above, axis=1)
     fp = cv[:, :-1] if c.out_above is None else np.take(cv, c.out_above, axis=1)
     out: dict[str, np.ndarray] = {}
     # Mann-Whitney with ties counted 1/2: each OUT score counts the IN weight above it plus half
-    # of the IN weight tied with it (integer sums, exact in float64 below 2^53)
+    # of the IN weight tied with it (a weighted rank sum, in integers)
     pairs = np.einsum("bj,bj->b", v, tp)
     if c.in_atleast is not None:
         pairs = (pairs + np.einsum("bj,bj->b", v, np.take(cw, c.in_atleast, axis=1))) / 2
-    out["auroc"] = pairs / (n_in[:, 0] * n_out[:, 0])
+    out["auroc"] = pairs / (f_in[:, 0] * f_out[:, 0])
     for a in fprs:
         # FP is non-decreasing: k = the last OUT score whose exclusion keeps FP within budget
-        budget = a * n_out[:, 0] * (1 + 1e-12)
+        budget = a * f_out[:, 0] * (1 + 1e-12)
         tpr = np.empty(w.shape[0])
         for r in range(w.shape[0]):
             k = min(int(np.searchsorted(cv[r], budget[r], side="right")) - 1, v.shape[1] - 1)
-            tpr[r] = cw[r, c.in_above[k]] / n_in[r, 0]
+            tpr[r] = cw[r, c.in_above[k]] / f_in[r, 0]
         out[tpr_column(a)] = tpr
+    lo, hi = c.out_edges[:-1], c.out_edges[1:]
+
     # max (TP n_out - FP n_in) >= 0 (the point (0, 0) gives 0)
-    gap = np.maximum((tp * n_out - fp * n_in).max(axis=1), 0.0)
-    out["balanced_accuracy"] = (1 + gap / (n_in[:, 0] * n_out[:, 0])) / 2
+    def gap(cols) -> np.ndarray:
+        return tp[:, cols] * n_out - fp[:, cols] * n_in
+
+    best = np.maximum(gap(lo).max(axis=1), 0)
+    best = _pruned_max(tp[:, hi - 1] * n_out - fp[:, lo] * n_in, lo, hi, best, gap)
+    out["balanced_accuracy"] = (1 + best / (f_in[:, 0] * f_out[:, 0])) / 2
     cnt = max(min_count, 1)
+
     # log((TPR - delta) / FPR) just above each OUT score, Eq. (1) with raw rates
-    fwd = _best_ratio((tp / n_in - delta) * n_out, fp, fp >= cnt)
-    # log((TNR - delta) / FNR) at each IN score
-    tp_in = cw[:, 1:] if c.in_through is None else np.take(cw, c.in_through, axis=1)
-    fp_in = np.take(cv, c.out_atleast, axis=1)
-    fn = n_in - tp_in
-    rev = _best_ratio(((n_out - fp_in) / n_out - delta) * n_in, fn, fn >= cnt)
-    out["epsilon"] = np.log(np.maximum(fwd, rev))
+    def fwd_num(t: np.ndarray) -> np.ndarray:
+        return (t / f_in - delta) * f_out
+
+    def fwd(cols) -> np.ndarray:
+        return _ratio(fwd_num(tp[:, cols]), fp[:, cols], cnt)
+
+    bound = fwd_num(tp[:, hi - 1]) / np.maximum(fp[:, lo], cnt)
+    forward = _pruned_max(bound, lo, hi, np.maximum(fwd(lo).max(axis=1), 1.0), fwd)
+
+    # log((TNR - delta) / FNR) at each IN score (decreasing); blocks from the lowest
+    lo, hi = c.in_edges[1:], c.in_edges[:-1]
+    through = np.arange(1, c.in_pos.size + 1) if c.in_through is None else c.in_through
+
+    def rev_num(f: np.ndarray) -> np.ndarray:
+        return ((f_out - f) / f_out - delta) * f_in
+
+    def rev(cols) -> np.ndarray:
+        return _ratio(rev_num(cv[:, c.out_atleast[cols]]), n_in - cw[:, through[cols]], cnt)
+
+    bound = rev_num(cv[:, c.out_atleast[lo]]) / np.maximum(n_in - cw[:, through[hi - 1]], cnt)
+    reverse = _pruned_max(bound, lo, hi, np.maximum(rev(lo).max(axis=1), 1.0), rev)
+    out["epsilon"] = np.log(np.maximum(forward, reverse))
     return out
 
 
@@ -218,33 +283,36 @@ def tpr_column(fpr: float) -> str:
     return f"tpr_at_fpr_{fpr:g}"
 
 
-def _counts(draws: np.ndarray, n: int, order: np.ndarray) -> np.ndarray:
-    """(b, n) how often each of n items appears in each row of ``draws`` (b, k), the items
-    taken in ``order``."""
-    out = np.empty((draws.shape[0], n))
-    for r, row in enumerate(draws):
-        out[r] = np.bincount(row, minlength=n)[order]
+def _counts(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
+    """(b, n) int64: each row, how often each of n items is drawn in n draws with replacement."""
+    out = np.empty((b, n), dtype=np.int64)
+    for r in range(b):
+        out[r] = np.bincount(rng.integers(0, n, size=n), minlength=n)
     return out
 
 
 def resample_weights(
     c: Classes, rng: np.random.Generator, b: int, cluster: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``b`` bootstrap resamples as weights (w, v) on the IN and the OUT scores, each class in
-    decreasing order of score (the input of :func:`metrics_from_weights`).
+    """``b`` bootstrap resamples as integer weights (w, v) on the IN and the OUT scores, each
+    class in decreasing order of score (the input of :func:`metrics_from_weights`).
 
-    Without ``cluster``: the IN scores resampled with replacement (``rng.integers`` indices
-    into the IN scores in file order), then the OUT scores likewise. With ``cluster`` (one id per
-    score, file order): the distinct ids resampled with replacement, a score weighing as often
-    as its cluster was drawn.
+    Without ``cluster``: per resample, n_in draws with replacement among the IN scores
+    (``rng.integers`` indices into the IN scores in decreasing order), then n_out among the OUT
+    scores (so the resamples do not depend on ``BLOCK``). With ``cluster`` (one id per score,
+    file order): per block, the distinct ids drawn with replacement, ``b`` times; a score weighs
+    as often as its cluster was drawn.
     """
     if cluster is None:
-        n_in, n_out = c.in_order.size, c.out_order.size
-        w = _counts(rng.integers(0, n_in, size=(b, n_in)), n_in, c.in_order)
-        v = _counts(rng.integers(0, n_out, size=(b, n_out)), n_out, c.out_order)
+        n_in, n_out = c.in_pos.size, c.out_pos.size
+        w = np.empty((b, n_in), dtype=np.int64)
+        v = np.empty((b, n_out), dtype=np.int64)
+        for r in range(b):
+            w[r] = np.bincount(rng.integers(0, n_in, size=n_in), minlength=n_in)
+            v[r] = np.bincount(rng.integers(0, n_out, size=n_out), minlength=n_out)
         return w, v
     ids, inverse = np.unique(cluster, return_inverse=True)
-    times = _counts(rng.integers(0, ids.size, size=(b, ids.size)), ids.size, np.arange(ids.size))
+    times = _counts(rng, ids.size, b)
     inverse = inverse.ravel()
     return times[:, inverse[c.in_pos]], times[:, inverse[c.out_pos]]
 
@@ -316,9 +384,8 @@ def attack_metrics(
     c = split_classes(score, member)
     n_in, n_out = c.in_pos.size, c.out_pos.size
     n = n_in + n_out
-    point = metrics_from_weights(
-        c, np.ones((1, n_in)), np.ones((1, n_out)), fprs, delta, min_count
-    )
+    ones = np.ones((1, n_in), dtype=np.int64), np.ones((1, n_out), dtype=np.int64)
+    point = metrics_from_weights(c, *ones, fprs, delta, min_count)
     estimate = {k: float(v[0]) for k, v in point.items()}
     rng = np.random.default_rng(seed)
     clusters = None if cluster is None else np.asarray(cluster).ravel()
