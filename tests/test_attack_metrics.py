@@ -142,6 +142,36 @@ def test_fast_metrics_equal_the_straightforward_computation_on_the_same_resample
     assert np.ptp(fast["epsilon"]) > 0  # the resamples differ
 
 
+def test_multinomial_counts_are_n_uniform_draws_with_replacement():
+    """The Poissonised sampler against the Multinomial(n; 1/n, ..., 1/n) law: totals, the
+    Binomial(n, 1/n) marginals (chi-square), the covariance -n p^2 of two items, and the
+    table's undecided 16-bit values (refined with more bits) are hit."""
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 1000):
+        assert all(am.multinomial_counts(rng, n).sum() == n for _ in range(50))
+    n, reps = 10, 40_000
+    x = np.stack([am.multinomial_counts(rng, n) for _ in range(reps)])
+    observed = np.bincount(np.minimum(x[:, 0], 4), minlength=5)
+    pmf = stats.binom.pmf(np.arange(4), n, 1 / n)
+    expected = reps * np.r_[pmf, 1 - pmf.sum()]
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert np.cov(x[:, 0], x[:, 1])[0, 1] == pytest.approx(-n / n**2, abs=0.03)
+    n, reps = 3000, 300
+    x = np.concatenate([am.multinomial_counts(rng, n) for _ in range(reps)])
+    observed = np.bincount(np.minimum(x, 5), minlength=6)
+    pmf = stats.binom.pmf(np.arange(5), n, 1 / n)
+    expected = x.size * np.r_[pmf, 1 - pmf.sum()]
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert (am._POISSON_OF_U16 == am.AMBIGUOUS).sum() == 8
+    undecided = np.flatnonzero(am._POISSON_OF_U16 == am.AMBIGUOUS)
+    # every decided 16-bit value is the Poisson(1) inverse CDF at both ends of its interval
+    u = np.flatnonzero(am._POISSON_OF_U16 != am.AMBIGUOUS)
+    for end in ((u + 1e-9) / 2**16, (u + 1 - 1e-9) / 2**16):
+        want = stats.poisson.ppf(end, 1.0)
+        np.testing.assert_array_equal(am._POISSON_OF_U16[u], want)
+    assert undecided.size and undecided.max() == 2**16 - 1
+
+
 def test_resamples_do_not_depend_on_the_block_size(monkeypatch):
     score, member = _data(700, 1.0, 2)
     a = attack_metrics(score, member, delta=DELTA, resamples=37, seed=3)

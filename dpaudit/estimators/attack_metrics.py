@@ -48,7 +48,7 @@ BLOCK = 16
 #: than 1/GRID of the class (performance only: the maxima are exact).
 FIRST_BLOCK = 64
 GROWTH = 1.25
-GRID = 128
+GRID = 1024
 
 
 @dataclass(frozen=True)
@@ -234,13 +234,15 @@ def metrics_from_weights(
         pairs = (pairs + np.einsum("bj,bj->b", v, np.take(cw, c.in_atleast, axis=1))) / 2
     out["auroc"] = pairs / (f_in[:, 0] * f_out[:, 0])
     for a in fprs:
-        # FP is non-decreasing: k = the last OUT score whose exclusion keeps FP within budget
-        budget = a * f_out[:, 0] * (1 + 1e-12)
-        tpr = np.empty(w.shape[0])
-        for r in range(w.shape[0]):
-            k = min(int(np.searchsorted(cv[r], budget[r], side="right")) - 1, v.shape[1] - 1)
-            tpr[r] = cw[r, c.in_above[k]] / f_in[r, 0]
-        out[tpr_column(a)] = tpr
+        # FP is non-decreasing: k = the last OUT score whose exclusion keeps FP within budget,
+        # i.e. the number of cumulative OUT counts <= budget, less 1; counted over a prefix of
+        # the columns that holds the budget in every row (the budget is small), else in full
+        budget = a * f_out * (1 + 1e-12)
+        head = min(int(2 * a * c.out_pos.size) + 2 * FIRST_BLOCK, cv.shape[1])
+        if (cv[:, head - 1 : head] <= budget).any():
+            head = cv.shape[1]
+        k = np.minimum(np.count_nonzero(cv[:, :head] <= budget, axis=1) - 1, v.shape[1] - 1)
+        out[tpr_column(a)] = np.take_along_axis(cw, c.in_above[k][:, None], 1)[:, 0] / f_in[:, 0]
     lo, hi = c.out_edges[:-1], c.out_edges[1:]
 
     # max (TP n_out - FP n_in) >= 0 (the point (0, 0) gives 0)
@@ -283,11 +285,54 @@ def tpr_column(fpr: float) -> str:
     return f"tpr_at_fpr_{fpr:g}"
 
 
+def _poisson_table() -> tuple[np.ndarray, np.ndarray]:
+    """The Poisson(1) CDF F (float64, the values below 1) and a table of the Poisson(1) value of
+    each 16-bit number u: the inverse CDF of U in [u, u + 1) / 2^16, or AMBIGUOUS where some
+    F_k falls inside that interval."""
+    pmf = np.exp(-1.0) / np.cumprod(np.r_[1.0, np.arange(1.0, 30.0)])
+    cdf = np.cumsum(pmf)
+    cdf = cdf[cdf < 1.0]
+    u = np.arange(2**16)
+    first = np.searchsorted(cdf, u / 2**16, side="right")  # the value at U = u / 2^16
+    last = np.searchsorted(cdf, (u + 1) / 2**16, side="left")  # ... just below (u + 1) / 2^16
+    return cdf, np.where(first == last, first, AMBIGUOUS).astype(np.uint8)
+
+
+AMBIGUOUS = 255
+_POISSON_CDF, _POISSON_OF_U16 = _poisson_table()
+
+
+def multinomial_counts(rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n,) int64: how often each of n items is drawn in n uniform draws with replacement, i.e.
+    one Multinomial(n; 1/n, ..., 1/n) vector, exactly (to float64 precision), by Poissonisation:
+    independent Poisson(1) counts are, given their total S, the counts of S uniform draws
+    (Johnson, Kotz, Balakrishnan 1997, "Discrete Multivariate Distributions", Ch. 35); S - n of
+    those draws chosen uniformly without replacement are then removed (S > n), or n - S more
+    uniform draws added (S < n), leaving n uniform draws. A Poisson(1) count is the inverse CDF
+    of a 16-bit random number (a table), with 53 more random bits where the 16 do not decide it
+    (8 of the 2^16 values). About |S - n| ~ sqrt(n) draws are touched one by one, so this is much
+    cheaper than drawing n indices and counting them."""
+    u16 = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n]
+    small = np.take(_POISSON_OF_U16, u16)
+    undecided = np.flatnonzero(small == AMBIGUOUS)
+    counts = small.astype(np.int64)
+    if undecided.size:
+        fine = (u16[undecided] + rng.random(undecided.size)) / 2**16
+        counts[undecided] = np.searchsorted(_POISSON_CDF, fine, side="right")
+    extra = int(counts.sum()) - n
+    if extra > 0:
+        drop = rng.choice(n + extra, size=extra, replace=False)  # draws, numbered in item order
+        np.subtract.at(counts, np.searchsorted(np.cumsum(counts), drop, side="right"), 1)
+    elif extra < 0:
+        np.add.at(counts, rng.integers(0, n, size=-extra), 1)
+    return counts
+
+
 def _counts(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
-    """(b, n) int64: each row, how often each of n items is drawn in n draws with replacement."""
+    """(b, n) int64: ``b`` independent :func:`multinomial_counts` rows."""
     out = np.empty((b, n), dtype=np.int64)
     for r in range(b):
-        out[r] = np.bincount(rng.integers(0, n, size=n), minlength=n)
+        out[r] = multinomial_counts(rng, n)
     return out
 
 
@@ -297,19 +342,19 @@ def resample_weights(
     """``b`` bootstrap resamples as integer weights (w, v) on the IN and the OUT scores, each
     class in decreasing order of score (the input of :func:`metrics_from_weights`).
 
-    Without ``cluster``: per resample, n_in draws with replacement among the IN scores
-    (``rng.integers`` indices into the IN scores in decreasing order), then n_out among the OUT
-    scores (so the resamples do not depend on ``BLOCK``). With ``cluster`` (one id per score,
-    file order): per block, the distinct ids drawn with replacement, ``b`` times; a score weighs
-    as often as its cluster was drawn.
+    Without ``cluster``: per resample, the counts of n_in draws with replacement among the IN
+    scores, then of n_out draws among the OUT scores (:func:`multinomial_counts`; so the
+    resamples do not depend on ``BLOCK``). With ``cluster`` (one id per score, file order): per
+    resample, the counts of as many draws among the distinct ids; a score weighs as often as its
+    cluster was drawn.
     """
     if cluster is None:
         n_in, n_out = c.in_pos.size, c.out_pos.size
         w = np.empty((b, n_in), dtype=np.int64)
         v = np.empty((b, n_out), dtype=np.int64)
         for r in range(b):
-            w[r] = np.bincount(rng.integers(0, n_in, size=n_in), minlength=n_in)
-            v[r] = np.bincount(rng.integers(0, n_out, size=n_out), minlength=n_out)
+            w[r] = multinomial_counts(rng, n_in)
+            v[r] = multinomial_counts(rng, n_out)
         return w, v
     ids, inverse = np.unique(cluster, return_inverse=True)
     times = _counts(rng, ids.size, b)
