@@ -302,20 +302,23 @@ AMBIGUOUS = 255
 _POISSON_CDF, _POISSON_OF_U16 = _poisson_table()
 
 
-def multinomial_counts(rng: np.random.Generator, n: int) -> np.ndarray:
-    """(n,) int64: how often each of n items is drawn in n uniform draws with replacement, i.e.
-    one Multinomial(n; 1/n, ..., 1/n) vector, exactly (to float64 precision), by Poissonisation:
-    independent Poisson(1) counts are, given their total S, the counts of S uniform draws
-    (Johnson, Kotz, Balakrishnan 1997, "Discrete Multivariate Distributions", Ch. 35); S - n of
-    those draws chosen uniformly without replacement are then removed (S > n), or n - S more
-    uniform draws added (S < n), leaving n uniform draws. A Poisson(1) count is the inverse CDF
-    of a 16-bit random number (a table), with 53 more random bits where the 16 do not decide it
-    (8 of the 2^16 values). About |S - n| ~ sqrt(n) draws are touched one by one, so this is much
-    cheaper than drawing n indices and counting them."""
+def multinomial_counts(
+    rng: np.random.Generator, n: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """(n,) int64 (written into ``out`` if given): how often each of n items is drawn in n
+    uniform draws with replacement, i.e. one Multinomial(n; 1/n, ..., 1/n) vector, exactly (to
+    float64 precision), by Poissonisation: independent Poisson(1) counts are, given their total
+    S, the counts of S uniform draws (Johnson, Kotz, Balakrishnan 1997, "Discrete Multivariate
+    Distributions", Ch. 35); S - n of those draws chosen uniformly without replacement are then
+    removed (S > n), or n - S more uniform draws added (S < n), leaving n uniform draws. A
+    Poisson(1) count is the inverse CDF of a 16-bit random number (a table), with 53 more random
+    bits where the 16 do not decide it (8 of the 2^16 values). Only |S - n| (about sqrt(n))
+    draws are handled one by one: cheaper than drawing n indices and counting them."""
     u16 = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n]
     small = np.take(_POISSON_OF_U16, u16)
     undecided = np.flatnonzero(small == AMBIGUOUS)
-    counts = small.astype(np.int64)
+    counts = np.empty(n, dtype=np.int64) if out is None else out
+    counts[...] = small
     if undecided.size:
         fine = (u16[undecided] + rng.random(undecided.size)) / 2**16
         counts[undecided] = np.searchsorted(_POISSON_CDF, fine, side="right")
@@ -332,7 +335,7 @@ def _counts(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
     """(b, n) int64: ``b`` independent :func:`multinomial_counts` rows."""
     out = np.empty((b, n), dtype=np.int64)
     for r in range(b):
-        out[r] = multinomial_counts(rng, n)
+        multinomial_counts(rng, n, out[r])
     return out
 
 
@@ -353,8 +356,8 @@ def resample_weights(
         w = np.empty((b, n_in), dtype=np.int64)
         v = np.empty((b, n_out), dtype=np.int64)
         for r in range(b):
-            w[r] = multinomial_counts(rng, n_in)
-            v[r] = multinomial_counts(rng, n_out)
+            multinomial_counts(rng, n_in, w[r])
+            multinomial_counts(rng, n_out, v[r])
         return w, v
     ids, inverse = np.unique(cluster, return_inverse=True)
     times = _counts(rng, ids.size, b)
