@@ -60,7 +60,7 @@ def main() -> None:
         scores = "null" if sigma > 100 else f"mu = {2 / sigma:g}"
         print(
             f"| {m:,} | {scores} | {label} | {eps:.3f} | {best:.3f} | {base:.3f} | "
-            f"{best / base:.0f}x |",
+            f"{best / base:.1f}x |",
             flush=True,
         )
 
