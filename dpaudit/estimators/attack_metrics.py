@@ -26,11 +26,12 @@ a model). They describe the sampling variability of the estimate, asymptotically
 finite-sample guarantees.
 
 Implementation (O(m) per resample, no sort): each class is sorted once; a resample is a vector
-of integer weights on each class's sorted scores (how often each score was drawn), whose
-cumulative sums give the ROC counts at every threshold; every metric is attained at a threshold
-just above an OUT score or at an IN score (:func:`metrics_from_weights`), so AUROC is a weighted
-rank sum and the maxima run over the OUT (IN) scores; the raw-count epsilon skips, exactly, the
-blocks of thresholds whose upper bound cannot beat the best ratio found so far.
+of integer counts on each class's sorted scores (how often each score was drawn, drawn exactly
+by :func:`multinomial_counts`), whose cumulative sums give the ROC counts at every threshold;
+every metric is attained at a threshold just above an OUT score or at an IN score
+(:func:`metrics_from_weights`), so AUROC is a weighted rank sum and the maxima run over the OUT
+(IN) scores, skipping, exactly, the blocks of thresholds whose upper bound cannot beat a value
+already attained.
 """
 
 from __future__ import annotations
