@@ -16,6 +16,7 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score, roc_curve
 from dpaudit import audit as audit_mod
 from dpaudit.config import validate_config
 from dpaudit.estimators import METHODS
+from dpaudit.estimators import attack_metrics as am
 from dpaudit.estimators.attack_metrics import attack_metrics
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -77,6 +78,106 @@ def test_perfect_separation_is_finite_and_the_null_is_about_half():
     score, member = _data(4000, 0.0, 5)
     null = attack_metrics(score, member, delta=DELTA, resamples=200)
     assert null.lower["auroc"] < 0.5 < null.upper["auroc"]
+
+
+def _reference_metrics(tp, fp, fprs, delta, min_count):
+    """The straightforward computation (the first implementation, kept as the reference): every
+    metric at every pooled distinct threshold, from the ROC counts (B, thresholds + 1)."""
+    n_in, n_out = tp[:, -1:], fp[:, -1:]
+    d_fp = np.diff(fp, axis=1)
+    above = np.einsum("bj,bj->b", d_fp, tp[:, :-1] + np.diff(tp, axis=1) / 2)
+    out = {"auroc": above / (n_in[:, 0] * n_out[:, 0])}
+    rows = np.arange(tp.shape[0])
+    for a in fprs:
+        last = np.sum(fp <= a * n_out * (1 + 1e-12), axis=1) - 1
+        out[f"tpr_at_fpr_{a:g}"] = tp[rows, last] / n_in[:, 0]
+    out["balanced_accuracy"] = (1 + np.max(tp / n_in - fp / n_out, axis=1)) / 2
+
+    def best_log_ratio(num, den, ok):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(ok & (num > 0), num / den, 0.0)
+        return np.log(np.maximum(ratio.max(axis=1), 1.0))
+
+    c = max(min_count, 1)
+    fwd = best_log_ratio((tp / n_in - delta) * n_out, fp, fp >= c)
+    fn = n_in - tp
+    rev = best_log_ratio(((n_out - fp) / n_out - delta) * n_in, fn, fn >= c)
+    out["epsilon"] = np.maximum(fwd, rev)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("m", "mu", "decimals", "min_count", "delta", "clustered"),
+    [
+        (3000, 1.0, None, 10, DELTA, False),  # many blocks of thresholds, continuous scores
+        (3000, 0.0, None, 1, 0.0, False),  # null scores: few blocks can be skipped
+        (4000, 3.0, None, 10, DELTA, False),  # strong attack: most blocks skipped
+        (2000, 1.0, 1, 5, 0.01, False),  # ties within and between the classes
+        (500, 2.0, 0, 10, DELTA, False),  # few distinct scores
+        (1200, 1.0, 2, 10, DELTA, True),  # cluster bootstrap (weights 0, 1, 2, ...)
+    ],
+)
+def test_fast_metrics_equal_the_straightforward_computation_on_the_same_resamples(
+    m, mu, decimals, min_count, delta, clustered
+):
+    """The O(m) per-resample metrics (thresholds at OUT / IN scores only, pruned blocks) equal
+    the reference computed at every pooled threshold from the same resample weights."""
+    score, member = _data(m, mu, 7 + m, decimals)
+    c = am.split_classes(score, member)
+    cluster = np.arange(m) // 4 if clustered else None
+    w, v = am.resample_weights(c, np.random.default_rng(1), 40, cluster)
+    assert (w.sum(axis=1) > 0).all() and (v.sum(axis=1) > 0).all()
+    if not clustered:  # n draws with replacement per class
+        assert (w.sum(axis=1) == c.in_pos.size).all() and (v.sum(axis=1) == c.out_pos.size).all()
+    weights = np.zeros((w.shape[0], m))
+    weights[:, c.in_pos], weights[:, c.out_pos] = w, v
+    fprs = (0.001, 0.01, 0.1)
+    ref = _reference_metrics(
+        *am.roc_counts(am.sort_scores(score, member), weights), fprs, delta, min_count
+    )
+    fast = am.metrics_from_weights(c, w, v, fprs, delta, min_count)
+    assert set(fast) == set(ref)
+    for k in ref:
+        np.testing.assert_allclose(fast[k], ref[k], rtol=0, atol=1e-12, err_msg=k)
+    assert np.ptp(fast["epsilon"]) > 0  # the resamples differ
+
+
+def test_multinomial_counts_are_n_uniform_draws_with_replacement():
+    """The Poissonised sampler against the Multinomial(n; 1/n, ..., 1/n) law: totals, the
+    Binomial(n, 1/n) marginals (chi-square), the covariance -n p^2 of two items, and the
+    table's undecided 16-bit values (refined with more bits) are hit."""
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 1000):
+        assert all(am.multinomial_counts(rng, n).sum() == n for _ in range(50))
+    n, reps = 10, 40_000
+    x = np.stack([am.multinomial_counts(rng, n) for _ in range(reps)])
+    observed = np.bincount(np.minimum(x[:, 0], 4), minlength=5)
+    pmf = stats.binom.pmf(np.arange(4), n, 1 / n)
+    expected = reps * np.r_[pmf, 1 - pmf.sum()]
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert np.cov(x[:, 0], x[:, 1])[0, 1] == pytest.approx(-n / n**2, abs=0.03)
+    n, reps = 3000, 300
+    x = np.concatenate([am.multinomial_counts(rng, n) for _ in range(reps)])
+    observed = np.bincount(np.minimum(x, 5), minlength=6)
+    pmf = stats.binom.pmf(np.arange(5), n, 1 / n)
+    expected = x.size * np.r_[pmf, 1 - pmf.sum()]
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert (am._POISSON_OF_U16 == am.AMBIGUOUS).sum() == 8
+    undecided = np.flatnonzero(am._POISSON_OF_U16 == am.AMBIGUOUS)
+    # every decided 16-bit value is the Poisson(1) inverse CDF at both ends of its interval
+    u = np.flatnonzero(am._POISSON_OF_U16 != am.AMBIGUOUS)
+    for end in ((u + 1e-9) / 2**16, (u + 1 - 1e-9) / 2**16):
+        want = stats.poisson.ppf(end, 1.0)
+        np.testing.assert_array_equal(am._POISSON_OF_U16[u], want)
+    assert undecided.size and undecided.max() == 2**16 - 1
+
+
+def test_resamples_do_not_depend_on_the_block_size(monkeypatch):
+    score, member = _data(700, 1.0, 2)
+    a = attack_metrics(score, member, delta=DELTA, resamples=37, seed=3)
+    monkeypatch.setattr(am, "BLOCK", 5)
+    b = attack_metrics(score, member, delta=DELTA, resamples=37, seed=3)
+    assert a.lower == b.lower and a.upper == b.upper
 
 
 def test_bootstrap_interval_covers_the_true_auroc():

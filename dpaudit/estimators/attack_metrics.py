@@ -25,9 +25,13 @@ runs), or whole trials are resampled (a cluster bootstrap, for LiDP files whose 
 a model). They describe the sampling variability of the estimate, asymptotically; they are not
 finite-sample guarantees.
 
-Implementation: a resample is a vector of integer weights on the original scores, so every
-resample reuses one sort of the pooled scores; per resample the ROC counts are cumulative sums
-of the weights over the distinct scores in decreasing order (O(m) per resample).
+Implementation (O(m) per resample, no sort): each class is sorted once; a resample is a vector
+of integer counts on each class's sorted scores (how often each score was drawn, drawn exactly
+by :func:`multinomial_counts`), whose cumulative sums give the ROC counts at every threshold;
+every metric is attained at a threshold just above an OUT score or at an IN score
+(:func:`metrics_from_weights`), so AUROC is a weighted rank sum and the maxima run over the OUT
+(IN) scores, skipping, exactly, the blocks of thresholds whose upper bound cannot beat a value
+already attained.
 """
 
 from __future__ import annotations
@@ -37,8 +41,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: The bootstrap resamples are processed in blocks of this many (memory: block x distinct scores).
+#: The bootstrap resamples are processed in blocks of this many (memory: block x m); the block
+#: size does not change the resamples.
 BLOCK = 16
+#: Thresholds are grouped in blocks for the maxima over thresholds: the first FIRST_BLOCK OUT
+#: (IN) scores from the top (bottom), then blocks growing geometrically by GROWTH, none longer
+#: than 1/GRID of the class (performance only: the maxima are exact).
+FIRST_BLOCK = 64
+GROWTH = 1.25
+GRID = 1024
 
 
 @dataclass(frozen=True)
@@ -87,36 +98,186 @@ def roc_counts(s: Sorted, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return counts[0], counts[1]
 
 
-def _best_log_ratio(num: np.ndarray, den: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """max(0, max over columns where ``ok`` of log(num / den)), per row."""
+@dataclass(frozen=True)
+class Classes:
+    """The IN and the OUT scores, each class sorted by decreasing score, and where each class's
+    scores fall among the other's: what every resample's metrics are computed from.
+
+    A threshold's ROC point is (FP, TP) = the weight of the OUT (IN) scores at or above it. Every
+    metric is attained at one of two kinds of threshold (module docstring of
+    :func:`metrics_from_weights`): just above an OUT score, or at an IN score.
+    """
+
+    in_pos: np.ndarray  # (n_in,) file positions of the IN scores, highest first
+    out_pos: np.ndarray  # (n_out,) file positions of the OUT scores, highest first
+    in_order: np.ndarray  # (n_in,) the same, as positions among the IN scores (file order)
+    out_order: np.ndarray  # (n_out,) the same among the OUT scores
+    in_above: np.ndarray  # (n_out,) number of IN scores > each OUT score
+    in_atleast: np.ndarray | None  # (n_out,) IN scores >= each OUT score; None: no IN = OUT tie
+    out_above: np.ndarray | None  # (n_out,) OUT scores > each OUT score; None: no OUT ties (= j)
+    out_atleast: np.ndarray  # (n_in,) number of OUT scores >= each IN score
+    in_through: np.ndarray | None  # (n_in,) IN scores >= each IN score; None: no IN ties (= i + 1)
+    out_edges: np.ndarray  # block edges over the OUT scores, from the top
+    in_edges: np.ndarray  # block edges over the IN scores, from the bottom (decreasing)
+
+
+def split_classes(score: np.ndarray, member: np.ndarray) -> Classes:
+    """Sort each class once (checks the input as :func:`sort_scores` does)."""
+    s = sort_scores(score, member)
+    score = np.asarray(score, dtype=float).ravel()
+    per_class = []
+    for idx in (np.flatnonzero(s.is_in), np.flatnonzero(~s.is_in)):
+        order = np.argsort(-score[idx], kind="stable")
+        per_class.append((idx[order], order, np.sort(score[idx])))  # ascending copy to search
+    (in_pos, in_order, x_up), (out_pos, out_order, y_up) = per_class
+    x, y = x_up[::-1], y_up[::-1]  # decreasing
+    n_in, n_out = x.size, y.size
+
+    def count(up: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
+        # how many of ``up`` are > (side "right") or >= (side "left") each value
+        return (up.size - np.searchsorted(up, values, side=side)).astype(np.intp)
+
+    in_above = count(x_up, y, "right")
+    in_atleast = count(x_up, y, "left")
+    out_above = count(y_up, y, "right")
+    in_through = count(x_up, x, "left")
+    return Classes(
+        in_pos,
+        out_pos,
+        in_order,
+        out_order,
+        in_above,
+        None if np.array_equal(in_atleast, in_above) else in_atleast,
+        None if np.array_equal(out_above, np.arange(n_out)) else out_above,
+        count(y_up, x, "left"),
+        None if np.array_equal(in_through, np.arange(1, n_in + 1)) else in_through,
+        _edges(n_out),
+        n_in - _edges(n_in),
+    )
+
+
+def _edges(n: int) -> np.ndarray:
+    """0 = e_0 < e_1 < ... = n: a block of FIRST_BLOCK, then blocks growing by GROWTH, none
+    longer than n / GRID."""
+    steps = int(np.ceil(np.log(max(n / FIRST_BLOCK, 1.0)) / np.log(GROWTH))) + 1
+    inner = np.round(FIRST_BLOCK * GROWTH ** np.arange(steps)).astype(np.intp)
+    grid = np.round(np.linspace(0, n, GRID + 1)).astype(np.intp)
+    return np.unique(np.r_[0, inner[inner < n], grid, n])
+
+
+def _cumulative(w: np.ndarray) -> np.ndarray:
+    """(B, k + 1) int64: column j is the sum of the first j columns of ``w``."""
+    out = np.empty((w.shape[0], w.shape[1] + 1), dtype=np.int64)
+    out[:, 0] = 0
+    np.cumsum(w, axis=1, out=out[:, 1:])
+    return out
+
+
+def _ratio(num: np.ndarray, den: np.ndarray, cnt: int) -> np.ndarray:
+    """num / den where den >= cnt and num > 0, else 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(ok & (num > 0), num / den, 0.0)
-    return np.log(np.maximum(ratio.max(axis=1), 1.0))
+        return np.where((den >= cnt) & (num > 0), num / den, 0.0)
 
 
-def metrics_from_counts(
-    tp: np.ndarray, fp: np.ndarray, fprs: Sequence[float], delta: float, min_count: int
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(lo[k], hi[k]) over k (lo < hi)."""
+    length = hi - lo
+    start = np.cumsum(length) - length
+    return np.arange(length.sum()) - np.repeat(start - lo, length)
+
+
+def _pruned_max(bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, best: np.ndarray, value):
+    """Per row, the max of ``best`` and of ``value(cols)`` over every threshold, where blocks
+    [lo[k], hi[k]) whose upper ``bound`` (B, blocks) is at most ``best`` in every row (a value
+    already attained) are skipped: they cannot raise the maximum, so the result is exact."""
+    need = (bound > best[:, None]).any(axis=0)
+    if not need.any():
+        return best
+    return np.maximum(best, value(_ranges(lo[need], hi[need])).max(axis=1))
+
+
+def metrics_from_weights(
+    c: Classes,
+    w: np.ndarray,
+    v: np.ndarray,
+    fprs: Sequence[float],
+    delta: float,
+    min_count: int,
 ) -> dict[str, np.ndarray]:
-    """The metrics of each row of ROC counts (see the module docstring), arrays of shape (B,)."""
-    n_in, n_out = tp[:, -1:], fp[:, -1:]
+    """The metrics (module docstring) of each row of weights, arrays of shape (B,).
+
+    ``w`` (B, n_in) and ``v`` (B, n_out): how often (an integer) each IN (OUT) score appears
+    in each resample, both classes in decreasing order of score (``c.in_pos``, ``c.out_pos``);
+    every row needs positive IN and OUT totals. O(B (n_in + n_out)), with no sort.
+
+    Which thresholds suffice. Lowering the threshold from one OUT score to the next raises TP and
+    leaves FP: so the best TPR at a given FPR, the best TPR - FPR and the best forward ratio
+    (TPR - delta) / FPR at a given FP are all attained just above an OUT score (at the lowest
+    threshold before FP grows). Raising it from one IN score to the next lowers FP and leaves
+    TP: so the best reverse ratio (TNR - delta) / FNR at a given FN is attained at an IN score.
+    The only other ROC points, (0, 0) and (1, 1), give TPR - FPR = 0 and ratios <= 1 - delta,
+    below the floors. So the metrics equal the maxima over every threshold. The maxima skip
+    blocks of thresholds that provably cannot beat a value attained at the blocks' edges: in a
+    block, TP and FP are at most their last and at least their first values.
+    """
+    v = np.asarray(v)
+    cw, cv = _cumulative(w), _cumulative(v)
+    n_in, n_out = cw[:, -1:], cv[:, -1:]
+    f_in, f_out = n_in.astype(float), n_out.astype(float)
+    # just above each OUT score (decreasing): the IN and the OUT weight above it
+    tp = np.take(cw, c.in_above, axis=1)
+    fp = cv[:, :-1] if c.out_above is None else np.take(cv, c.out_above, axis=1)
     out: dict[str, np.ndarray] = {}
-    # Mann-Whitney with ties counted 1/2 (= the trapezoids between consecutive ROC points):
-    # each OUT score counts the IN scores above it plus half of those tied with it
-    d_fp = np.diff(fp, axis=1)
-    above = np.einsum("bj,bj->b", d_fp, tp[:, :-1] + np.diff(tp, axis=1) / 2)
-    out["auroc"] = above / (n_in[:, 0] * n_out[:, 0])
-    rows = np.arange(tp.shape[0])
+    # Mann-Whitney with ties counted 1/2: each OUT score counts the IN weight above it plus half
+    # of the IN weight tied with it (a weighted rank sum, in integers)
+    pairs = np.einsum("bj,bj->b", v, tp)
+    if c.in_atleast is not None:
+        pairs = (pairs + np.einsum("bj,bj->b", v, np.take(cw, c.in_atleast, axis=1))) / 2
+    out["auroc"] = pairs / (f_in[:, 0] * f_out[:, 0])
     for a in fprs:
-        # FP is non-decreasing along a row: the last column with FP <= a * n_out
-        last = np.sum(fp <= a * n_out * (1 + 1e-12), axis=1) - 1
-        out[tpr_column(a)] = tp[rows, last] / n_in[:, 0]
-    out["balanced_accuracy"] = (1 + np.max(tp / n_in - fp / n_out, axis=1)) / 2
-    c = max(min_count, 1)
-    # log((TPR - delta) / FPR) and log((TNR - delta) / FNR), Eq. (1) with raw rates
-    fwd = _best_log_ratio((tp / n_in - delta) * n_out, fp, fp >= c)
-    fn = n_in - tp
-    rev = _best_log_ratio(((n_out - fp) / n_out - delta) * n_in, fn, fn >= c)
-    out["epsilon"] = np.maximum(fwd, rev)
+        # FP is non-decreasing: k = the last OUT score whose exclusion keeps FP within budget,
+        # i.e. the number of cumulative OUT counts <= budget, less 1; counted over a prefix of
+        # the columns that holds the budget in every row (the budget is small), else in full
+        budget = a * f_out * (1 + 1e-12)
+        head = min(int(2 * a * c.out_pos.size) + 2 * FIRST_BLOCK, cv.shape[1])
+        if (cv[:, head - 1 : head] <= budget).any():
+            head = cv.shape[1]
+        k = np.minimum(np.count_nonzero(cv[:, :head] <= budget, axis=1) - 1, v.shape[1] - 1)
+        out[tpr_column(a)] = np.take_along_axis(cw, c.in_above[k][:, None], 1)[:, 0] / f_in[:, 0]
+    lo, hi = c.out_edges[:-1], c.out_edges[1:]
+
+    # max (TP n_out - FP n_in) >= 0 (the point (0, 0) gives 0)
+    def gap(cols) -> np.ndarray:
+        return tp[:, cols] * n_out - fp[:, cols] * n_in
+
+    best = np.maximum(gap(lo).max(axis=1), 0)
+    best = _pruned_max(tp[:, hi - 1] * n_out - fp[:, lo] * n_in, lo, hi, best, gap)
+    out["balanced_accuracy"] = (1 + best / (f_in[:, 0] * f_out[:, 0])) / 2
+    cnt = max(min_count, 1)
+
+    # log((TPR - delta) / FPR) just above each OUT score, Eq. (1) with raw rates
+    def fwd_num(t: np.ndarray) -> np.ndarray:
+        return (t / f_in - delta) * f_out
+
+    def fwd(cols) -> np.ndarray:
+        return _ratio(fwd_num(tp[:, cols]), fp[:, cols], cnt)
+
+    bound = fwd_num(tp[:, hi - 1]) / np.maximum(fp[:, lo], cnt)
+    forward = _pruned_max(bound, lo, hi, np.maximum(fwd(lo).max(axis=1), 1.0), fwd)
+
+    # log((TNR - delta) / FNR) at each IN score (decreasing); blocks from the lowest
+    lo, hi = c.in_edges[1:], c.in_edges[:-1]
+    through = np.arange(1, c.in_pos.size + 1) if c.in_through is None else c.in_through
+
+    def rev_num(f: np.ndarray) -> np.ndarray:
+        return ((f_out - f) / f_out - delta) * f_in
+
+    def rev(cols) -> np.ndarray:
+        return _ratio(rev_num(cv[:, c.out_atleast[cols]]), n_in - cw[:, through[cols]], cnt)
+
+    bound = rev_num(cv[:, c.out_atleast[lo]]) / np.maximum(n_in - cw[:, through[hi - 1]], cnt)
+    reverse = _pruned_max(bound, lo, hi, np.maximum(rev(lo).max(axis=1), 1.0), rev)
+    out["epsilon"] = np.log(np.maximum(forward, reverse))
     return out
 
 
@@ -125,26 +286,84 @@ def tpr_column(fpr: float) -> str:
     return f"tpr_at_fpr_{fpr:g}"
 
 
-def _counts(draws: np.ndarray, n: int) -> np.ndarray:
-    """(b, n) how often each of n items appears in each row of ``draws`` (b, k)."""
-    b = draws.shape[0]
-    idx = (np.arange(b)[:, None] * n + draws).ravel()
-    return np.bincount(idx, minlength=b * n).reshape(b, n).astype(float)
+def _poisson_table() -> tuple[np.ndarray, np.ndarray]:
+    """The Poisson(1) CDF F (float64, the values below 1) and a table of the Poisson(1) value of
+    each 16-bit number u: the inverse CDF of U in [u, u + 1) / 2^16, or AMBIGUOUS where some
+    F_k falls inside that interval."""
+    pmf = np.exp(-1.0) / np.cumprod(np.r_[1.0, np.arange(1.0, 30.0)])
+    cdf = np.cumsum(pmf)
+    cdf = cdf[cdf < 1.0]
+    u = np.arange(2**16)
+    first = np.searchsorted(cdf, u / 2**16, side="right")  # the value at U = u / 2^16
+    last = np.searchsorted(cdf, (u + 1) / 2**16, side="left")  # ... just below (u + 1) / 2^16
+    return cdf, np.where(first == last, first, AMBIGUOUS).astype(np.uint8)
 
 
-def stratified_weights(s: Sorted, rng: np.random.Generator, b: int) -> np.ndarray:
-    """(b, n) weights: the IN and the OUT scores each resampled with replacement."""
-    w = np.zeros((b, s.is_in.size))
-    for cls in (np.flatnonzero(s.is_in), np.flatnonzero(~s.is_in)):
-        w[:, cls] = _counts(rng.integers(0, cls.size, size=(b, cls.size)), cls.size)
-    return w
+AMBIGUOUS = 255
+_POISSON_CDF, _POISSON_OF_U16 = _poisson_table()
 
 
-def cluster_weights(cluster: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray:
-    """(b, n) weights: whole clusters (trials) resampled with replacement."""
+def multinomial_counts(
+    rng: np.random.Generator, n: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """(n,) int64 (written into ``out`` if given): how often each of n items is drawn in n
+    uniform draws with replacement, i.e. one Multinomial(n; 1/n, ..., 1/n) vector, exactly (to
+    float64 precision), by Poissonisation: independent Poisson(1) counts are, given their total
+    S, the counts of S uniform draws (Johnson, Kotz, Balakrishnan 1997, "Discrete Multivariate
+    Distributions", Ch. 35); S - n of those draws chosen uniformly without replacement are then
+    removed (S > n), or n - S more uniform draws added (S < n), leaving n uniform draws. A
+    Poisson(1) count is the inverse CDF of a 16-bit random number (a table), with 53 more random
+    bits where the 16 do not decide it (8 of the 2^16 values). Only |S - n| (about sqrt(n))
+    draws are handled one by one: cheaper than drawing n indices and counting them."""
+    u16 = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n]
+    small = np.take(_POISSON_OF_U16, u16)
+    undecided = np.flatnonzero(small == AMBIGUOUS)
+    counts = np.empty(n, dtype=np.int64) if out is None else out
+    counts[...] = small
+    if undecided.size:
+        fine = (u16[undecided] + rng.random(undecided.size)) / 2**16
+        counts[undecided] = np.searchsorted(_POISSON_CDF, fine, side="right")
+    extra = int(counts.sum()) - n
+    if extra > 0:
+        drop = rng.choice(n + extra, size=extra, replace=False)  # draws, numbered in item order
+        np.subtract.at(counts, np.searchsorted(np.cumsum(counts), drop, side="right"), 1)
+    elif extra < 0:
+        np.add.at(counts, rng.integers(0, n, size=-extra), 1)
+    return counts
+
+
+def _counts(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
+    """(b, n) int64: ``b`` independent :func:`multinomial_counts` rows."""
+    out = np.empty((b, n), dtype=np.int64)
+    for r in range(b):
+        multinomial_counts(rng, n, out[r])
+    return out
+
+
+def resample_weights(
+    c: Classes, rng: np.random.Generator, b: int, cluster: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``b`` bootstrap resamples as integer weights (w, v) on the IN and the OUT scores, each
+    class in decreasing order of score (the input of :func:`metrics_from_weights`).
+
+    Without ``cluster``: per resample, the counts of n_in draws with replacement among the IN
+    scores, then of n_out draws among the OUT scores (:func:`multinomial_counts`; so the
+    resamples do not depend on ``BLOCK``). With ``cluster`` (one id per score, file order): per
+    resample, the counts of as many draws among the distinct ids; a score weighs as often as its
+    cluster was drawn.
+    """
+    if cluster is None:
+        n_in, n_out = c.in_pos.size, c.out_pos.size
+        w = np.empty((b, n_in), dtype=np.int64)
+        v = np.empty((b, n_out), dtype=np.int64)
+        for r in range(b):
+            multinomial_counts(rng, n_in, w[r])
+            multinomial_counts(rng, n_out, v[r])
+        return w, v
     ids, inverse = np.unique(cluster, return_inverse=True)
-    times = _counts(rng.integers(0, ids.size, size=(b, ids.size)), ids.size)
-    return times[:, inverse.ravel()]
+    times = _counts(rng, ids.size, b)
+    inverse = inverse.ravel()
+    return times[:, inverse[c.in_pos]], times[:, inverse[c.out_pos]]
 
 
 @dataclass
@@ -211,9 +430,11 @@ def attack_metrics(
     for a in fprs:
         if not 0 < a < 1:
             raise ValueError(f"fprs must lie in (0, 1), got {a}")
-    s = sort_scores(score, member)
-    n = s.is_in.size
-    point = metrics_from_counts(*roc_counts(s, np.ones((1, n))), fprs, delta, min_count)
+    c = split_classes(score, member)
+    n_in, n_out = c.in_pos.size, c.out_pos.size
+    n = n_in + n_out
+    ones = np.ones((1, n_in), dtype=np.int64), np.ones((1, n_out), dtype=np.int64)
+    point = metrics_from_weights(c, *ones, fprs, delta, min_count)
     estimate = {k: float(v[0]) for k, v in point.items()}
     rng = np.random.default_rng(seed)
     clusters = None if cluster is None else np.asarray(cluster).ravel()
@@ -222,15 +443,13 @@ def attack_metrics(
     draws: dict[str, list[np.ndarray]] = {k: [] for k in estimate}
     for start in range(0, resamples, BLOCK):
         b = min(BLOCK, resamples - start)
-        if clusters is None:
-            w = stratified_weights(s, rng, b)
-        else:
-            w = cluster_weights(clusters, rng, b)
-        tp, fp = roc_counts(s, w)
-        # a cluster resample may draw no IN (or no OUT) score: skip it (rare; counted below)
-        ok = (tp[:, -1] > 0) & (fp[:, -1] > 0)
-        for k, v in metrics_from_counts(tp[ok], fp[ok], fprs, delta, min_count).items():
-            draws[k].append(v)
+        w, v = resample_weights(c, rng, b, clusters)
+        # a cluster resample may draw no IN (or no OUT) score: skip it (rare)
+        ok = (w.sum(axis=1) > 0) & (v.sum(axis=1) > 0)
+        if not ok.all():
+            w, v = w[ok], v[ok]
+        for k, vals in metrics_from_weights(c, w, v, fprs, delta, min_count).items():
+            draws[k].append(vals)
     tail = (1 - confidence) / 2
     lower, upper = {}, {}
     for k in estimate:
@@ -242,8 +461,8 @@ def attack_metrics(
         estimate,
         lower,
         upper,
-        int(s.is_in.sum()),
-        int((~s.is_in).sum()),
+        n_in,
+        n_out,
         resamples,
         confidence,
         unit,
