@@ -52,7 +52,8 @@ PARAM_TOL = 1e-7
 TAIL = "recursion"
 
 
-def _family(family: str) -> str:
+def check_family(family: str) -> str:
+    """The canonical name of a family this test supports (a clear error otherwise)."""
     family = canonical_family(family)
     if family not in ABSTENTION_FAMILIES:
         raise ValueError(
@@ -72,7 +73,7 @@ def inverse_blow_up(family: str, theta: float, delta: float = 0.0):
     * ``approx_dp``: f(x) = max(0, 1 - delta - e^eps x, e^{-eps}(1 - delta - x)), so
       f_bar^{-1}(y) = max(0, (y - delta) e^{-eps}, 1 - delta - e^eps (1 - y)).
     """
-    family = _family(family)
+    family = check_family(family)
     theta = float(theta)
     if theta < 0 or math.isnan(theta):
         raise ValueError(f"the family parameter must be >= 0, got {theta}")
@@ -153,7 +154,7 @@ def param_lower_bound(
 ) -> float:
     """The largest family parameter whose f-DP null is rejected at level 1 - confidence (0 if
     none is; PARAM_MAX if every one up to it is), to PARAM_TOL, on the rejected side."""
-    family = _family(family)
+    family = check_family(family)
     _check_counts(m, guesses, correct)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
@@ -197,7 +198,7 @@ def epsilon_lower_bound(
     (the signature of :func:`dpaudit.estimators.fdp_one_run.epsilon_lower_bound`, so that the
     same selection rules run it). ``delta`` is the delta of the f_{eps,delta} null and the
     delta of the (epsilon, delta) report; ``q`` and ``tail`` are not used."""
-    family = _family(family)
+    family = check_family(family)
     if q is not None:
         raise ValueError("the f-DP abstention audit takes no q (no subsampled_gaussian family)")
     if not 0.0 <= delta < 1.0:

@@ -20,6 +20,8 @@ from dpaudit.scores import ScoreFile
 def run_fdp_abstention(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """f-DP audit in one run with abstention (Mahloujifar, Melis, Chaudhuri 2025: the recursion
     of their Algorithm 3), per trial, per selection rule of the number of guesses."""
+    if params.get("family") is not None:
+        fdp_abstention.check_family(params["family"])
     return run_released_guess_audit(
         sf, params, "fdp_abstention", fdp_abstention.epsilon_lower_bound
     )

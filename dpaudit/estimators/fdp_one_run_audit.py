@@ -149,7 +149,7 @@ def audit_scores(
         picked = rules.select(rule, confidence, bound_at, key=_epsilon_of, held_out=held_out)
         b, kp, km = picked.result
         p = claimed_p(b.n, b.r, b.wrong)
-        if isinstance(rule, rules.Bonferroni):
+        if isinstance(rule, rules.Bonferroni) and not math.isnan(p):
             p = min(1.0, p * picked.grid_size)
         rows.append(
             _row(sel, b, kp, km, confidence, picked.level, picked.grid_size, picked.valid, p, guess)
