@@ -155,6 +155,21 @@ def test_false_exceedance_on_randomized_response():
     assert np.mean(bounds) > 1.5  # and the test is not trivially loose
 
 
+@pytest.mark.parametrize(
+    ("n", "r", "eps", "delta", "beta"),
+    [(10_000, 2000, 3.2, 0.01, 0.1), (100, 100, 1.0, 0.1, 0.2), (100_000, 20_000, 2.0, 1e-5, 0.1)],
+)
+def test_valid_on_the_pathological_eps_delta_mechanism(n, r, eps, delta, beta):
+    """Steinke et al.'s pathological (eps, delta)-DP algorithm, where the tight one-run test of
+    Xiang et al. rejects its true null f_{eps,delta} too often (docs/estimators/fdp_one_run.md):
+    the recursion's exact rejection rate of the same true null is at most 1 - confidence."""
+    from dpaudit.mechanisms.fdp_pathological import Pathological
+
+    mech = Pathological(n, r, eps, delta, beta)
+    rate = F.rejection_rate(n, r, mech.wrong_pmf(), "approx_dp", eps, delta, 0.95)
+    assert rate <= 0.05
+
+
 def test_null_scores_give_zero():
     """Members and non-members from one distribution: the valid bound is 0 in >= 95% of runs."""
     zeros = 0

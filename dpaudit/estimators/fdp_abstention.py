@@ -219,3 +219,25 @@ def epsilon_lower_bound(
         confidence=float(confidence),
         tail=TAIL,
     )
+
+
+def rejection_rate(
+    n: int,
+    r: int,
+    wrong_pmf: np.ndarray,
+    family: str,
+    theta: float,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+) -> float:
+    """The exact probability that the test rejects the f_theta null when the wrong count of
+    the r guesses on n canaries has law ``wrong_pmf`` (index u = number wrong): a validity
+    check on a mechanism whose wrong-count law is known (rejection is monotone in the number
+    of correct guesses, so the sum stops at the first u not rejected)."""
+    inverse = inverse_blow_up(family, theta, delta)
+    rate = 0.0
+    for u in range(r + 1):
+        if not rejects(n, r, r - u, inverse, 1.0 - confidence):
+            break
+        rate += float(wrong_pmf[u])
+    return rate
