@@ -4,8 +4,9 @@ Peers (benchmark-only dependencies, never imported by the library or the tests; 
 -e '.[bench]'`` or ``pip install jax-privacy xbern-confidence-intervals``):
 
 * jax_privacy's ``auditing`` module (``CanaryScoreAuditor``): the one-run bound of Steinke,
-  Nasr, Jagielski 2023 (arXiv:2305.08846), the multi-run Clopper-Pearson bound and the GDP fit of
-  Nasr et al. 2023 (arXiv:2302.07956);
+  Nasr, Jagielski 2023 (arXiv:2305.08846), the one-run f-DP bound of Mahloujifar, Melis,
+  Chaudhuri 2025 (arXiv:2410.22235; dpaudit's ``fdp_abstention``), the multi-run
+  Clopper-Pearson bound and the GDP fit of Nasr et al. 2023 (arXiv:2302.07956);
 * ``xbern-confidence-intervals`` (Pillutla et al. 2023, arXiv:2305.18447): the XBern Wilson
   and Bernstein intervals.
 
@@ -18,7 +19,7 @@ grid is two-sided and smaller; its multi-run bound is two-sided with a stratifie
 fit is the uncorrected maximum over thresholds, the peer's is Bonferroni-corrected), so the
 results are printed next to each other but need not agree. Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_peers.py [--quick]
+    OMP_NUM_THREADS=1 python benchmarks/bench_peers.py [--quick] [--only one-run]
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dpaudit.estimators import multi_run, one_run, xbern  # noqa: E402
+from dpaudit.estimators import (  # noqa: E402
+    fdp_abstention,
+    fdp_one_run_audit,
+    multi_run,
+    one_run,
+    xbern,
+)
 
 try:
     from jax_privacy import auditing as jaxa
@@ -123,6 +130,55 @@ def one_run_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
     return ours, peer
 
 
+def fdp_abstention_threshold_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, jax_privacy): the one-run f-DP bound of Mahloujifar et al. (GDP null) at one
+    explicit threshold, the top 10% of scores guessed IN (the same counts: equal results)."""
+    threshold = float(np.quantile(s, 0.9))
+    r = int(np.sum(s >= threshold))
+
+    def ours():
+        rows = fdp_one_run_audit.audit_scores(
+            s,
+            mem,
+            delta=DELTA,
+            confidence=CONFIDENCE,
+            guess="top_in",
+            selections=("fixed",),
+            r_fixed=r,
+            bound=fdp_abstention.epsilon_lower_bound,
+        )
+        return rows[0]["epsilon"]
+
+    def peer():
+        return auditor(s, mem).epsilon_one_run_fdp(
+            1 - CONFIDENCE, DELTA, threshold_strategy=jaxa.Explicit(threshold)
+        )
+
+    return ours, peer
+
+
+def fdp_abstention_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, jax_privacy): the one-run f-DP bound of Mahloujifar et al. (GDP null),
+    Bonferroni over each one's thresholds (dpaudit: its 1-2-5 grid of guess counts, two-sided
+    guesses; jax_privacy: every threshold, IN guesses only), so the results differ."""
+
+    def ours():
+        rows = fdp_one_run_audit.audit_scores(
+            s,
+            mem,
+            delta=DELTA,
+            confidence=CONFIDENCE,
+            selections=("bonferroni",),
+            bound=fdp_abstention.epsilon_lower_bound,
+        )
+        return rows[0]["epsilon"]
+
+    def peer():
+        return auditor(s, mem).epsilon_one_run_fdp(1 - CONFIDENCE, DELTA)
+
+    return ours, peer
+
+
 def multi_run_cp_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
     """(dpaudit, jax_privacy): the Clopper-Pearson bound, threshold chosen on half the runs."""
 
@@ -197,6 +253,7 @@ def bench_xbern(cases: list[tuple[int, int]]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="only the two smaller sizes")
+    ap.add_argument("--only", default="", help="only the rows whose name contains this")
     args = ap.parse_args()
     small = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5]
     large = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
@@ -210,10 +267,18 @@ def main() -> None:
         "| dpaudit result | peer result |"
     )
     print("|---|---|---|---|---|---|---|")
-    bench_scores("one-run, Bonferroni", "m", one_run_pair, small, 1)
-    bench_scores("multi-run CP, held-out threshold", "n", multi_run_cp_pair, large, 2)
-    bench_scores("GDP fit", "n", gdp_pair, large, 3)
-    bench_xbern([(1024, 32), (4096, 64), (65536, 256)])
+    for name, size, pair, sizes, seed in (
+        ("one-run, Bonferroni", "m", one_run_pair, small, 1),
+        ("one-run f-DP (Mahloujifar et al.), one threshold", "m", fdp_abstention_threshold_pair,
+         small, 1),
+        ("one-run f-DP (Mahloujifar et al.), Bonferroni", "m", fdp_abstention_pair, small, 1),
+        ("multi-run CP, held-out threshold", "n", multi_run_cp_pair, large, 2),
+        ("GDP fit", "n", gdp_pair, large, 3),
+    ):
+        if args.only in name:
+            bench_scores(name, size, pair, sizes, seed)
+    if args.only in "XBern":
+        bench_xbern([(1024, 32), (4096, 64), (65536, 256)])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ paper's Chernoff p-value and with the exact Poisson-binomial tail; a Monte Carlo
 simulated error counts; an end-to-end Monte Carlo through the registered estimator on
 simulated score vectors (``fdp_one_run_audit.audit_scores``, selection ``fixed``, rule
 ``centered``) counting eps_l > eps (only for r < n/2 and n <= 1e4, to keep the run short);
-the one-run test of Steinke et al. on the same mechanism.
+the one-run test of Steinke et al. on the same mechanism; and the exact rejection rate of the
+f-DP test with abstention of Mahloujifar, Melis, Chaudhuri 2025 (``fdp_abstention``, the same
+true null f_{eps,delta}), which stays at or below 0.05.
 
     OMP_NUM_THREADS=1 python benchmarks/fdp_theorem1_counterexample.py [--trials 4000]
 """
@@ -23,6 +25,7 @@ import math
 
 import numpy as np
 
+from dpaudit.estimators import fdp_abstention as MMC
 from dpaudit.estimators import fdp_one_run as F
 from dpaudit.estimators import one_run
 from dpaudit.estimators.fdp_one_run_audit import audit_scores
@@ -74,9 +77,10 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     print(
         "| n | r | eps | delta | beta | hockey-stick | exact (Chernoff) | exact (PoiBin) "
-        f"| MC ({args.trials}) | end-to-end MC ({args.e2e_trials}) | Steinke | eps_l if X=1 |"
+        f"| MC ({args.trials}) | end-to-end MC ({args.e2e_trials}) | Steinke | eps_l if X=1 "
+        "| Mahloujifar et al. |"
     )
-    print("|" + "---|" * 12)
+    print("|" + "---|" * 13)
     for n, r, eps, delta, beta in SETTINGS:
         mech = Pathological(n, r, eps, delta, beta)
         rej = F.rejection_table(n, r, eps, delta)
@@ -100,7 +104,8 @@ def main() -> None:
         print(
             f"| {n} | {r} | {eps} | {delta:g} | {beta} | {mech.hockey_stick():.3g} "
             f"| {exact_c:.4f} | {exact_p:.4f} | {mc:.4f} +- {sd:.4f} | {e2e} "
-            f"| {steinke_rate(mech):.4f} | {eps_x1:.2f} |"
+            f"| {steinke_rate(mech):.4f} | {eps_x1:.2f} "
+            f"| {MMC.rejection_rate(n, r, mech.wrong_pmf(), 'approx_dp', eps, delta):.4f} |"
         )
 
 

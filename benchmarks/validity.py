@@ -54,6 +54,10 @@ def cases() -> list[Case]:
         "r_grid": [50, 100, 200, 500],
     }
     fdp_rr = {**fdp, "family": "approx_dp", "delta": 0.0}
+    abstention = {**fdp, "method": "fdp_abstention"}
+    abstention_rr = {**abstention, "family": "approx_dp", "delta": 0.0}
+    # every canary guessed (no abstention, r = m): the least diluted use of the recursion
+    abstention_all = {**abstention, "selections": ["fixed"], "r_fraction": 1.0}
     g = gaussian_score_file(1000, 2.0, 1e-5, seed=0)  # mu = 1
     rr = randomized_response_score_file(1000, 2.0, 0.0, seed=0)
     lidp_true = 2.0
@@ -107,6 +111,34 @@ def cases() -> list[Case]:
             lambda s: gaussian_score_file(1000, 2.0, 1e-5, seed=s),
             g.claimed_epsilon,
             {**fdp, "selections": ["multi_split"], "splits": 4, "split_seed": 0},
+        ),
+        Case(
+            "fdp_abstention GDP (Bonferroni, sample split)",
+            "Gaussian, mu = 1, m = 1000",
+            lambda s: gaussian_score_file(1000, 2.0, 1e-5, seed=s),
+            g.claimed_epsilon,
+            abstention,
+        ),
+        Case(
+            "fdp_abstention approx_dp delta=0 (Bonferroni, sample split)",
+            "randomized response, eps = 2, m = 1000",
+            lambda s: randomized_response_score_file(1000, 2.0, 0.0, seed=s),
+            rr.claimed_epsilon,
+            abstention_rr,
+        ),
+        Case(
+            "fdp_abstention approx_dp delta=0 (fixed r = m)",
+            "randomized response, eps = 2, m = 1000",
+            lambda s: randomized_response_score_file(1000, 2.0, 0.0, seed=s),
+            rr.claimed_epsilon,
+            {**abstention_all, "family": "approx_dp", "delta": 0.0},
+        ),
+        Case(
+            "fdp_abstention GDP (multi_split: 4 splits, gamma 1/2)",
+            "Gaussian, mu = 1, m = 1000",
+            lambda s: gaussian_score_file(1000, 2.0, 1e-5, seed=s),
+            g.claimed_epsilon,
+            {**abstention, "selections": ["multi_split"], "splits": 4, "split_seed": 0},
         ),
         Case(
             "lidp Wilson order 2 (held out)",

@@ -769,7 +769,7 @@ def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
         raise ConfigError(
             f"config key estimators.{name}.fixed_fraction: set fixed or fixed_fraction, not both"
         )
-    if method != "fdp_one_run":
+    if method not in ("fdp_one_run", "fdp_abstention"):
         return
     if "fixed" in selections and block.get("r") is None and block.get("r_fraction") is None:
         raise ConfigError(

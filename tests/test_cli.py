@@ -179,7 +179,7 @@ def test_estimator_that_does_not_apply_is_an_error(tmp_path, rr_file, capsys):
     assert main(["audit", str(rr_file), "--estimator", "lidp"]) == 2
     err = _one_line_error(capsys, "audit")
     assert "rr.npz: estimator 'lidp' (method 'lidp', for design(s) ['lidp']) does not apply" in err
-    methods = "['attack_metrics', 'fdp_one_run', 'one_run']"
+    methods = "['attack_metrics', 'fdp_abstention', 'fdp_one_run', 'one_run']"
     assert f"design 'one_run'; methods for 'one_run': {methods}" in err
     config = tmp_path / "c.yaml"
     config.write_text("estimators:\n  mine: {method: lidp}\n")

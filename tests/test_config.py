@@ -412,6 +412,7 @@ def test_paper_config_leaves_the_default_experiments_alone(path):
         ({"method": "one_run", "selections": ["fixed"]}, "estimators.e.fixed"),
         ({"method": "fdp_one_run", "selections": ["fixed"]}, "estimators.e.r"),
         ({"method": "fdp_one_run", "family": "subsampled_gaussian"}, "estimators.e.q"),
+        ({"method": "fdp_abstention", "selections": ["fixed"]}, "estimators.e.r"),
     ],
 )
 def test_estimator_keys_that_need_another_key(block, key):

@@ -130,6 +130,7 @@ def _same_rows(a: list[dict], b: list[dict]) -> bool:
 PARTIAL = {
     "lidp": [{}, {"interval": "clopper_pearson"}, {"interval": "bernstein"}],
     "fdp_one_run": [{}, {"family": "laplace"}],
+    "fdp_abstention": [{}, {"family": "approx_dp"}],
     "one_run": [{}, {"confidence": 0.9}],
     "multi_run_cp": [{}, {"confidence": 0.9}],
     "gdp_fit": [{}, {"select_fraction": 0.3}],

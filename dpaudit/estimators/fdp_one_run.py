@@ -35,6 +35,7 @@ default p-value is max(Eq. 26, exact tail), which is what the paper's Eq. (19) n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
@@ -882,24 +883,42 @@ def released_guesses(
     ``centered``: confidence |score - median| and guess by the side of the median (the
     paper's "special case"). Ties are broken by position (stable sort).
     """
+    return guess_counter(score, membership, rule)(r)
+
+
+def guess_counter(
+    score: np.ndarray, membership: np.ndarray, rule: str = "balanced"
+) -> Callable[[int], tuple[int, int, int]]:
+    """r -> :func:`released_guesses` (score, membership, r, rule), sorting the scores once (a
+    grid of r then costs one sort, not one per r)."""
     score = np.asarray(score, dtype=float).ravel()
     member = np.asarray(membership).ravel().astype(np.int64)
     n = len(score)
-    _check(n, r)
     if rule == "balanced" or rule == "top_in":
-        kp = r if rule == "top_in" else (r + 1) // 2
-        km = r - kp
-        order = np.argsort(-score, kind="stable")
-        m = member[order]
-        wrong = int(kp - m[:kp].sum()) + int(m[n - km :].sum()) if km else int(kp - m[:kp].sum())
-        return kp, km, wrong
+        m = member[np.argsort(-score, kind="stable")]
+        top = np.concatenate(([0], np.cumsum(m)))  # members among the j highest
+        total = int(top[-1])
+
+        def count(r: int) -> tuple[int, int, int]:
+            _check(n, r)
+            kp = r if rule == "top_in" else (r + 1) // 2
+            km = r - kp
+            wrong = int(kp - top[kp]) + (total - int(top[n - km]) if km else 0)
+            return kp, km, wrong
+
+        return count
     if rule == "centered":
         c = float(np.median(score))
-        conf = np.abs(score - c)
-        order = np.argsort(-conf, kind="stable")[:r]
+        order = np.argsort(-np.abs(score - c), kind="stable")
         guess_in = score[order] > c
-        wrong = int(np.sum(guess_in != (member[order] == 1)))
-        return int(guess_in.sum()), int(r - guess_in.sum()), wrong
+        ins = np.concatenate(([0], np.cumsum(guess_in)))
+        errs = np.concatenate(([0], np.cumsum(guess_in != (member[order] == 1))))
+
+        def count_centered(r: int) -> tuple[int, int, int]:
+            _check(n, r)
+            return int(ins[r]), int(r - ins[r]), int(errs[r])
+
+        return count_centered
     raise ValueError(f"unknown guess rule {rule!r}; allowed: {', '.join(GUESS_RULES)}")
 
 

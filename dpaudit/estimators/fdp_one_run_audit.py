@@ -17,6 +17,7 @@ multiple testing; the selection rules mirror the one-run estimator (:mod:`.one_r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -85,12 +86,18 @@ def audit_scores(
     r_grid: list[int] | None = None,
     split_seed: int = 0,
     claimed_epsilon: float = math.inf,
+    bound: Callable[..., fdp.FdpBound] = fdp.epsilon_lower_bound,
 ) -> list[dict[str, Any]]:
     """Rows of the tight one-run audit for one trial's scores, one per selection rule.
 
     ``p_value`` in each row is the p-value of the null "the mechanism is f_theta-DP" at the
     theta whose Algorithm-2 conversion at ``delta`` equals ``claimed_epsilon`` (NaN without a
     finite claim), at the selected r; Bonferroni-adjusted (times |grid|) for ``bonferroni``.
+
+    ``bound`` is the test run at each r (the signature of
+    :func:`dpaudit.estimators.fdp_one_run.epsilon_lower_bound`): another test on the same
+    released guesses (:mod:`.fdp_abstention`) reuses the selection rules; its rows carry
+    ``p_value`` NaN (the test reports no p-value).
     """
     family = fdp.canonical_family(family)
     score = np.asarray(score, dtype=float).ravel()
@@ -103,23 +110,24 @@ def audit_scores(
         raise ValueError(f"the r grid has no value in [1, n={n}]")
     theta_claim = (
         fdp.from_epsilon(family, claimed_epsilon, delta, q)
-        if math.isfinite(claimed_epsilon)
+        if math.isfinite(claimed_epsilon) and bound is fdp.epsilon_lower_bound
         else math.nan
     )
 
     def claimed_p(nn: int, r: int, wrong: int) -> float:
-        if math.isnan(theta_claim):
+        if math.isnan(theta_claim) or bound is not fdp.epsilon_lower_bound:
             return math.nan
         if math.isinf(theta_claim):  # the claim allows any theta: never rejected
             return 1.0
         return fdp.p_value(nn, r, wrong, family, theta_claim, delta, q, tail)
 
     def bound_on(part: slice | np.ndarray) -> rules.BoundAt:
-        sc, mem = score[part], membership[part]
+        sc = score[part]
+        counts = fdp.guess_counter(sc, membership[part], guess)
 
         def bound_at(r: int, level: float) -> tuple[fdp.FdpBound, int, int]:
-            kp, km, wrong = fdp.released_guesses(sc, mem, r, guess)
-            b = fdp.epsilon_lower_bound(len(sc), r, wrong, family, delta, level, q, tail)
+            kp, km, wrong = counts(r)
+            b = bound(len(sc), r, wrong, family, delta, level, q, tail)
             return b, kp, km
 
         return bound_at
@@ -141,7 +149,7 @@ def audit_scores(
         picked = rules.select(rule, confidence, bound_at, key=_epsilon_of, held_out=held_out)
         b, kp, km = picked.result
         p = claimed_p(b.n, b.r, b.wrong)
-        if isinstance(rule, rules.Bonferroni):
+        if isinstance(rule, rules.Bonferroni) and not math.isnan(p):
             p = min(1.0, p * picked.grid_size)
         rows.append(
             _row(sel, b, kp, km, confidence, picked.level, picked.grid_size, picked.valid, p, guess)
@@ -161,19 +169,31 @@ def _epsilon_of(bound: tuple[fdp.FdpBound, int, int]) -> float:
 def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Tight one-run f-DP audit (Xiang et al. 2025: Theorem 3, Proposition 1, Algorithm 2),
     per trial, per selection rule of r."""
+    return run_released_guess_audit(sf, params, "fdp_one_run", fdp.epsilon_lower_bound)
+
+
+def run_released_guess_audit(
+    sf: ScoreFile,
+    params: dict[str, Any],
+    method: str,
+    bound: Callable[..., fdp.FdpBound],
+) -> list[dict[str, Any]]:
+    """Estimator ``method``'s rows: the test ``bound`` on the r released guesses of each trial,
+    per selection rule of r (shared by :func:`run_fdp_one_run` and the f-DP abstention audit of
+    Mahloujifar et al., :mod:`.fdp_abstention_audit`)."""
     if sf.meta["design"] != "one_run":
-        raise ScoreFileError(f"{sf.source}: fdp_one_run applies to one-run designs only")
-    known = sorted(estimator_defaults("fdp_one_run"))
+        raise ScoreFileError(f"{sf.source}: {method} applies to one-run designs only")
+    known = sorted(estimator_defaults(method))
     unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ValueError(f"fdp_one_run: unknown parameter(s) {unknown}; allowed: {known}")
+        raise ValueError(f"{method}: unknown parameter(s) {unknown}; allowed: {known}")
     # A config loader may fill schema defaults with null: null means "not given".
-    p = fill_defaults("fdp_one_run", {k: v for k, v in params.items() if v is not None})
+    p = fill_defaults(method, {k: v for k, v in params.items() if v is not None})
     family = fdp.canonical_family(p["family"])
     delta = float(sf.delta if p["delta"] is None else p["delta"])  # null: the file's delta
-    q = p["q"]
+    q = p.get("q")
     if family == "subsampled_gaussian" and q is None:
-        raise ValueError("fdp_one_run: family subsampled_gaussian needs parameter q")
+        raise ValueError(f"{method}: family subsampled_gaussian needs parameter q")
     n = sf.n_canaries
     r_fixed = p["r"]
     if r_fixed is None and p["r_fraction"] is not None:
@@ -184,11 +204,12 @@ def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any
         "family": family,
         "delta": delta,
         "q": None if q is None else float(q),
-        "tail": p["tail"],
+        "tail": p.get("tail", "chernoff"),
         "guess": p["guess"],
         "r_fixed": None if r_fixed is None else int(r_fixed),
         "r_grid": p["r_grid"],
         "claimed_epsilon": sf.claimed_epsilon,
+        "bound": bound,
     }
     confidence = float(p["confidence"])
     rows = []

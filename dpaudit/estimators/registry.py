@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpaudit.estimators.attack_metrics_audit import run_attack_metrics
+from dpaudit.estimators.fdp_abstention_audit import run_fdp_abstention
 from dpaudit.estimators.fdp_one_run_audit import run_fdp_one_run
 from dpaudit.estimators.lidp_audit import run_lidp
 from dpaudit.estimators.multi_run_audit import run_gdp_fit, run_multi_run_cp
@@ -46,6 +47,7 @@ METHODS: dict[str, Method] = {
     for m in (
         _method("attack_metrics", ("one_run", "multi_run", "lidp"), run_attack_metrics),
         _method("fdp_one_run", ("one_run",), run_fdp_one_run),
+        _method("fdp_abstention", ("one_run",), run_fdp_abstention),
         _method("lidp", ("lidp",), run_lidp),
         _method("multi_run_cp", ("multi_run",), run_multi_run_cp),
         _method("gdp_fit", ("multi_run",), run_gdp_fit),

@@ -22,6 +22,7 @@ from typing import Any
 METHOD_LABELS = {
     "one_run": "One run (Steinke et al.)",
     "fdp_one_run": "Tight f-DP (Xiang et al.)",
+    "fdp_abstention": "f-DP in one run (Mahloujifar et al.)",
     "lidp": "LiDP",
     "multi_run_cp": "Clopper-Pearson",
     "gdp_fit": "GDP fit (estimate)",
@@ -155,7 +156,7 @@ def estimator_label(spec: Mapping[str, Any]) -> str:
         threshold = spec.get("threshold", "heldout")
         if isinstance(threshold, int | float) and not isinstance(threshold, bool):
             parts.append(f"threshold {threshold:g}")
-    elif method == "fdp_one_run":
+    elif method in ("fdp_one_run", "fdp_abstention"):
         family = _FDP_FAMILIES.get(spec.get("family", "gdp"), str(spec.get("family")))
         if family:
             parts.append(family)

@@ -27,6 +27,7 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 METHOD_COLORS = {
     "one_run": "#0072B2",
     "fdp_one_run": "#D55E00",
+    "fdp_abstention": "#56B4E9",
     "lidp": "#009E73",
     "multi_run_cp": "#CC79A7",
     "gdp_fit": "#E69F00",

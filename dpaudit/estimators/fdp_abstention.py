@@ -1,0 +1,243 @@
+"""f-DP auditing in one run with abstention (Mahloujifar, Melis and Chaudhuri, "Auditing
+f-Differential Privacy in One Run", ICML 2025, PMLR 267:42615-42641; arXiv:2410.22235).
+
+m canaries, each included by a fair coin, one run of the mechanism; the auditor guesses the
+membership of c' of them and abstains on the rest, and c of the c' guesses are correct. The
+null hypothesis is "the mechanism is f-DP" for a trade-off curve f of a one-parameter family
+(mu-GDP, the Laplace trade-off, f_{eps,delta}). The paper bounds the probability of at least c
+correct guesses under any f-DP mechanism by a numerical recursion on the "blow-up" function
+f_bar(x) = 1 - f(x) (their Algorithm 3, auditing with abstention, for an alphabet of k = 2
+values: member or not):
+
+* start with r = tau c / m and h = tau (c' - c) / m;
+* for i = c - 1, ..., 0: h_new = max(h, f_bar^{-1}(r)), r <- r + i / (c' - i) (h_new - h),
+  h <- h_new;
+* if r + h > c' / m at the end, P[at least c correct] <= tau: the null is rejected at level
+  tau.
+
+Both r and h only grow along the recursion, so it stops as soon as r + h exceeds c' / m (a
+rejection) or h stops changing (then nothing changes any more). The lower bound is the least
+private member of the family that is still rejected at level 1 - confidence, found by bisection
+on the family parameter (rejection is monotone in it: a larger parameter gives a pointwise
+smaller f_bar^{-1}); the rejected, conservative end of the final bracket is returned and
+reported as (epsilon, delta) by the family's own conversion (mu-GDP to (epsilon, delta) by the
+exact GDP profile).
+
+Unlike the tight one-run bound of :mod:`.fdp_one_run` (Xiang et al.) this test uses only the
+counts (c', c), not which guesses were the most confident, and it is valid for every f-DP
+mechanism of the family, including f_{eps,delta} with delta > 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from dpaudit.estimators.fdp_one_run import (
+    FAMILIES,
+    PARAM_MAX,
+    FdpBound,
+    canonical_family,
+    to_epsilon,
+)
+
+#: The null families this test supports (the subsampled Gaussian's f_bar has no closed-form
+#: inverse and is left out).
+ABSTENTION_FAMILIES = ("gdp", "laplace", "approx_dp")
+#: Absolute tolerance of the bisection on the family parameter.
+PARAM_TOL = 1e-7
+#: Name of the test in the ``tail`` column of a row (the recursion replaces a tail bound).
+TAIL = "recursion"
+
+
+def check_family(family: str) -> str:
+    """The canonical name of a family this test supports (a clear error otherwise)."""
+    family = canonical_family(family)
+    if family not in ABSTENTION_FAMILIES:
+        raise ValueError(
+            f"family {family!r} is not supported by the f-DP abstention audit; allowed: "
+            f"{', '.join(ABSTENTION_FAMILIES)}"
+        )
+    return family
+
+
+def inverse_blow_up(family: str, theta: float, delta: float = 0.0):
+    """f_bar^{-1} of the family's trade-off curve f_theta, f_bar(x) = 1 - f(x): the smallest
+    type-I error x whose power 1 - f(x) reaches y (a scalar function of y in [0, 1]).
+
+    * ``gdp``: f(x) = Phi(Phi^{-1}(1 - x) - mu), so f_bar^{-1}(y) = Phi(Phi^{-1}(y) - mu).
+    * ``laplace``: the trade-off of Lap(0, 1) against Lap(mu, 1): f_bar^{-1}(y) = y e^{-mu}
+      for y < 1/2, e^{-mu} / (4 (1 - y)) up to 1 - e^{-mu}/2, then 1 - e^{mu} (1 - y).
+    * ``approx_dp``: f(x) = max(0, 1 - delta - e^eps x, e^{-eps}(1 - delta - x)), so
+      f_bar^{-1}(y) = max(0, (y - delta) e^{-eps}, 1 - delta - e^eps (1 - y)).
+    """
+    family = check_family(family)
+    theta = float(theta)
+    if theta < 0 or math.isnan(theta):
+        raise ValueError(f"the family parameter must be >= 0, got {theta}")
+    if family == "gdp":
+        mu = theta
+
+        def gdp(y: float) -> float:
+            if y <= 0.0:
+                return 0.0
+            if y >= 1.0:
+                return 1.0
+            return float(special.ndtr(special.ndtri(y) - mu))
+
+        return gdp
+    if family == "laplace":
+        e_neg = math.exp(-theta)
+        knee = 1.0 - e_neg / 2
+
+        def laplace(y: float) -> float:
+            if y < 0.5:
+                return max(0.0, y * e_neg)
+            if y <= knee:
+                return e_neg / (4.0 * (1.0 - y))
+            return min(1.0, 1.0 - (1.0 - y) / e_neg)
+
+        return laplace
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"family approx_dp needs delta in [0, 1), got {delta}")
+    e_pos = math.exp(min(theta, 700.0))
+
+    def approx_dp(y: float) -> float:
+        if y >= 1.0:
+            return 1.0
+        return max(0.0, (y - delta) / e_pos, 1.0 - delta - e_pos * (1.0 - y))
+
+    return approx_dp
+
+
+def _check_counts(m: int, guesses: int, correct: int) -> None:
+    for name, val in (("m", m), ("guesses", guesses), ("correct", correct)):
+        if not isinstance(val, int | np.integer):
+            raise TypeError(f"{name} must be an integer, got {val!r}")
+    if m < 1:
+        raise ValueError(f"need m >= 1 canaries, got m={m}")
+    if not 0 <= guesses <= m:
+        raise ValueError(f"need 0 <= guesses <= m, got guesses={guesses}, m={m}")
+    if not 0 <= correct <= guesses:
+        raise ValueError(f"need 0 <= correct <= guesses, got correct={correct}, guesses={guesses}")
+
+
+def rejects(m: int, guesses: int, correct: int, inverse, tau: float) -> bool:
+    """True when ``correct`` of ``guesses`` guesses on ``m`` canaries has probability at most
+    ``tau`` under every mechanism whose blow-up inverse is ``inverse`` (the recursion above)."""
+    _check_counts(m, guesses, correct)
+    if not 0.0 < tau < 1.0:
+        raise ValueError(f"the level tau must lie in (0, 1), got {tau}")
+    r = tau * correct / m
+    h = tau * (guesses - correct) / m
+    limit = guesses / m
+    for i in range(correct - 1, -1, -1):
+        h_new = max(h, inverse(r))
+        if h_new == h:  # a fixed point: nothing changes any more
+            break
+        r = min(1.0, r + i / (guesses - i) * (h_new - h))
+        h = h_new
+        if r + h > limit:  # r and h only grow: the end is a rejection
+            return True
+    return r + h > limit
+
+
+def param_lower_bound(
+    m: int,
+    guesses: int,
+    correct: int,
+    family: str = "gdp",
+    confidence: float = 0.95,
+    delta: float = 0.0,
+) -> float:
+    """The largest family parameter whose f-DP null is rejected at level 1 - confidence (0 if
+    none is; PARAM_MAX if every one up to it is), to PARAM_TOL, on the rejected side."""
+    family = check_family(family)
+    _check_counts(m, guesses, correct)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    tau = 1.0 - confidence
+
+    def rejected(theta: float) -> bool:
+        return rejects(m, guesses, correct, inverse_blow_up(family, theta, delta), tau)
+
+    if correct == 0 or not rejected(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while rejected(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > PARAM_MAX:
+            return PARAM_MAX if rejected(PARAM_MAX) else _bisect(rejected, lo, PARAM_MAX)
+    return _bisect(rejected, lo, hi)
+
+
+def _bisect(rejected, lo: float, hi: float) -> float:
+    """The rejected end of a bracket [lo (rejected), hi (not)] narrowed to PARAM_TOL."""
+    while hi - lo > PARAM_TOL:
+        mid = 0.5 * (lo + hi)
+        if rejected(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def epsilon_lower_bound(
+    n: int,
+    r: int,
+    wrong: int,
+    family: str = "gdp",
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    q: float | None = None,
+    tail: str = TAIL,
+) -> FdpBound:
+    """The audit's lower bound for r released guesses on n canaries, ``wrong`` of them wrong
+    (the signature of :func:`dpaudit.estimators.fdp_one_run.epsilon_lower_bound`, so that the
+    same selection rules run it). ``delta`` is the delta of the f_{eps,delta} null and the
+    delta of the (epsilon, delta) report; ``q`` and ``tail`` are not used."""
+    family = check_family(family)
+    if q is not None:
+        raise ValueError("the f-DP abstention audit takes no q (no subsampled_gaussian family)")
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must lie in [0, 1), got {delta}")
+    if not 0 <= wrong <= r:
+        raise ValueError(f"need 0 <= wrong <= r, got wrong={wrong}, r={r}")
+    theta = param_lower_bound(n, r, r - wrong, family, confidence, delta)
+    return FdpBound(
+        family=family,
+        param_name=FAMILIES[family],
+        param=theta,
+        epsilon=to_epsilon(family, theta, delta),
+        p_value=math.nan,
+        n=int(n),
+        r=int(r),
+        wrong=int(wrong),
+        delta=float(delta),
+        confidence=float(confidence),
+        tail=TAIL,
+    )
+
+
+def rejection_rate(
+    n: int,
+    r: int,
+    wrong_pmf: np.ndarray,
+    family: str,
+    theta: float,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+) -> float:
+    """The exact probability that the test rejects the f_theta null when the wrong count of
+    the r guesses on n canaries has law ``wrong_pmf`` (index u = number wrong): a validity
+    check on a mechanism whose wrong-count law is known (rejection is monotone in the number
+    of correct guesses, so the sum stops at the first u not rejected)."""
+    inverse = inverse_blow_up(family, theta, delta)
+    rate = 0.0
+    for u in range(r + 1):
+        if not rejects(n, r, r - u, inverse, 1.0 - confidence):
+            break
+        rate += float(wrong_pmf[u])
+    return rate
