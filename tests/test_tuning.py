@@ -152,8 +152,15 @@ def test_dirac_coordinate_places_z_d_and_the_controlled_score(tmp_path):
         "target_epsilon": 8.0,
         "selection": {"setup": "ntcv", "eta": 0, "nu": 0.999, "trials": 200, "lrs": [0.5]},
     }
-    sf = train_job(data, experiment="t", setting="eps8", seed=0, shard=0, run_spec=spec,
-                   out=tmp_path / "j0.npz")
+    sf = train_job(
+        data,
+        experiment="t",
+        setting="eps8",
+        seed=0,
+        shard=0,
+        run_spec=spec,
+        out=tmp_path / "j0.npz",
+    )
     assert sf.meta["dirac_coordinates"] == [0]
     se = sf.meta["noise_multiplier"] / np.sqrt(3)
     lam, world = sf.score[:, 0], sf.membership[:, 0].astype(bool)
@@ -161,8 +168,15 @@ def test_dirac_coordinate_places_z_d_and_the_controlled_score(tmp_path):
     assert abs(lam[world].mean() - 1) < 4 * se / np.sqrt(world.sum())
     assert abs(lam[~world].mean()) < 4 * se / np.sqrt((~world).sum())
     moved = {**spec, "canaries": {"type": "dirac", "dirac_coordinate": 1}}
-    sf1 = train_job(data, experiment="t", setting="eps8", seed=0, shard=0, run_spec=moved,
-                    out=tmp_path / "j1.npz")
+    sf1 = train_job(
+        data,
+        experiment="t",
+        setting="eps8",
+        seed=0,
+        shard=0,
+        run_spec=moved,
+        out=tmp_path / "j1.npz",
+    )
     assert sf1.meta["dirac_coordinates"] == [1]
 
 

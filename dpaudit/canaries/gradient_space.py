@@ -102,9 +102,7 @@ def clip_rows(vectors: Canaries, c: float) -> Canaries:
     return vectors * (c / (norms + CLIP_EPS)).clamp(max=1.0)
 
 
-def dirac_coordinates(
-    m: int, n_params: int, seed: int = 0, first: int | None = None
-) -> np.ndarray:
+def dirac_coordinates(m: int, n_params: int, seed: int = 0, first: int | None = None) -> np.ndarray:
     """The *distinct* coordinates (m,) of ``m`` Dirac canaries ("no repetitions"): random
     (``first`` None, from ``seed``), or ``first, first + 1, ..., first + m - 1`` in the flat
     parameter vector (``first`` = 0 and m = 1 is the gradient canary ``[C, 0, ..., 0]`` of Xiang,
