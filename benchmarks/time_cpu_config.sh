@@ -9,13 +9,15 @@
 # The clone is made beside this checkout (so a relative `../shared` resolves as it does here) and
 # removed afterwards. The Python environment is the active one; the clone's own package is put
 # first on PYTHONPATH. Prints wall time, CPU time, peak memory and the number of jobs.
+# KEEP_RESULTS=<dir> copies the clone's results/ (and run.log) there before the clone is removed.
 set -euo pipefail
 cores=2
 if [ "${1:-}" = "--cores" ]; then cores=$2; shift 2; fi
 [ "${1:-}" = "--" ] && shift
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 clone=$(mktemp -d "$(dirname "$repo")/timing-clone.XXXXXX")
-trap 'rm -rf "$clone"' EXIT
+keep=${KEEP_RESULTS:-}
+trap '[ -n "$keep" ] && mkdir -p "$keep" && cp -r "$clone/results" "$clone/run.log" "$keep"/ 2>/dev/null; rm -rf "$clone"' EXIT
 git clone -q "$repo" "$clone"
 cd "$clone"
 echo "commit $(git rev-parse --short HEAD), $(nproc) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg)"

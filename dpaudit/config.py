@@ -502,9 +502,22 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
             f"(examples of shape {shape}, {k} classes): {exc}"
         ) from None
     c = block["canaries"]
+    first = c.get("dirac_coordinate")
+    if first is not None and c["type"] != "dirac":
+        raise ConfigError(
+            f"config key experiments.{exp}.canaries.dirac_coordinate: set to {first} but "
+            f"canaries.type is {c['type']!r}; allowed: null, or canaries.type dirac"
+        )
     if c["type"] == "dirac":
         n_params = sum(p.numel() for p in net.parameters())
         per_trial, pool = canary_pool_need(block)
+        if first is not None and first + pool > n_params:
+            raise ConfigError(
+                f"config key experiments.{exp}.canaries.dirac_coordinate: {first} puts the "
+                f"{pool} Dirac canaries on coordinates {first}..{first + pool - 1} but model "
+                f"{model.get('name')!r} has {n_params} parameters on this data; allowed: null or "
+                f"0..{n_params - pool}"
+            )
         if pool > n_params:
             design = block.get("design", "one_run")
             key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")

@@ -104,3 +104,21 @@ def test_sparse_dirac_memory_is_linear_in_m():
         SparseCanaries(s.coords[:2], s.values[:2], n_params=10)
     with pytest.raises(ValueError, match="distinct coordinates"):
         dirac_sparse(11, 10, 1.0)
+
+
+def test_dirac_canaries_from_a_given_coordinate():
+    """canaries.dirac_coordinate: canary k on coordinate first + k (first = 0 with one canary is
+    the gradient canary [C, 0, ..., 0] of Xiang, Wang, Wang 2024, Section 4.1); null keeps the
+    random distinct coordinates; a pool that runs past the parameter count is an error."""
+    from dpaudit.canaries.gradient_space import dirac_coordinates, dirac_sparse
+
+    np.testing.assert_array_equal(dirac_coordinates(1, 650, first=0), [0])
+    np.testing.assert_array_equal(dirac_coordinates(3, 650, first=640), [640, 641, 642])
+    s = dirac_sparse(1, 650, 2.0, seed=7, zeros=1, first=17)
+    assert s.coords.tolist() == [17, 0] and s.values.tolist() == [2.0, 0.0]
+    random = dirac_coordinates(5, 650, seed=3)
+    np.testing.assert_array_equal(dirac_coordinates(5, 650, seed=3, first=None), random)
+    with pytest.raises(ValueError, match="coordinates 648..650; the model has 650"):
+        dirac_coordinates(3, 650, first=648)
+    with pytest.raises(ValueError, match="coordinate -1"):
+        dirac_coordinates(1, 650, first=-1)

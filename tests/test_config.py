@@ -551,6 +551,38 @@ def test_dirac_canaries_beyond_the_parameter_count_are_rejected():
         validate_config(_exp_cfg(exp), SCHEMA)
 
 
+MULTI_RUN_CP = {"m": {"method": "multi_run_cp"}}
+
+
+def test_dirac_coordinate_is_checked_against_the_model_and_the_canary_type():
+    """canaries.dirac_coordinate (Xiang, Wang, Wang 2024, Section 4.1: Z_D on the first
+    coordinate) must leave the pool inside the model's parameters (digits, logreg: 650) and
+    needs canaries.type dirac; both errors name the key and the allowed values."""
+    exp = {
+        "kind": "train",
+        "design": "multi_run",
+        "threat_model": "white_box_dot",
+        "dataset": {"name": "digits"},
+        "model": {"name": "logreg"},
+        "canaries": {"type": "dirac", "dirac_coordinate": 650},
+        "train": {"target_epsilons": [4], "nonprivate": False},
+    }
+    with pytest.raises(ConfigError) as err:
+        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+    msg = str(err.value)
+    assert "experiments.x.canaries.dirac_coordinate: 650" in msg and "0..649" in msg
+    for ok in (0, 649, None):
+        exp["canaries"]["dirac_coordinate"] = ok
+        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+    exp["canaries"] = {"type": "in_distribution", "dirac_coordinate": 0}
+    exp["dataset"]["canary_pool"] = 10
+    with pytest.raises(ConfigError, match="canaries.dirac_coordinate: set to 0 .* allowed: null"):
+        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+    exp["canaries"] = {"type": "dirac", "dirac_coordinate": -1}
+    with pytest.raises(ConfigError, match="dirac_coordinate"):
+        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+
+
 @pytest.mark.parametrize(
     ("dataset", "model", "why"),
     [

@@ -134,6 +134,52 @@ def test_etcv_dirac_lambda_a_is_its_definition(tmp_path):
     assert ref["reduced_game_exact"] <= ref["reduced_game_rdp"]
 
 
+def test_dirac_coordinate_places_z_d_and_the_controlled_score(tmp_path):
+    """canaries.dirac_coordinate j puts Z_D on coordinate j of the trained model (the meta's
+    dirac_coordinates), and NTCV's g = (w_0 - w_N)[j] then reads it: on data whose pixel 0 is
+    0 in every record, coordinate 0 (the weight of class 0 on pixel 0) moves only by the noise
+    and, in the world with z, by lr * C per step, so lambda_a = (w_0 - w_N)[j] / (lr N C) of
+    the released run is the same as under ETCV (X empty) in distribution."""
+    data = _digits_like(40)
+    for key in ("x_train", "x_test"):
+        data[key][:, 0, 0, 0] = 0.0
+    spec = {
+        "design": "multi_run",
+        "threat_model": "white_box_dot",
+        "model": {"name": "logreg"},
+        "canaries": {"type": "dirac", "dirac_coordinate": 0},
+        "train": {"batch_size": 40, "steps": 3, "eval_examples": 20, "max_grad_norm": 1.0},
+        "target_epsilon": 8.0,
+        "selection": {"setup": "ntcv", "eta": 0, "nu": 0.999, "trials": 200, "lrs": [0.5]},
+    }
+    sf = train_job(
+        data,
+        experiment="t",
+        setting="eps8",
+        seed=0,
+        shard=0,
+        run_spec=spec,
+        out=tmp_path / "j0.npz",
+    )
+    assert sf.meta["dirac_coordinates"] == [0]
+    se = sf.meta["noise_multiplier"] / np.sqrt(3)
+    lam, world = sf.score[:, 0], sf.membership[:, 0].astype(bool)
+    # coordinate 0 gets no data gradient: exactly the Gaussian of the reduced game
+    assert abs(lam[world].mean() - 1) < 4 * se / np.sqrt(world.sum())
+    assert abs(lam[~world].mean()) < 4 * se / np.sqrt((~world).sum())
+    moved = {**spec, "canaries": {"type": "dirac", "dirac_coordinate": 1}}
+    sf1 = train_job(
+        data,
+        experiment="t",
+        setting="eps8",
+        seed=0,
+        shard=0,
+        run_spec=moved,
+        out=tmp_path / "j1.npz",
+    )
+    assert sf1.meta["dirac_coordinates"] == [1]
+
+
 def test_ntnv_score_is_the_mean_validation_loss(tmp_path):
     """NTNV: g is the negated validation loss, the mean cross-entropy over the validation
     records (Table 2). The same job with lambda_b instead of lambda_a trains the same runs and

@@ -102,21 +102,32 @@ def clip_rows(vectors: Canaries, c: float) -> Canaries:
     return vectors * (c / (norms + CLIP_EPS)).clamp(max=1.0)
 
 
-def dirac_coordinates(m: int, n_params: int, seed: int = 0) -> np.ndarray:
-    """The *distinct* random coordinates (m,) of ``m`` Dirac canaries ("no repetitions")."""
+def dirac_coordinates(m: int, n_params: int, seed: int = 0, first: int | None = None) -> np.ndarray:
+    """The *distinct* coordinates (m,) of ``m`` Dirac canaries ("no repetitions"): random
+    (``first`` None, from ``seed``), or ``first, first + 1, ..., first + m - 1`` in the flat
+    parameter vector (``first`` = 0 and m = 1 is the gradient canary ``[C, 0, ..., 0]`` of Xiang,
+    Wang, Wang 2024, arXiv:2402.13087, Section 4.1)."""
     if m > n_params:
         raise ValueError(
             f"{m} Dirac canaries need {m} distinct coordinates; the model has {n_params}"
         )
+    if first is not None:
+        if first < 0 or first + m > n_params:
+            raise ValueError(
+                f"{m} Dirac canaries from coordinate {first} need coordinates {first}.."
+                f"{first + m - 1}; the model has {n_params} (0..{n_params - 1})"
+            )
+        return np.arange(first, first + m)
     return np.random.default_rng(seed).choice(n_params, size=m, replace=False)
 
 
 def dirac_sparse(
-    m: int, n_params: int, norm: float, seed: int = 0, zeros: int = 0
+    m: int, n_params: int, norm: float, seed: int = 0, zeros: int = 0, first: int | None = None
 ) -> SparseCanaries:
-    """The Dirac canaries of :func:`dirac` (the same coordinates) kept sparse, then ``zeros``
-    zero vectors (zero-out records: value 0 on coordinate 0)."""
-    coords = dirac_coordinates(m, n_params, seed)
+    """The Dirac canaries of :func:`dirac` (the same coordinates; ``first`` as in
+    :func:`dirac_coordinates`) kept sparse, then ``zeros`` zero vectors (zero-out records: value 0
+    on coordinate 0)."""
+    coords = dirac_coordinates(m, n_params, seed, first)
     return SparseCanaries(
         torch.from_numpy(np.concatenate([coords, np.zeros(zeros, dtype=coords.dtype)])).long(),
         torch.cat([torch.full((m,), float(norm)), torch.zeros(zeros)]),

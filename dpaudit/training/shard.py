@@ -534,7 +534,9 @@ def _shard_examples(
         # zero-out: one zero-gradient record per column, used by OUT canaries
         zeros = n_cols if cans.zero_out else 0
         if c["type"] == "dirac":  # sparse: O(m) memory (m x params dense: 55 GB on WRN-16-4)
-            grad_pool = gradient_space.dirac_sparse(pool_size, n_params, norm, c["seed"], zeros)
+            grad_pool = gradient_space.dirac_sparse(
+                pool_size, n_params, norm, c["seed"], zeros, c.get("dirac_coordinate")
+            )
             dirac_coords = grad_pool.coords[:pool_size].numpy()
         else:
             v = gradient_space.random_direction(pool_size, n_params, norm, c["seed"])
