@@ -56,6 +56,21 @@ def _along(rows: pd.DataFrame, x: str, column: str, stat: str) -> pd.Series:
     return frame.groupby(x)["_y"].agg(stat).sort_index()
 
 
+def _claim_x(index: pd.Index, claim: dict[str, Any], experiment: str) -> np.ndarray | None:
+    """The x values a ``concave`` claim measures slopes along: the values of ``x``, or their
+    log10 with ``logx: true`` (diminishing returns per factor of x, e.g. per decade of m);
+    None (slopes = increments) when x is not numeric and ``logx`` is not asked for."""
+    xs = pd.to_numeric(pd.Series(index), errors="coerce").to_numpy(dtype=float)
+    if claim.get("logx"):
+        if not (np.all(np.isfinite(xs)) and np.all(xs > 0)):
+            raise ValueError(
+                f"{experiment}: reproduce claim logx: true needs positive numeric values of "
+                f"x {claim.get('x')!r}, got {list(index)}"
+            )
+        return np.log10(xs)
+    return xs if np.all(np.isfinite(xs)) else None
+
+
 #: The claim tests and what each states, for the table's "claim" column.
 CLAIM_TESTS = {
     "increasing": "rises with {x}",
@@ -67,12 +82,18 @@ CLAIM_TESTS = {
 }
 
 
-def _claim_holds(test: str, ys: np.ndarray, tol: float, concave: bool) -> bool:
+def _claim_holds(
+    test: str, ys: np.ndarray, tol: float, concave: bool, xs: np.ndarray | None = None
+) -> bool:
     steps = np.diff(ys)
     if test == "increasing":
         holds = bool(np.all(steps >= -tol) and ys[-1] - ys[0] > tol)
-        # diminishing returns: each increment at most the previous one (within tolerance)
-        return holds and (not concave or bool(np.all(np.diff(steps) <= tol)))
+        if not concave:
+            return holds
+        # diminishing returns: each slope (increment per unit of x) at most the previous one,
+        # within tolerance; on an evenly spaced x (xs None) the increments themselves
+        slopes = steps if xs is None else steps / np.diff(xs)
+        return holds and bool(np.all(np.diff(slopes) <= tol))
     if test == "decreasing":
         return bool(np.all(steps <= tol) and ys[0] - ys[-1] > tol)
     if test == "flat":
@@ -112,11 +133,14 @@ def check_claim(table: pd.DataFrame, spec: dict[str, Any], experiment: str) -> d
         x = claim["x"]
         series = _along(rows, x, column, stat)
         ys = series.to_numpy(dtype=float)
-        holds = len(ys) >= 2 and _claim_holds(test, ys, tol, bool(claim.get("concave")))
+        xs = _claim_x(series.index, claim, experiment)
+        holds = len(ys) >= 2 and _claim_holds(test, ys, tol, bool(claim.get("concave")), xs)
         measured = ", ".join(f"{x}={_fmt_x(k)}: {v:.3g}" for k, v in series.items()) or "no rows"
         statement = CLAIM_TESTS[test].format(x=x)
         if test == "increasing" and claim.get("concave"):
             statement += ", with diminishing returns"
+            if claim.get("logx"):
+                statement += f" per factor of {x}"
         ours = float(ys[-1]) if len(ys) else math.nan
         difference = float(ys[-1] - ys[0]) if len(ys) else math.nan
     return {

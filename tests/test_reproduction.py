@@ -103,6 +103,24 @@ def test_an_increase_with_growing_increments_is_not_diminishing_returns():
     assert reproduction.check(table, spec, "e")["agrees"] is True
 
 
+def test_diminishing_returns_are_slopes_along_x_or_log_x():
+    import pandas as pd
+
+    # an uneven grid whose increments grow (0.1, 0.2, 0.3)
+    table = pd.DataFrame({"m": [10, 50, 1000, 10000], "epsilon": [0.0, 0.1, 0.3, 0.6]})
+    spec = {"quantity": "q", "claim": {"test": "increasing", "x": "m", "concave": True}}
+    # per unit of m: 0.1 / 40, 0.2 / 950, 0.3 / 9000, shrinking
+    assert reproduction.check(table, spec, "e")["agrees"] is True
+    spec["claim"]["logx"] = True  # per decade of m: 0.14, 0.15, 0.3, growing
+    row = reproduction.check(table, spec, "e")
+    assert row["agrees"] is False and "per factor of m" in row["claim"]
+    table["epsilon"] = [0.0, 0.35, 0.6, 0.7]  # per decade: 0.50, 0.19, 0.10
+    assert reproduction.check(table, spec, "e")["agrees"] is True
+    table["m"] = [0, 50, 1000, 10000]
+    with pytest.raises(ValueError, match="logx"):
+        reproduction.check(table, spec, "e")
+
+
 def test_claims_get_their_own_section_in_the_markdown():
     import pandas as pd
 
