@@ -46,6 +46,8 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     if not method.applies(sf):
         return pd.DataFrame(columns=ID_COLUMNS)
     rows = method.run(sf, spec)
+    if sf.meta.get("canaries_inserted") == "none":
+        rows = [_control_row(row) for row in rows]
     ident = {
         "experiment": sf.meta["experiment"],
         "setting": sf.meta["setting"],
@@ -69,6 +71,26 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         ident[f"reference_{name}"] = float("nan") if value is None else float(value)
     frame = pd.DataFrame([{**ident, **row} for row in rows])
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
+
+
+#: Why a no-canary control's rows carry no bound.
+NO_CANARY_NOTE = (
+    "no-canary control (canaries.insert: none): no canary was inserted by a coin flip, so no "
+    "bound applies; the row carries the models' test accuracy only"
+)
+
+
+def _control_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row of a no-canary control (``canaries.insert: none``) with its bound blanked.
+
+    Every canary of such a file is OUT by construction, not by the fair coins the one-run bounds
+    (Steinke, Nasr, Jagielski 2023, Thm. 3.1; Mahloujifar et al. 2024; Xiang et al. 2025) take as
+    their randomness, so guessing "out" everywhere would read as a large, meaningless epsilon.
+    The estimator still runs (its row keeps the setting's identity and test accuracy, which the
+    accuracy figures and claims select by estimator and selection), but ``epsilon`` is NaN,
+    ``valid`` False and ``note`` says why.
+    """
+    return {**row, "epsilon": float("nan"), "valid": False, "note": NO_CANARY_NOTE}
 
 
 def audit(files: list[ScoreFile], specs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

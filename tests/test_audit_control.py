@@ -1,0 +1,44 @@
+"""A no-canary control's audit rows carry its accuracy but no bound (dpaudit.audit)."""
+
+import math
+
+import numpy as np
+
+from dpaudit.audit import NO_CANARY_NOTE, run_estimator
+from dpaudit.scores import ScoreFile
+
+
+def _file(inserted: str) -> ScoreFile:
+    rng = np.random.default_rng(0)
+    m = 400
+    member = np.zeros((1, m), dtype=np.int8)  # every canary OUT, as canaries.insert: none writes
+    meta = {
+        "experiment": "t",
+        "setting": "s",
+        "seed": 0,
+        "design": "one_run",
+        "threat_model": "white_box_dot",
+        "claimed_epsilon": 2.0,
+        "delta": 1e-5,
+        "accountant": "rdp",
+        "canaries_inserted": inserted,
+        "test_accuracy": 0.8,
+    }
+    return ScoreFile(rng.normal(size=(1, m)), member, np.arange(m)[None], meta)
+
+
+def test_all_out_file_read_as_coins_gives_a_large_bound():
+    # what the control's rows would say without the guard: every "out" guess is right
+    frame = run_estimator(_file("coins"), "one_run", {"method": "one_run"})
+    assert frame["epsilon"].max() > 1.0
+
+
+def test_no_canary_control_rows_have_no_bound_but_keep_accuracy():
+    for method in ("one_run", "fdp_one_run"):
+        frame = run_estimator(_file("none"), method, {"method": method})
+        assert len(frame) >= 1
+        assert all(math.isnan(e) for e in frame["epsilon"])
+        assert not frame["valid"].any()
+        assert (frame["note"] == NO_CANARY_NOTE).all()
+        assert (frame["test_accuracy"] == 0.8).all()
+        assert "selection" in frame.columns
