@@ -183,10 +183,7 @@ def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict_table(
-    table: pd.DataFrame,
-    by: list[str],
-    estimator: str | None = None,
-    labels: dict[str, dict[str, str]] | None = None,
+    table: pd.DataFrame, by: list[str], estimator: str | None = None
 ) -> pd.DataFrame:
     """A practitioner's table, one row per implementation (the columns ``by``, e.g. sampler
     and buffer_size) and claimed epsilon: the largest valid lower bound over its rows, its
@@ -198,11 +195,8 @@ def verdict_table(
     estimator's ``confidence`` 1 - 0.05 / 3 for three prefixes); the table reports the rows'
     own confidence, how many rows were combined, and ``joint_confidence``, the union bound
     1 - sum(1 - confidence) over the combined rows at which the maximum holds.
-    ``estimator`` keeps the rows of one estimator block (``None``: all);
-    ``implementation`` names the row for a reader (:func:`dpaudit.plots.labels.value_label`
-    of each ``by`` value, with the config's ``figure.labels`` as ``labels``)."""
-    from dpaudit.plots.labels import value_label
-
+    ``estimator`` keeps the rows of one estimator block (``None``: all); ``flagged`` is 1
+    where the verdict is :data:`FLAGGED`."""
     missing = [
         c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
     ]
@@ -218,14 +212,13 @@ def verdict_table(
     for key, g in rows.groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
         best = g.loc[pd.to_numeric(g["epsilon"]).idxmax()]
         rec = dict(zip([*by, "claimed_epsilon"], key, strict=True))
-        names = [value_label(c, rec[c], labels) for c in by]
         joint = 1.0 - float((1.0 - pd.to_numeric(g["confidence"])).sum())
         rec.update(
-            implementation=", ".join(n for n in names if n),
             epsilon_lower_bound=float(best["epsilon"]),
             confidence=float(best["confidence"]),
             rows_combined=len(g),
             joint_confidence=max(joint, 0.0),
+            flagged=int((g["verdict"] == FLAGGED).any()),
             verdict=FLAGGED if (g["verdict"] == FLAGGED).any() else CONSISTENT,
         )
         out.append(rec)

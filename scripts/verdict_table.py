@@ -4,14 +4,13 @@ import pandas as pd
 
 from dpaudit.io import write_csv
 from dpaudit.joblog import job_log
-from dpaudit.plots.verdict import plot_verdicts
+from dpaudit.plots.verdict import plot_verdicts, with_implementation
 from dpaudit.tables import verdict_table
 
 log = job_log(snakemake.log[0])
 p = snakemake.params.verdict
-verdicts = verdict_table(
-    pd.read_csv(snakemake.input.table), list(p["by"]), p["estimator"], dict(p["labels"])
-)
+verdicts = verdict_table(pd.read_csv(snakemake.input.table), list(p["by"]), p["estimator"])
+verdicts = with_implementation(verdicts, list(p["by"]), dict(p["labels"]))
 write_csv(snakemake.output.table, verdicts)
 plot_verdicts(verdicts, [snakemake.output.pdf, snakemake.output.png], p["title"])
 for r in verdicts.itertuples():

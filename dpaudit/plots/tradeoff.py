@@ -161,8 +161,14 @@ def tradeoff_table(
             fnr = dpsgd_tradeoff(CLAIM_GRID, float(sigma), float(q), int(steps))
             parts.append(
                 pd.DataFrame(
-                    {"curve": POISSON_PLD, **base, "fnr": fnr, "noise_multiplier": sigma,
-                     "sample_rate": q, "steps": steps}
+                    {
+                        "curve": POISSON_PLD,
+                        **base,
+                        "fnr": fnr,
+                        "noise_multiplier": sigma,
+                        "sample_rate": q,
+                        "steps": steps,
+                    }
                 )
             )
     table = pd.concat(parts, ignore_index=True)
@@ -191,13 +197,32 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
                 color = PALETTE[i % len(PALETTE)]
                 name = f"{c['label'].iloc[0]}, {int(n):,} runs"
                 conf = _confidence_text(float(c["confidence"].iloc[0]))
-                ax.step(c["fpr"], c["fnr"], where="post", color=color, lw=0.8, **UNCORRECTED,
-                        label=f"{name}{UNCORRECTED_SUFFIX}")
-                ax.step(c["fpr_upper"], c["fnr_upper"], where="post", color=color, lw=1.4,
-                        label=f"{name}, {conf}")
-                ax.fill_between(c["fpr_upper"], c["fnr_upper"], np.interp(
-                    c["fpr_upper"], c["fpr"][::-1], c["fnr"][::-1]), step="post",
-                    color=color, alpha=0.12, lw=0)
+                ax.step(
+                    c["fpr"],
+                    c["fnr"],
+                    where="post",
+                    color=color,
+                    lw=0.8,
+                    **UNCORRECTED,
+                    label=f"{name}{UNCORRECTED_SUFFIX}",
+                )
+                ax.step(
+                    c["fpr_upper"],
+                    c["fnr_upper"],
+                    where="post",
+                    color=color,
+                    lw=1.4,
+                    label=f"{name}, {conf}",
+                )
+                ax.fill_between(
+                    c["fpr_upper"],
+                    c["fnr_upper"],
+                    np.interp(c["fpr_upper"], c["fpr"][::-1], c["fnr"][::-1]),
+                    step="post",
+                    color=color,
+                    alpha=0.12,
+                    lw=0,
+                )
             for curve, style, text in (
                 (POISSON_PLD, REFERENCE, "claim: DP-SGD (Poisson) PLD, ε = {eps:.3g}"),
                 (EPS_DELTA, {**CLAIMED, "ls": "-."}, "claim: (ε, δ)-DP, ε = {eps:.3g}"),

@@ -9,18 +9,34 @@ verdict: which data loaders deliver the epsilon they report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from dpaudit.plots.labels import confidence_text
+from dpaudit.plots.labels import confidence_text, value_label
 from dpaudit.plots.style import CLAIMED, PALETTE, legend, save, styled, title
-from dpaudit.tables import FLAGGED
 
 FLAGGED_COLOR = PALETTE[1]
 CONSISTENT_COLOR = PALETTE[0]
+
+
+def with_implementation(
+    verdicts: pd.DataFrame,
+    by: Sequence[str],
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> pd.DataFrame:
+    """The verdict table with an ``implementation`` column after its ``by`` columns: the
+    display names of each row's ``by`` values (:func:`dpaudit.plots.labels.value_label`, with
+    the config's ``figure.labels``), e.g. "partial shuffle, buffer size = 50"."""
+    names = [
+        ", ".join(t for c in by if (t := value_label(c, row[c], labels)))
+        for _, row in verdicts.iterrows()
+    ]
+    out = verdicts.copy()
+    out.insert(len(by), "implementation", names)
+    return out
 
 
 def row_labels(verdicts: pd.DataFrame) -> list[str]:
@@ -33,7 +49,8 @@ def row_labels(verdicts: pd.DataFrame) -> list[str]:
 
 
 def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
-    """The verdict figure of a verdict table (returns the matplotlib figure)."""
+    """The verdict figure of a verdict table with its ``implementation`` column
+    (:func:`with_implementation`); returns the matplotlib figure."""
     import matplotlib.pyplot as plt
 
     if verdicts.empty:
@@ -42,7 +59,7 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
         height = max(2.0, 0.9 + 0.32 * len(verdicts))
         figure, ax = plt.subplots(figsize=(6.4, height))
         y = list(range(len(verdicts)))[::-1]
-        flagged = (verdicts["verdict"] == FLAGGED).to_numpy()
+        flagged = verdicts["flagged"].astype(bool).to_numpy()
         bound = verdicts["epsilon_lower_bound"].to_numpy()
         claimed = verdicts["claimed_epsilon"].to_numpy()
         ax.scatter(claimed, y, marker="|", s=220, color=CLAIMED["color"], label="claimed ε")
@@ -73,8 +90,6 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
     return figure
 
 
-def plot_verdicts(
-    verdicts: pd.DataFrame, outputs: Sequence[str | Path], heading: str = ""
-) -> None:
+def plot_verdicts(verdicts: pd.DataFrame, outputs: Sequence[str | Path], heading: str = "") -> None:
     """Draw the verdict figure to ``outputs`` (pdf, png)."""
     save(draw_verdicts(verdicts, heading), outputs)
