@@ -180,8 +180,18 @@ def tradeoff_params(config: Config, experiment: str) -> dict[str, Any]:
     keys = list(dict.fromkeys(k for s in settings for k in columns.get(s, {})))
     varying = [k for k in keys if len({repr(columns[s].get(k)) for s in settings}) > 1]
     named = varying or [k for k in keys if k != "target_epsilon"]
+    # no grid: the sampler and adversary the experiment trains with
+    plain = ", ".join(
+        value_label(k, v, overrides)
+        for k, v in (
+            ("sampler", (exp.get("train") or {}).get("sampler")),
+            ("adversary", (exp.get("canaries") or {}).get("adversary")),
+        )
+        if v
+    )
     labels = {
         s: ", ".join(t for k in named if (t := value_label(k, columns[s].get(k), overrides)))
+        or plain
         or "all runs"
         for s in settings
     }

@@ -36,7 +36,6 @@ from dpaudit.plots.style import (
     REFERENCE,
     UNCORRECTED,
     UNCORRECTED_SUFFIX,
-    legend,
     save,
     styled,
 )
@@ -188,7 +187,7 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
     import matplotlib.pyplot as plt
 
     with styled():
-        figure, axes = plt.subplots(1, 2, figsize=(10.0, 3.6))
+        figure, axes = plt.subplots(1, 2, figsize=(8.0, 4.8))
         emp = table[table["curve"] == EMPIRICAL]
         keys = list(dict.fromkeys(zip(emp["setting"], emp["runs"], strict=True)))
         for ax in axes:
@@ -237,8 +236,10 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
         axes[1].set_ylim(0, 1.02)
         axes[1].set_title(f"zoom: FPR ≤ {ZOOM:g}", fontsize="small")
         if heading:
-            figure.suptitle("\n".join(textwrap.wrap(heading, 90)))
-        legend(figure, axes[0])
+            figure.suptitle("\n".join(textwrap.wrap(heading, 100)))
+        # below the panels (two columns): beside them it would squeeze the two panels
+        handles, names = axes[0].get_legend_handles_labels()
+        figure.legend(handles, names, loc="outside lower center", ncols=2)
     return figure
 
 

@@ -62,7 +62,10 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
         flagged = verdicts["flagged"].astype(bool).to_numpy()
         bound = verdicts["epsilon_lower_bound"].to_numpy()
         claimed = verdicts["claimed_epsilon"].to_numpy()
-        ax.scatter(claimed, y, marker="|", s=220, color=CLAIMED["color"], label="claimed ε")
+        ax.plot(claimed, y, ls="none", marker="|", ms=14, mew=1.5, color=CLAIMED["color"])
+        ax.plot(
+            [], [], ls="none", marker="|", ms=7, mew=1.5, color=CLAIMED["color"], label="claimed ε"
+        )
         for mask, color, face, text in (
             (flagged, FLAGGED_COLOR, FLAGGED_COLOR, "flagged: valid lower bound > claim"),
             (~flagged, CONSISTENT_COLOR, "none", "consistent with the claim"),
@@ -85,7 +88,7 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
         top = max(float(bound.max()), float(claimed.max()))
         ax.set_xlim(-0.03 * top, 1.08 * top)
         ax.set_ylim(-0.6, len(verdicts) - 0.4)
-        title(ax, heading)
+        title(ax, heading, width=45)
         legend(figure, ax)
     return figure
 
