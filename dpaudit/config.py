@@ -755,17 +755,87 @@ def _check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) 
 
 
 def _check_paper_targets(config: dict[str, Any]) -> None:
-    """Two experiments must not publish the same paper target (one would overwrite the other)."""
+    """Two experiments (or two products of one: its figure, verdict and trade-off figure) must
+    not publish the same paper target (one would overwrite the other)."""
     seen: dict[str, str] = {}
     for exp, block in config.get("experiments", {}).items():
-        target = block.get("paper_target")
-        if target and target in seen:
+        keys = {"paper_target": block.get("paper_target")}
+        for product in ("verdict", "tradeoff"):
+            keys[f"{product}.target"] = (block.get(product) or {}).get("target")
+        for key, target in keys.items():
+            if target and target in seen:
+                raise ConfigError(
+                    f"config key experiments.{exp}.{key}: {target!r} is already published by "
+                    f"{seen[target]}; allowed: a target nothing else publishes"
+                )
+            if target:
+                seen[target] = f"experiments.{exp}.{key}"
+
+
+#: Audit-table columns a verdict may group by besides the experiment's setting columns.
+VERDICT_ID_COLUMNS = ("estimator", "threat_model", "design", "canary_type", "selection")
+
+
+def _check_verdict_tradeoff(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
+    """A verdict groups by columns the audit table has and reads an estimator the experiment
+    runs; a trade-off figure selects at least one setting of a multi_run experiment and asks
+    for no more runs than a setting has (each fails only inside a job otherwise)."""
+    from dpaudit.pipeline import applicable_estimators, setting_columns
+    from dpaudit.pipeline.targets import tradeoff_settings
+
+    verdict, tradeoff = block.get("verdict"), block.get("tradeoff")
+    if (verdict or tradeoff) and block.get("kind") != "train":
+        raise ConfigError(
+            f"config key experiments.{exp}.{'verdict' if verdict else 'tradeoff'}: only train "
+            "experiments have it; allowed: null"
+        )
+    if verdict:
+        columns = sorted(
+            {k for values in setting_columns(block).values() for k in values}
+            | set(VERDICT_ID_COLUMNS)
+        )
+        bad = [c for c in verdict["by"] if c not in columns]
+        if bad:
             raise ConfigError(
-                f"config key experiments.{exp}.paper_target: {target!r} is already published by "
-                f"experiments.{seen[target]}; allowed: a target no other experiment uses"
+                f"config key experiments.{exp}.verdict.by: no audit-table column {bad}; "
+                f"allowed: {columns}"
             )
-        if target:
-            seen[target] = exp
+        names = applicable_estimators(config, exp)
+        if verdict.get("estimator") is not None and verdict["estimator"] not in names:
+            raise ConfigError(
+                f"config key experiments.{exp}.verdict.estimator: {verdict['estimator']!r} does "
+                f"not run on this experiment; allowed: {names} or null"
+            )
+    if tradeoff:
+        if block.get("design") != "multi_run":
+            raise ConfigError(
+                f"config key experiments.{exp}.tradeoff: needs design multi_run (one target "
+                f"per run), got {block.get('design')!r}; allowed: null"
+            )
+        if block.get("selection"):
+            raise ConfigError(
+                f"config key experiments.{exp}.tradeoff: a tuning audit's trials are not "
+                "DP-SGD runs of the claimed epsilon; allowed: null"
+            )
+        if not tradeoff_settings(config, exp):
+            columns = setting_columns(block)
+            raise ConfigError(
+                f"config key experiments.{exp}.tradeoff.where: {tradeoff.get('where')!r} "
+                f"selects no setting; allowed: values of the setting columns {columns}"
+            )
+        runs = tradeoff.get("runs") or []
+        train = block.get("train") or {}
+        available = (
+            len(block.get("seeds") or [0])
+            * int(block.get("shards") or 1)
+            * int(train.get("models_per_shard") or 0)
+        )
+        if runs and available and max(runs) > available:
+            raise ConfigError(
+                f"config key experiments.{exp}.tradeoff.runs: asks for {max(runs)} runs, but a "
+                f"setting trains {available} (seeds x shards x train.models_per_shard); "
+                f"allowed: runs <= {available}"
+            )
 
 
 def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
@@ -827,6 +897,7 @@ def _check_references(config: dict[str, Any], validator: Any = None) -> None:
                 raise ConfigError(f"{err} (at grid point {point!r} of experiments.{exp})") from None
         _check_lidp_order(config, exp, block)
         _check_lidp_trials(config, exp, block)
+        _check_verdict_tradeoff(config, exp, block)
     _check_input_experiments(config)
     _check_paper_targets(config)
 

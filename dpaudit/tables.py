@@ -182,7 +182,9 @@ def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(exceeds_claim=exceeds.astype(int), verdict=verdict)
 
 
-def verdict_table(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+def verdict_table(
+    table: pd.DataFrame, by: list[str], estimator: str | None = None
+) -> pd.DataFrame:
     """A practitioner's table, one row per implementation (the columns ``by``, e.g. sampler
     and buffer_size) and claimed epsilon: the largest valid lower bound over its rows, its
     confidence and the verdict (flagged when that bound exceeds the claim).
@@ -191,22 +193,32 @@ def verdict_table(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     prefixes k) are combined by their maximum: that maximum is a bound at the stated
     confidence only when each row's confidence was raised for it (a union bound, e.g. the
     estimator's ``confidence`` 1 - 0.05 / 3 for three prefixes); the table reports the rows'
-    own confidence and how many rows were combined."""
+    own confidence, how many rows were combined, and ``joint_confidence``, the union bound
+    1 - sum(1 - confidence) over the combined rows at which the maximum holds.
+    ``estimator`` keeps the rows of one estimator block (``None``: all); ``flagged`` is 1
+    where the verdict is :data:`FLAGGED`."""
     missing = [
         c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
     ]
     if missing:
         raise ValueError(f"verdict_table: the audit table has no column(s) {missing}")
+    if estimator is not None:
+        if "estimator" not in table or not (table["estimator"] == estimator).any():
+            raise ValueError(f"verdict_table: no rows of estimator {estimator!r}")
+        table = table[table["estimator"] == estimator]
     rows = add_verdicts(table)
     rows = rows[rows["verdict"].isin([FLAGGED, CONSISTENT])]
     out = []
     for key, g in rows.groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
         best = g.loc[pd.to_numeric(g["epsilon"]).idxmax()]
         rec = dict(zip([*by, "claimed_epsilon"], key, strict=True))
+        joint = 1.0 - float((1.0 - pd.to_numeric(g["confidence"])).sum())
         rec.update(
             epsilon_lower_bound=float(best["epsilon"]),
             confidence=float(best["confidence"]),
             rows_combined=len(g),
+            joint_confidence=max(joint, 0.0),
+            flagged=int((g["verdict"] == FLAGGED).any()),
             verdict=FLAGGED if (g["verdict"] == FLAGGED).any() else CONSISTENT,
         )
         out.append(rec)

@@ -71,6 +71,24 @@ def roc_figure_params(wildcards):
     return pipeline_params.roc_figure_params(config, wildcards.experiment)
 
 
+def block_pattern(block):
+    """Wildcard pattern of the train experiments with a ``verdict`` or ``tradeoff`` block."""
+    return pipeline_targets.block_pattern(config, block)
+
+
+def tradeoff_scores(wildcards):
+    """The score files of the trade-off figure: every seed and shard of its settings."""
+    return pipeline_targets.tradeoff_score_files(config, wildcards.experiment)
+
+
+def tradeoff_params(wildcards):
+    return pipeline_params.tradeoff_params(config, wildcards.experiment)
+
+
+def verdict_params(wildcards):
+    return pipeline_params.verdict_params(config, wildcards.experiment)
+
+
 def audit_files(wildcards):
     return pipeline_targets.audit_files(config, wildcards.experiment)
 

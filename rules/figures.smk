@@ -95,6 +95,75 @@ rule figure_roc:
         "../scripts/plot_roc.py"
 
 
+rule verdict_table:
+    input:
+        table=paths.audit_table(),
+    output:
+        table=report(
+            paths.verdict_table(),
+            caption="../report/verdict_table.rst",
+            category="{experiment}",
+            subcategory="Tables",
+        ),
+        pdf=report(
+            paths.figure(name=paths.VERDICT_FIGURE, ext="pdf"),
+            caption="../report/verdict_table.rst",
+            category="{experiment}",
+            subcategory="Figures",
+        ),
+        png=report(
+            paths.figure(name=paths.VERDICT_FIGURE, ext="png"),
+            caption="../report/verdict_table.rst",
+            category="{experiment}",
+            subcategory="Figures",
+        ),
+    log:
+        paths.log("{experiment}", "verdict_table"),
+    wildcard_constraints:
+        experiment=block_pattern("verdict"),
+    conda:
+        "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
+    params:
+        verdict=verdict_params,
+    script:
+        "../scripts/verdict_table.py"
+
+
+rule figure_tradeoff:
+    input:
+        scores=tradeoff_scores,
+    output:
+        table=paths.tradeoff_table(),
+        pdf=report(
+            paths.figure(name=paths.TRADEOFF_FIGURE, ext="pdf"),
+            caption="../report/tradeoff_figure.rst",
+            category="{experiment}",
+            subcategory="Figures",
+        ),
+        png=report(
+            paths.figure(name=paths.TRADEOFF_FIGURE, ext="png"),
+            caption="../report/tradeoff_figure.rst",
+            category="{experiment}",
+            subcategory="Figures",
+        ),
+    log:
+        paths.log("{experiment}", "figure_tradeoff"),
+    benchmark:
+        paths.benchmark("figure_tradeoff", "tradeoff")
+    wildcard_constraints:
+        experiment=block_pattern("tradeoff"),
+    conda:
+        "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
+    params:
+        tradeoff=tradeoff_params,
+    script:
+        "../scripts/plot_tradeoff.py"
+
+
 rule paper_target:
     input:
         unpack(paper_target_inputs),

@@ -40,6 +40,9 @@ def _small_config(mirror: Path) -> dict:
         and p["canaries.prefix_batches"] in (None, 1)
     ]
     exp["paper_target"] = "shuffling/verdicts_small"
+    exp["verdict"].update(by=["sampler"], target="shuffling/verdict_table_small")
+    exp["tradeoff"].update(where={"sampler": "batch_then_shuffle"}, runs=[50, 200])
+    exp["tradeoff"]["target"] = "shuffling/tradeoff_small"
     exp["reproduce"] = [
         r
         for r in exp["reproduce"]
@@ -56,7 +59,11 @@ def test_shuffling_variants_end_to_end(tmp_path, shared_data):
     cfg = tmp_path / "shuffling_small.yaml"
     cfg.write_text(yaml.safe_dump(_small_config(shared_data / "data")))
     target = "results/shuffling/verdicts_small.csv"
-    snakemake(tmp_path, target, "results/reproduction.csv", configfile=cfg)
+    practitioner = "results/shuffling/verdict_table_small.csv"
+    tradeoff = "results/shuffling/tradeoff_small.csv"
+    snakemake(
+        tmp_path, target, practitioner, tradeoff, "results/reproduction.csv", configfile=cfg
+    )
     table = pd.read_csv(tmp_path / target)
     assert set(table["sampler"]) == {"poisson", "no_shuffle", "batch_then_shuffle"}
     assert np.allclose(table["claimed_epsilon"], 0.4, atol=0.01)  # the Poisson PRV claim
@@ -69,6 +76,23 @@ def test_shuffling_variants_end_to_end(tmp_path, shared_data):
     verdicts = verdict_table(table, ["sampler", "adversary"]).set_index("sampler")
     assert len(verdicts) == 3 and (verdicts["confidence"] == 0.975).all()
     assert verdicts.loc["poisson", "verdict"] != FLAGGED  # the correct implementation
+    # the published practitioner's table: one row per sampler, the valid rows of one block
+    published = pd.read_csv(tmp_path / practitioner).set_index("sampler")
+    assert list(published.index) == sorted(["poisson", "no_shuffle", "batch_then_shuffle"])
+    assert (published["joint_confidence"] == 0.975).all()  # one valid row per sampler here
+    assert published.loc["poisson", "verdict"] != FLAGGED
+    for sampler, row in published.iterrows():
+        own = table[(table["sampler"] == sampler) & valid]
+        assert row["epsilon_lower_bound"] == pytest.approx(own["epsilon"].max())
+        assert (row["verdict"] == FLAGGED) == bool(own["exceeds_claim"].max())
+    assert (tmp_path / "results/shuffling/verdict_table_small.png").stat().st_size > 0
+    # the trade-off figure's table: nested 50 and 200 runs of batch-then-shuffle, the claims
+    curves = pd.read_csv(tmp_path / tradeoff)
+    emp = curves[curves["curve"] == "empirical"]
+    assert sorted(emp["runs"].unique()) == [50, 200]
+    assert set(curves["curve"]) == {"empirical", "eps_delta", "poisson_pld"}
+    assert (emp["fpr_upper"] >= emp["fpr"]).all() and (emp["fnr_upper"] >= emp["fnr"]).all()
+    assert (tmp_path / "results/shuffling/tradeoff_small.pdf").stat().st_size > 0
     # every row scores the adversary's likelihood ratio of 20 per-step observations
     for setting in table["setting"].unique():
         sf = scores.read(

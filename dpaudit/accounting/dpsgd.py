@@ -20,6 +20,7 @@ target epsilon (Opacus' ``get_noise_multiplier`` for rdp/prv/gdp, the same bisec
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -258,3 +259,69 @@ def noise_multiplier(
         else:
             lo = mid
     return hi
+
+
+# --------------------------------------------------------------------------------------------
+# Trade-off curves of a claim (Annamalai et al. 2024, arXiv:2411.10614, §6.3.1, Figs. 4-5)
+# --------------------------------------------------------------------------------------------
+
+
+def eps_delta_tradeoff(
+    alpha: float | np.ndarray, epsilon: float, delta: float
+) -> float | np.ndarray:
+    """The trade-off function of (epsilon, delta)-DP: the smallest FNR at FPR ``alpha`` that
+    the privacy region of Kairouz, Oh, Viswanath (2015) allows,
+    max{0, 1 - delta - e^epsilon alpha, e^-epsilon (1 - delta - alpha)} (Dong, Roth, Su 2022,
+    arXiv:1905.02383, Eq. 5; the boundary behind Annamalai et al.'s Eq. 1)."""
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+    a = np.asarray(alpha, dtype=np.float64)
+    out = np.maximum(
+        np.maximum(1.0 - delta - math.exp(epsilon) * a, math.exp(-epsilon) * (1.0 - delta - a)),
+        0.0,
+    )
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def tradeoff_from_profile(
+    alpha: float | np.ndarray, epsilons: Sequence[float], deltas: Sequence[float]
+) -> np.ndarray:
+    """The trade-off function of a mechanism that is (epsilon_i, delta_i)-DP for every pair of
+    its privacy profile: the upper envelope sup_i f_{epsilon_i, delta_i}(alpha) (Dong, Roth, Su
+    2022, Prop. 2.12; tight for the PLD's exact profile, and a valid lower curve for any finite
+    set of its pairs)."""
+    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    out = np.zeros_like(a)
+    for eps, dlt in zip(epsilons, deltas, strict=True):
+        out = np.maximum(out, eps_delta_tradeoff(a, float(eps), min(float(dlt), 1.0 - 1e-15)))
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def dpsgd_profile(
+    sigma: float,
+    q: float,
+    steps: int,
+    points: int = 400,
+    value_discretization_interval: float = PLD_DISCRETIZATION,
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The PLD accountant's privacy profile of DP-SGD with Poisson sampling: ``points``
+    epsilons from 0 to where delta(epsilon) falls below 1e-12, and their deltas (cached: one
+    PLD composition per setting)."""
+    check_dpsgd(sigma, q, steps, 0.5)
+    acc = pld_accountant(sigma, q, steps, value_discretization_interval)
+    top = 1.0
+    while acc.get_delta(top) > 1e-12 and top < 200:
+        top *= 2.0
+    epsilons = tuple(float(e) for e in np.linspace(0.0, top, points))
+    return epsilons, tuple(float(acc.get_delta(e)) for e in epsilons)
+
+
+def dpsgd_tradeoff(alpha: float | np.ndarray, sigma: float, q: float, steps: int) -> np.ndarray:
+    """The trade-off curve of DP-SGD with Poisson sampling (the curve a Poisson-accounted claim
+    implies; Annamalai et al. 2024, §6.3.1, "PLD analysis of DP-SGD (Poisson)"): the envelope
+    of the PLD accountant's (epsilon, delta(epsilon)) pairs (:func:`dpsgd_profile`,
+    :func:`tradeoff_from_profile`)."""
+    return tradeoff_from_profile(alpha, *dpsgd_profile(float(sigma), float(q), int(steps)))

@@ -145,3 +145,62 @@ def description(config: Config, experiment: str) -> str:
 def reproduction_params(config: Config) -> dict[str, Any]:
     """Experiment -> its table and its ``reproduce`` checks, for the reproduction job."""
     return canonical(reproduction_checks(config))
+
+
+def verdict_params(config: Config, experiment: str) -> dict[str, Any]:
+    """The verdict table's columns (``verdict.by``), estimator block (``verdict.estimator``),
+    the display names of ``figure.labels`` and the figure's title (``verdict.title``, else the
+    short title of the description)."""
+    from dpaudit.plots.labels import short_title
+
+    exp = config["experiments"][experiment]
+    block = exp["verdict"]
+    title = block.get("title")
+    return canonical(
+        {
+            "by": list(block["by"]),
+            "estimator": block.get("estimator"),
+            "labels": exp["figure"].get("labels") or {},
+            "title": short_title(exp.get("description", "")) if title is None else title,
+        }
+    )
+
+
+def tradeoff_params(config: Config, experiment: str) -> dict[str, Any]:
+    """The trade-off figure's run counts (``tradeoff.runs``, null: all), confidence, title, and
+    a display name per setting (its varying values, through ``figure.labels``)."""
+    from dpaudit.pipeline.targets import tradeoff_settings
+    from dpaudit.plots.labels import short_title, value_label
+
+    exp = config["experiments"][experiment]
+    block = exp["tradeoff"]
+    columns = setting_columns(exp)
+    overrides = exp["figure"].get("labels") or {}
+    settings = tradeoff_settings(config, experiment)
+    keys = list(dict.fromkeys(k for s in settings for k in columns.get(s, {})))
+    varying = [k for k in keys if len({repr(columns[s].get(k)) for s in settings}) > 1]
+    named = varying or [k for k in keys if k != "target_epsilon"]
+    # no grid: the sampler and adversary the experiment trains with
+    plain = ", ".join(
+        value_label(k, v, overrides)
+        for k, v in (
+            ("sampler", (exp.get("train") or {}).get("sampler")),
+            ("adversary", (exp.get("canaries") or {}).get("adversary")),
+        )
+        if v
+    )
+    labels = {
+        s: ", ".join(t for k in named if (t := value_label(k, columns[s].get(k), overrides)))
+        or plain
+        or "all runs"
+        for s in settings
+    }
+    title = block.get("title")
+    return canonical(
+        {
+            "runs": block.get("runs"),
+            "confidence": block["confidence"],
+            "labels": labels,
+            "title": short_title(exp.get("description", "")) if title is None else title,
+        }
+    )

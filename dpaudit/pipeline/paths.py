@@ -29,6 +29,10 @@ EPS_FIGURE = "eps_empirical_vs_claimed"
 FIGURE = "figure"
 #: The ROC curves of the score files of a train or simulate experiment (a curve per setting).
 ROC_FIGURE = "roc"
+#: The practitioner's verdict figure of a train experiment with a ``verdict`` block.
+VERDICT_FIGURE = "verdicts"
+#: The empirical trade-off curves of a train experiment with a ``tradeoff`` block.
+TRADEOFF_FIGURE = "tradeoff"
 
 #: A score file's path, parsed back: experiment, setting, seed and the optional shard.
 _SCORE_RE = re.compile(
@@ -73,9 +77,19 @@ def analysis_table(experiment: str = "{experiment}") -> str:
     return f"{RESULTS}/{experiment}/table.csv"
 
 
+def verdict_table(experiment: str = "{experiment}") -> str:
+    """The practitioner's verdict table of a train experiment (one row per implementation)."""
+    return f"{RESULTS}/{experiment}/verdicts.csv"
+
+
+def tradeoff_table(experiment: str = "{experiment}") -> str:
+    """The points of a train experiment's trade-off figure (empirical and claim curves)."""
+    return f"{RESULTS}/{experiment}/tradeoff.csv"
+
+
 def figure(experiment: str = "{experiment}", name: str = FIGURE, ext: str = "pdf") -> str:
-    """A figure of an experiment (``name``: :data:`EPS_FIGURE`, :data:`FIGURE` or
-    :data:`ROC_FIGURE`)."""
+    """A figure of an experiment (``name``: :data:`EPS_FIGURE`, :data:`FIGURE`,
+    :data:`ROC_FIGURE`, :data:`VERDICT_FIGURE` or :data:`TRADEOFF_FIGURE`)."""
     return f"{RESULTS}/{experiment}/figures/{name}.{ext}"
 
 

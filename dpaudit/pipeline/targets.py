@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpaudit.pipeline import applicable_estimators, data_variant, experiment_settings, paths
+from dpaudit.pipeline import (
+    applicable_estimators,
+    data_variant,
+    experiment_settings,
+    paths,
+    setting_columns,
+)
 
 Config = dict[str, Any]
 
@@ -17,6 +23,11 @@ SCORE_KINDS = ("train", "simulate")
 
 #: A regular expression that matches no wildcard value (for a kind the config does not use).
 NO_MATCH = "(?!)"
+
+#: What a paper target publishes: an experiment's figure and main table (``paper_target``), its
+#: verdict figure and table (``verdict.target``) or its trade-off figure and table
+#: (``tradeoff.target``).
+PRODUCTS = ("figure", "verdict", "tradeoff")
 
 
 def experiments_of(config: Config, *kinds: str) -> list[str]:
@@ -116,13 +127,76 @@ def roc_figure_files(config: Config, experiment: str) -> list[str]:
     return [paths.figure(experiment, paths.ROC_FIGURE, ext) for ext in ("pdf", "png")]
 
 
+def experiments_with(config: Config, block: str) -> list[str]:
+    """The train experiments that set ``block`` (``verdict`` or ``tradeoff``), in config order."""
+    return [
+        name
+        for name, exp in config["experiments"].items()
+        if exp["kind"] == "train" and exp.get(block)
+    ]
+
+
+def block_pattern(config: Config, block: str) -> str:
+    """A wildcard pattern matching exactly the experiments of :func:`experiments_with`."""
+    return "|".join(experiments_with(config, block)) or NO_MATCH
+
+
+def matches(values: dict[str, Any], where: dict[str, Any]) -> bool:
+    """Whether a setting's ``values`` have every ``where`` value (a value or a list of them)."""
+    for key, want in where.items():
+        allowed = want if isinstance(want, list) else [want]
+        if key not in values or values[key] not in allowed:
+            return False
+    return True
+
+
+def tradeoff_settings(config: Config, experiment: str) -> list[str]:
+    """The settings of an experiment's trade-off figure: those whose setting columns (grid
+    values and target_epsilon) match ``tradeoff.where``, in setting order."""
+    exp = config["experiments"][experiment]
+    where = (exp.get("tradeoff") or {}).get("where") or {}
+    columns = setting_columns(exp)
+    return [s for s in experiment_settings(exp) if matches(columns.get(s, {}), where)]
+
+
+def tradeoff_score_files(config: Config, experiment: str) -> list[str]:
+    """The score files the trade-off figure reads."""
+    return [
+        path
+        for s in tradeoff_settings(config, experiment)
+        for path in setting_score_files(config, experiment, s)
+    ]
+
+
+def product_files(experiment: str, product: str) -> dict[str, str]:
+    """The figure (pdf, png) and table of a verdict or trade-off product of an experiment."""
+    name, table = {
+        "verdict": (paths.VERDICT_FIGURE, paths.verdict_table(experiment)),
+        "tradeoff": (paths.TRADEOFF_FIGURE, paths.tradeoff_table(experiment)),
+    }[product]
+    return {
+        "pdf": paths.figure(experiment, name, "pdf"),
+        "png": paths.figure(experiment, name, "png"),
+        "table": table,
+    }
+
+
+def published(config: Config) -> dict[str, tuple[str, str]]:
+    """``paper/figure`` -> (experiment, product) of every paper target (:data:`PRODUCTS`)."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, exp in config["experiments"].items():
+        if exp.get("paper_target"):
+            out[exp["paper_target"]] = (name, "figure")
+        for product in PRODUCTS[1:]:
+            target = (exp.get(product) or {}).get("target")
+            if target:
+                out[target] = (name, product)
+    return out
+
+
 def paper_targets(config: Config) -> dict[str, str]:
     """``paper/figure`` -> the experiment published under that name."""
-    return {
-        exp["paper_target"]: name
-        for name, exp in config["experiments"].items()
-        if exp.get("paper_target")
-    }
+    return {key: name for key, (name, _) in published(config).items()}
 
 
 def target_pattern(config: Config, part: int) -> str:
@@ -134,10 +208,12 @@ def target_pattern(config: Config, part: int) -> str:
 def paper_target_inputs(config: Config, paper: str, figure: str) -> dict[str, str]:
     """The figure and table that ``paper/figure`` publishes (an unknown name is an error)."""
     key = f"{paper}/{figure}"
-    published = paper_targets(config)
-    if key not in published:
-        raise ValueError(f"no experiment publishes {key!r}; allowed: {sorted(published)}")
-    name = published[key]
+    targets = published(config)
+    if key not in targets:
+        raise ValueError(f"no experiment publishes {key!r}; allowed: {sorted(targets)}")
+    name, product = targets[key]
+    if product != "figure":
+        return product_files(name, product)
     return {**figure_files(config, name), "table": main_table(config, name)}
 
 
@@ -177,6 +253,9 @@ def all_targets(config: Config) -> list[str]:
         if exp["kind"] == "train" and figure_name(config, name) != paths.EPS_FIGURE:
             targets += [paths.figure(name, paths.EPS_FIGURE, ext) for ext in ("pdf", "png")]
         targets += roc_figure_files(config, name)
+        for product in PRODUCTS[1:]:
+            if exp["kind"] == "train" and exp.get(product):
+                targets += list(product_files(name, product).values())
     for key in paper_targets(config):
         targets += paper_target_files(key)
     if reproduced(config):

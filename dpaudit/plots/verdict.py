@@ -1,0 +1,98 @@
+"""The practitioner's verdict figure: per implementation, its valid lower bound against its claim.
+
+One row per row of :func:`dpaudit.tables.verdict_table`: a dot at the largest valid epsilon
+lower bound (filled and orange when it exceeds the claimed epsilon, i.e. the implementation is
+flagged; hollow and blue otherwise) and a grey tick at the claimed epsilon. It is the bar chart
+of Annamalai, Balle, Hayes, De Cristofaro (2024, arXiv:2411.10614, §7, Figs. 8-9) read as a
+verdict: which data loaders deliver the epsilon they report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dpaudit.plots.labels import confidence_text, value_label
+from dpaudit.plots.style import CLAIMED, PALETTE, legend, save, styled, title
+
+FLAGGED_COLOR = PALETTE[1]
+CONSISTENT_COLOR = PALETTE[0]
+
+
+def with_implementation(
+    verdicts: pd.DataFrame,
+    by: Sequence[str],
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> pd.DataFrame:
+    """The verdict table with an ``implementation`` column after its ``by`` columns: the
+    display names of each row's ``by`` values (:func:`dpaudit.plots.labels.value_label`, with
+    the config's ``figure.labels``), e.g. "partial shuffle, buffer size = 50"."""
+    names = [
+        ", ".join(t for c in by if (t := value_label(c, row[c], labels)))
+        for _, row in verdicts.iterrows()
+    ]
+    out = verdicts.copy()
+    out.insert(len(by), "implementation", names)
+    return out
+
+
+def row_labels(verdicts: pd.DataFrame) -> list[str]:
+    """The y-axis label of each row: the implementation, with the claim where several differ."""
+    several = verdicts["claimed_epsilon"].nunique() > 1
+    return [
+        f"{r.implementation} (claimed ε = {r.claimed_epsilon:.3g})" if several else r.implementation
+        for r in verdicts.itertuples()
+    ]
+
+
+def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
+    """The verdict figure of a verdict table with its ``implementation`` column
+    (:func:`with_implementation`); returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    if verdicts.empty:
+        raise ValueError("the verdict table has no rows: no valid bound to draw")
+    with styled():
+        height = max(2.0, 0.9 + 0.32 * len(verdicts))
+        figure, ax = plt.subplots(figsize=(6.4, height))
+        y = list(range(len(verdicts)))[::-1]
+        flagged = verdicts["flagged"].astype(bool).to_numpy()
+        bound = verdicts["epsilon_lower_bound"].to_numpy()
+        claimed = verdicts["claimed_epsilon"].to_numpy()
+        ax.plot(claimed, y, ls="none", marker="|", ms=14, mew=1.5, color=CLAIMED["color"])
+        ax.plot(
+            [], [], ls="none", marker="|", ms=7, mew=1.5, color=CLAIMED["color"], label="claimed ε"
+        )
+        for mask, color, face, text in (
+            (flagged, FLAGGED_COLOR, FLAGGED_COLOR, "flagged: valid lower bound > claim"),
+            (~flagged, CONSISTENT_COLOR, "none", "consistent with the claim"),
+        ):
+            if mask.any():
+                ax.scatter(
+                    bound[mask],
+                    [v for v, m in zip(y, mask, strict=True) if m],
+                    s=36,
+                    facecolors=face,
+                    edgecolors=color,
+                    zorder=3,
+                    label=text,
+                )
+        ax.set_yticks(y)
+        ax.set_yticklabels(row_labels(verdicts))
+        joint = sorted(set(verdicts["joint_confidence"].round(6)))
+        at_least = "" if len(joint) == 1 else "at least "
+        ax.set_xlabel(f"ε lower bound ({at_least}{confidence_text(joint[0])} confidence)")
+        top = max(float(bound.max()), float(claimed.max()))
+        ax.set_xlim(-0.03 * top, 1.08 * top)
+        ax.set_ylim(-0.6, len(verdicts) - 0.4)
+        title(ax, heading, width=45)
+        legend(figure, ax)
+    return figure
+
+
+def plot_verdicts(verdicts: pd.DataFrame, outputs: Sequence[str | Path], heading: str = "") -> None:
+    """Draw the verdict figure to ``outputs`` (pdf, png)."""
+    save(draw_verdicts(verdicts, heading), outputs)

@@ -1,0 +1,24 @@
+"""Snakemake adapter: the practitioner's verdict table of an audit table, and its figure."""
+
+import pandas as pd
+
+from dpaudit.io import write_csv
+from dpaudit.joblog import job_log
+from dpaudit.plots.verdict import plot_verdicts, with_implementation
+from dpaudit.tables import verdict_table
+
+log = job_log(snakemake.log[0])
+p = snakemake.params.verdict
+verdicts = verdict_table(pd.read_csv(snakemake.input.table), list(p["by"]), p["estimator"])
+verdicts = with_implementation(verdicts, list(p["by"]), dict(p["labels"]))
+write_csv(snakemake.output.table, verdicts)
+plot_verdicts(verdicts, [snakemake.output.pdf, snakemake.output.png], p["title"])
+for r in verdicts.itertuples():
+    log.info(
+        "%s (claimed %.4g): %.4g at %.4g joint confidence: %s",
+        r.implementation,
+        r.claimed_epsilon,
+        r.epsilon_lower_bound,
+        r.joint_confidence,
+        r.verdict,
+    )
