@@ -176,7 +176,8 @@ def tradeoff_table(
 
 
 def _confidence_text(confidence: float) -> str:
-    return f"{100 * rate_level(confidence):g}% CP bounds"
+    # per point, not simultaneous over the thresholds scanned: labelled as uncorrected
+    return f"{100 * rate_level(confidence):g}% pointwise CP bounds{UNCORRECTED_SUFFIX}"
 
 
 def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
