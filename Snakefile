@@ -19,6 +19,11 @@ include: "rules/audit.smk"
 include: "rules/figures.smk"
 
 
+onstart:
+    # a SLURM run stops here, naming the cause, if it could never finish (rules/common.smk)
+    slurm_preflight()
+
+
 onsuccess:
     report_targeted_run()
 

@@ -111,12 +111,17 @@ def validate_config(
     config: dict[str, Any],
     schema: dict[str, Any] | None = None,
     require_experiments: bool = True,
+    cross_checks: bool = True,
 ) -> dict[str, Any]:
     """Fill defaults into ``config`` in place and check it; raise :class:`ConfigError`
     listing every problem once, each naming its key and what is allowed.
 
     ``schema`` None uses the package's schema. ``require_experiments`` False accepts a config
     without an ``experiments`` key (``dpaudit audit --config`` needs only estimator blocks).
+    ``cross_checks`` False fills the defaults and checks the schema only, skipping the
+    cross-key checks (they import torch and build every model, several CPU-seconds): for the
+    Snakemake processes a cluster job starts, whose config the main process has checked whole
+    before submitting anything. The cross-key checks never change the config.
     """
     if not isinstance(config, dict):
         raise ConfigError(f"config: the top level must be a mapping, got {type(config).__name__}")
@@ -128,7 +133,8 @@ def validate_config(
         messages = list(dict.fromkeys(_describe(e) for e in errors))  # once each, in order
         lines = "\n".join(f"  - {m}" for m in messages)
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
-    _check_references(config, validator)
+    if cross_checks:
+        _check_references(config, validator)
     return config
 
 

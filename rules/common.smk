@@ -5,16 +5,22 @@
 
 import sys
 
+from snakemake.exceptions import WorkflowError
+
 from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
 from dpaudit.pipeline import canonical, paths
+from dpaudit.pipeline import cluster as pipeline_cluster
 from dpaudit.pipeline import params as pipeline_params
 from dpaudit.pipeline import resources as pipeline_resources
 from dpaudit.pipeline import targets as pipeline_targets
 from dpaudit.report import FULL_REPORT, ReportError, make_report, targeted_report_path
 
 try:
-    # the package's schema (dpaudit/schema.yaml), the one `dpaudit audit --config` uses
-    validate_config(config, load_schema())
+    # the package's schema (dpaudit/schema.yaml), the one `dpaudit audit --config` uses. The
+    # cross-key checks run in the main process only: a cluster job's own Snakemake process
+    # (one per job: profiles/slurm, docs/cluster.md) gets a config checked before submission
+    # and would spend several CPU-seconds redoing them
+    validate_config(config, load_schema(), cross_checks=workflow.is_main_process)
 except ConfigError as err:
     raise ValueError(str(err)) from None
 
@@ -24,6 +30,27 @@ REPORT = FULL_REPORT
 # what the jobs ask a cluster scheduler for (compute block; profiles/slurm, docs/cluster.md)
 TRAIN_RESOURCES = pipeline_resources.training_resources(config)
 JOB_RESOURCES = pipeline_resources.job_resources(config)
+
+
+def slurm_preflight():
+    """Before the SLURM executor submits anything (the Snakefile's onstart): stop with the
+    cause when the profile's status command cannot read job states or a job's request fits no
+    node of its partition, instead of waiting forever (dpaudit.pipeline.cluster)."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    requests = [
+        pipeline_cluster.job_request(job)
+        for job in workflow.dag.needrun_jobs()
+        if not job.is_local
+    ]
+    status_command = getattr(workflow.executor_settings, "status_command", None)
+    problems = pipeline_cluster.preflight_problems(requests, status_command)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise WorkflowError(
+            f"this SLURM cluster cannot run the workflow as configured:\n{lines}"
+        )
 
 
 wildcard_constraints:

@@ -37,21 +37,50 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
+def _env(workdir: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(workdir), OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+
+
 def snakemake(
     workdir: Path, *args: str, timeout: int = 1800
 ) -> tuple[float, subprocess.CompletedProcess]:
     """Run Snakemake in ``workdir`` (its own copy of the repository); returns (seconds, run)."""
-    env = dict(os.environ, PYTHONPATH=str(workdir), OMP_NUM_THREADS="1", MPLBACKEND="Agg")
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,
-        env=env,
+        env=_env(workdir),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     return time.perf_counter() - start, done
+
+
+def start_snakemake(workdir: Path, log: Path, *args: str) -> subprocess.Popen:
+    """Start Snakemake in ``workdir`` in the background, its stdout and stderr going to
+    ``log``."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *args],
+            cwd=workdir,
+            env=_env(workdir),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def cluster_jobs(workdir: Path) -> list[tuple[str, str]]:
+    """(job id, state) of the SLURM jobs whose working directory is ``workdir``."""
+    done = subprocess.run(
+        ["squeue", "--noheader", "--states=all", "--format=%i|%T|%Z"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2]
+    return [(i, state) for i, state, wd in rows if Path(wd) == workdir]
 
 
 def result_files(workdir: Path) -> dict[str, bytes]:

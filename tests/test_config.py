@@ -30,7 +30,21 @@ def test_every_shipped_config_is_valid(path):
 
     config = load("config.yaml")
     update_config(config, yaml.safe_load(path.read_text()))
+    schema_only = copy.deepcopy(config)
     validate_config(config, SCHEMA)
+    # a cluster job's Snakemake process skips the cross-key checks (rules/common.smk): it must
+    # still see the very config the main process checked
+    assert validate_config(schema_only, SCHEMA, cross_checks=False) == config
+
+
+def test_cross_checks_can_be_skipped_but_run_by_default():
+    cfg = {
+        "experiments": {"x": {"kind": "train", "estimators": ["missing"]}},
+        "estimators": {"o": {"method": "one_run"}},
+    }
+    validate_config(copy.deepcopy(cfg), SCHEMA, cross_checks=False)
+    with pytest.raises(ConfigError, match="unknown estimator 'missing'"):
+        validate_config(cfg, SCHEMA)
 
 
 def test_defaults_are_filled():
