@@ -22,7 +22,7 @@ clone=$(mktemp -d "$(dirname "$repo")/timing-clone.XXXXXX")
 trap '[ -n "$keep" ] && mkdir -p "$keep" && cp -r "$clone/results" "$clone/run.log" "$keep"/ 2>/dev/null; rm -rf "$clone"' EXIT
 git clone -q "$repo" "$clone"
 cd "$clone"
-echo "commit $(git rev-parse --short HEAD), $(nproc) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "commit $(git rev-parse --short HEAD), $(getconf _NPROCESSORS_ONLN) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 export PYTHONPATH="$clone${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
 /usr/bin/time -v -o "$clone/time.txt" snakemake --cores "$cores" "$@" >"$clone/run.log" 2>&1 || {
   tail -40 "$clone/run.log"
