@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dpaudit"
 #: Layers from the bottom up; a unit is a subpackage or a top-level module of ``dpaudit``
 #: (``""`` is the package itself, which holds only ``__version__``).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "defaults", "io", "joblog", "seeding"),
+    ("", "defaults", "io", "joblog", "opacus_import", "seeding"),
     ("accounting", "scores", "likelihood_ratios"),
     ("data", "models", "canaries"),
     ("training", "mechanisms"),
