@@ -8,16 +8,11 @@ score-file contract is in :mod:`dpaudit.scores`), and each run returns rows of o
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dpaudit.estimators.attack_metrics_audit import run_attack_metrics
-from dpaudit.estimators.fdp_abstention_audit import run_fdp_abstention
-from dpaudit.estimators.fdp_one_run_audit import run_fdp_one_run
-from dpaudit.estimators.lidp_audit import run_lidp
-from dpaudit.estimators.multi_run_audit import run_gdp_fit, run_multi_run_cp
-from dpaudit.estimators.one_run_audit import run_one_run
 from dpaudit.scores import ScoreFile
 
 #: A runner takes a score file and the estimator's parameters and returns table rows. Every
@@ -29,29 +24,46 @@ Runner = Callable[[ScoreFile, dict[str, Any]], list[dict[str, Any]]]
 
 @dataclass(frozen=True)
 class Method:
+    """One estimator method: its name, the score-file designs it applies to and where its
+    runner lives (``"module:function"``). The runner's module is imported on first use of
+    :attr:`run`, so that reading the names and designs (the workflow does, in every Snakemake
+    process, each cluster job's included) imports no estimator family and none of SciPy."""
+
     name: str
     designs: tuple[str, ...]
-    run: Runner
-    doc: str
+    runner: str
+
+    @property
+    def run(self) -> Runner:
+        module, _, function = self.runner.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+    @property
+    def doc(self) -> str:
+        return (self.run.__doc__ or "").strip()
 
     def applies(self, sf: ScoreFile) -> bool:
         return sf.meta["design"] in self.designs
 
 
-def _method(name: str, designs: tuple[str, ...], run: Runner) -> Method:
-    return Method(name, designs, run, (run.__doc__ or "").strip())
+def _method(name: str, designs: tuple[str, ...], runner: str) -> Method:
+    return Method(name, designs, f"dpaudit.estimators.{runner}")
 
 
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        _method("attack_metrics", ("one_run", "multi_run", "lidp"), run_attack_metrics),
-        _method("fdp_one_run", ("one_run",), run_fdp_one_run),
-        _method("fdp_abstention", ("one_run",), run_fdp_abstention),
-        _method("lidp", ("lidp",), run_lidp),
-        _method("multi_run_cp", ("multi_run",), run_multi_run_cp),
-        _method("gdp_fit", ("multi_run",), run_gdp_fit),
-        _method("one_run", ("one_run",), run_one_run),
+        _method(
+            "attack_metrics",
+            ("one_run", "multi_run", "lidp"),
+            "attack_metrics_audit:run_attack_metrics",
+        ),
+        _method("fdp_one_run", ("one_run",), "fdp_one_run_audit:run_fdp_one_run"),
+        _method("fdp_abstention", ("one_run",), "fdp_abstention_audit:run_fdp_abstention"),
+        _method("lidp", ("lidp",), "lidp_audit:run_lidp"),
+        _method("multi_run_cp", ("multi_run",), "multi_run_audit:run_multi_run_cp"),
+        _method("gdp_fit", ("multi_run",), "multi_run_audit:run_gdp_fit"),
+        _method("one_run", ("one_run",), "one_run_audit:run_one_run"),
     )
 }
 
