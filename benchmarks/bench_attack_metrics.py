@@ -1,4 +1,5 @@
-"""Time of the attack metrics (with their 1000-resample bootstrap intervals) and of the
+"""Time of the attack metrics (with their intervals: DeLong, exact order-statistic Clopper-Pearson,
+DKW, and the 1000-resample two-stage bootstrap of the raw-count epsilon) and of the
 multi_split selection on one-run files, side by side with the one-run bound (Bonferroni) on the
 same file, at m = 10^3, 10^4 and 10^5 canaries. Target (issue 14): at most 1 s at m = 10^5.
 
@@ -6,8 +7,8 @@ CPU time of this process (``time.process_time``), the best of ``--repeats`` runs
 interleaved, so that a loaded machine inflates them alike; single-threaded (set
 OMP_NUM_THREADS=1 so that no BLAS call spreads over cores). Files: the idealised Gaussian one-run
 game (``gaussian_score_file``) with mu = 1 (sigma = 2), and at m = 10^5 also null scores
-(sigma = 10^6, mu ~ 0), the slowest case for the attack metrics (no block of thresholds can be
-skipped when no threshold stands out).
+(sigma = 10^6, mu ~ 0), the slowest case for the epsilon bootstrap (more blocks of thresholds
+are expanded when no threshold stands out).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_attack_metrics.py [--repeats 3]
 """
@@ -24,11 +25,16 @@ DELTA = 1e-5
 BASE = {"method": "one_run", "selections": ["bonferroni"]}
 CASES = [
     # (m, sigma, label, estimator spec)
-    (1_000, 2.0, "attack_metrics (1000 resamples)", {"method": "attack_metrics"}),
-    (10_000, 2.0, "attack_metrics (1000 resamples)", {"method": "attack_metrics"}),
-    (100_000, 2.0, "attack_metrics (1000 resamples)", {"method": "attack_metrics"}),
-    (100_000, 1e6, "attack_metrics (1000 resamples), null scores", {"method": "attack_metrics"}),
-    (100_000, 2.0, "attack_metrics, no bootstrap", {"method": "attack_metrics", "resamples": 0}),
+    (1_000, 2.0, "attack_metrics (intervals, 1000 resamples)", {"method": "attack_metrics"}),
+    (10_000, 2.0, "attack_metrics (intervals, 1000 resamples)", {"method": "attack_metrics"}),
+    (100_000, 2.0, "attack_metrics (intervals, 1000 resamples)", {"method": "attack_metrics"}),
+    (
+        100_000,
+        1e6,
+        "attack_metrics (intervals, 1000 resamples), null scores",
+        {"method": "attack_metrics"},
+    ),
+    (100_000, 2.0, "attack_metrics, no intervals", {"method": "attack_metrics", "resamples": 0}),
     (
         100_000,
         2.0,

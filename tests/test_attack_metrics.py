@@ -17,6 +17,7 @@ from dpaudit import audit as audit_mod
 from dpaudit.config import validate_config
 from dpaudit.estimators import METHODS
 from dpaudit.estimators import attack_metrics as am
+from dpaudit.estimators import attack_metrics_ci as ci
 from dpaudit.estimators.attack_metrics import attack_metrics
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -210,6 +211,115 @@ def test_bootstrap_is_seeded_and_the_cluster_bootstrap_is_wider_for_correlated_t
     assert clustered.unit == "trials" and iid.unit == "canaries"
     width = clustered.upper["auroc"] - clustered.lower["auroc"]
     assert width > 1.3 * (iid.upper["auroc"] - iid.lower["auroc"])
+
+
+# ------------------------------------------- intervals of independent canaries (attack_metrics_ci)
+
+
+@pytest.mark.parametrize(
+    ("m", "mu", "decimals", "min_count", "delta"),
+    [
+        (3000, 1.0, None, 10, DELTA),  # continuous scores
+        (3000, 0.0, None, 1, 0.0),  # null scores: many blocks expanded
+        (4000, 3.0, None, 10, DELTA),  # strong attack: few blocks expanded
+        (2000, 1.0, 1, 5, 0.01),  # ties within and between the classes
+        (500, 2.0, 0, 10, DELTA),  # few distinct scores
+    ],
+)
+def test_two_stage_epsilon_bootstrap_equals_the_full_computation_on_the_same_resamples(
+    m, mu, decimals, min_count, delta
+):
+    """Given the same item counts (the second stage replaced by them), the two-stage
+    bootstrap's maxima equal metrics_from_weights on the full weights, exactly."""
+    score, member = _data(m, mu, 7 + m, decimals)
+    c = am.split_classes(score, member)
+    w, v = am.resample_weights(c, np.random.default_rng(1), 30)
+    want = am.metrics_from_weights(c, w, v, (0.01,), delta, min_count)["epsilon"]
+    order = np.argsort(-score, kind="stable")
+    full = np.zeros((30, m))
+    full[:, c.in_pos], full[:, c.out_pos] = w, v
+    pooled, is_in = full[:, order], member[order] == 1
+    expanded = []
+
+    def counts(r, lo, hi):
+        expanded.append((r, lo))
+        x, i = pooled[r, lo:hi], is_in[lo:hi]
+        return np.where(i, x, 0), np.where(i, 0, x)
+
+    got = ci.epsilon_bootstrap(score, member, delta, min_count, 30, None, counts=counts)
+    np.testing.assert_array_equal(got, want)
+    assert np.ptp(got) > 0
+    s = score[order]
+    blocks = ci._block_edges(np.r_[0, np.flatnonzero(s[1:] != s[:-1]) + 1], m).size - 1
+    assert len(expanded) > 30 * blocks  # the second stage ran (first stage: every block)
+
+
+def test_two_stage_epsilon_bootstrap_has_the_law_of_the_full_bootstrap():
+    """Its draws and those of n draws with replacement per class (resample_weights) are
+    samples of one law: two-sample Kolmogorov-Smirnov, 1500 resamples each."""
+    score, member = _data(400, 1.0, 5)
+    c = am.split_classes(score, member)
+    w, v = am.resample_weights(c, np.random.default_rng(2), 1500)
+    full = am.metrics_from_weights(c, w, v, (0.01,), DELTA, 10)["epsilon"]
+    two = ci.epsilon_bootstrap(score, member, DELTA, 10, 1500, np.random.default_rng(3))
+    assert stats.ks_2samp(full, two).pvalue > 1e-3
+    assert abs(np.median(full) - np.median(two)) < 0.1
+
+
+def test_intervals_cover_the_true_metrics_of_a_binormal_attack():
+    """IN ~ N(mu, 1), OUT ~ N(0, 1), mu = 1: AUROC = Phi(mu / sqrt 2), TPR at FPR a =
+    1 - Phi(Phi^-1(1 - a) - mu), balanced accuracy = Phi(mu / 2). Over 300 data sets of 2000
+    canaries, each 90% interval covers its truth in at least 90% of them less three Monte Carlo
+    standard errors (DeLong is asymptotic; the TPR and balanced-accuracy intervals are exact or
+    conservative, and the latter is checked to be conservative)."""
+    mu, reps, alpha = 1.0, 300, 0.1
+    norm = stats.norm
+    truth = {
+        "auroc": norm.cdf(mu / np.sqrt(2)),
+        0.01: norm.sf(norm.isf(0.01) - mu),
+        0.1: norm.sf(norm.isf(0.1) - mu),
+        "ba": norm.cdf(mu / 2),
+    }
+    hits = dict.fromkeys(truth, 0)
+    widths = []
+    for rep in range(reps):
+        score, member = _data(2000, mu, 1000 + rep)
+        x, y = score[member == 1], score[member == 0]
+        auc, lo, hi = ci.delong_auroc(x, y, alpha)
+        assert auc == pytest.approx(roc_auc_score(member, score), abs=1e-12)
+        hits["auroc"] += lo <= truth["auroc"] <= hi
+        for a in (0.01, 0.1):
+            lo, hi = ci.tpr_at_fpr_interval(x, y, a, alpha)
+            hits[a] += lo <= truth[a] <= hi
+        est = attack_metrics(score, member, delta=DELTA, resamples=0).estimate
+        lo, hi = ci.balanced_accuracy_interval(est["balanced_accuracy"], x.size, y.size, alpha)
+        hits["ba"] += lo <= truth["ba"] <= hi
+        widths.append(hi - lo)
+    floor = (1 - alpha) - 3 * np.sqrt(alpha * (1 - alpha) / reps)
+    for k, h in hits.items():
+        assert h / reps >= floor, (k, h)
+    assert hits["ba"] / reps >= 0.97  # DKW is conservative
+    assert np.mean(widths) < 0.09  # and not vacuous (2 sqrt(log 40 / 2000) = 0.086)
+
+
+def test_tpr_interval_is_exact_on_ties_and_degenerate_at_tiny_fprs():
+    """Discrete scores (ties between the classes): the interval still covers the estimand
+    sup {TPR(t) : FPR(t) <= a} computed from the known law; with n_out * a far below one the
+    lower end is 0 (no OUT order statistic is below a with the needed confidence)."""
+    rng = np.random.default_rng(4)
+    # IN ~ Binomial(6, 0.6), OUT ~ Binomial(6, 0.4); thresholds t = 0..7
+    t = np.arange(8)
+    fpr, tpr = stats.binom.sf(t - 1, 6, 0.4), stats.binom.sf(t - 1, 6, 0.6)
+    a = 0.2
+    truth = tpr[fpr <= a].max()
+    hits = 0
+    for _ in range(200):
+        x, y = rng.binomial(6, 0.6, 500).astype(float), rng.binomial(6, 0.4, 500).astype(float)
+        lo, hi = ci.tpr_at_fpr_interval(x, y, a, 0.1)
+        hits += lo <= truth <= hi
+    assert hits / 200 >= 0.9 - 3 * np.sqrt(0.09 / 200)
+    x, y = rng.normal(1, 1, 50), rng.normal(0, 1, 50)
+    assert ci.tpr_at_fpr_interval(x, y, 0.001, 0.05)[0] == 0.0
 
 
 def _meta(design: str) -> dict:

@@ -16,14 +16,15 @@ The metrics practitioners read beside epsilon, computed from the scores of IN ca
   with at least ``min_count`` false positives (false negatives) (as jax_privacy's
   ``epsilon_raw_counts``), floored at 0. A point estimate: NOT a lower bound (``valid`` False).
 
-Every metric here is a maximum over thresholds chosen on the same data (except AUROC, which
-averages over all of them), so an exact interval at the chosen threshold (Clopper-Pearson on
-its TPR) would ignore the choice. The intervals are percentile bootstrap intervals instead
-(Efron and Tibshirani 1993, Ch. 13) that re-choose the threshold in every resample: the IN and
-OUT scores are resampled with replacement separately (a stratified bootstrap over canaries or
-runs), or whole trials are resampled (a cluster bootstrap, for LiDP files whose canaries share
-a model). They describe the sampling variability of the estimate, asymptotically; they are not
-finite-sample guarantees.
+Every metric here but AUROC is a maximum over thresholds chosen on the same data, so an
+interval at the chosen threshold as if fixed in advance would ignore the choice. For independent
+canaries (runs) the intervals are those of :mod:`.attack_metrics_ci`: DeLong for AUROC, exact
+order-statistic + Clopper-Pearson intervals for the TPR at a fixed FPR, the DKW-Massart band for
+balanced accuracy, and a percentile bootstrap (Efron and Tibshirani 1993, Ch. 13) re-choosing the
+threshold in every resample for the raw-count epsilon. For LiDP files, whose canaries share a
+model, every interval is a percentile bootstrap over whole trials (a cluster bootstrap,
+:func:`resample_weights` and :func:`metrics_from_weights` below). They describe the sampling
+variability of the estimate over canaries; the epsilon's is not a bound on epsilon.
 
 Implementation (O(m) per resample, no sort): each class is sorted once; a resample is a vector
 of integer counts on each class's sorted scores (how often each score was drawn, drawn exactly
@@ -40,6 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from dpaudit.estimators import attack_metrics_ci as ci
 
 #: The bootstrap resamples are processed in blocks of this many (memory: block x m); the block
 #: size does not change the resamples.
@@ -378,6 +381,7 @@ class AttackMetrics:
     resamples: int
     confidence: float
     unit: str
+    method: str = "bootstrap_percentile"
 
     def as_row(self) -> dict[str, float | int | str | bool]:
         row: dict[str, float | int | str | bool] = {
@@ -393,7 +397,7 @@ class AttackMetrics:
         row.update(
             n_in=self.n_in,
             n_out=self.n_out,
-            ci="bootstrap_percentile",
+            ci=self.method,
             ci_unit=self.unit,
             ci_confidence=self.confidence,
             resamples=self.resamples,
@@ -413,11 +417,12 @@ def attack_metrics(
     min_count: int = 10,
     cluster: np.ndarray | None = None,
 ) -> AttackMetrics:
-    """Metrics of the scores and their ``confidence`` percentile bootstrap intervals.
+    """Metrics of the scores and their two-sided ``confidence`` intervals.
 
-    ``cluster`` (same shape as ``score``), if given, resamples whole clusters (trials);
-    otherwise IN and OUT scores are resampled separately. ``resamples`` = 0 gives no interval
-    (NaN bounds).
+    ``cluster`` (same shape as ``score``), if given: every interval is a percentile bootstrap
+    over whole clusters (trials). Otherwise the intervals of :mod:`.attack_metrics_ci` (the
+    epsilon's a bootstrap with IN and OUT scores resampled separately). ``resamples`` = 0
+    gives no interval (NaN bounds).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -440,6 +445,51 @@ def attack_metrics(
     clusters = None if cluster is None else np.asarray(cluster).ravel()
     if clusters is not None and clusters.size != n:
         raise ValueError(f"cluster has {clusters.size} entries for {n} scores")
+    if clusters is None:
+        lower, upper = _exact_intervals(score, member, estimate, fprs, confidence, resamples)
+        if resamples:
+            draws = ci.epsilon_bootstrap(score, member, delta, min_count, resamples, rng)
+            tail = (1 - confidence) / 2
+            lower["epsilon"], upper["epsilon"] = map(float, np.quantile(draws, [tail, 1 - tail]))
+    else:
+        lower, upper = _cluster_bootstrap(
+            c, rng, clusters, estimate, fprs, delta, min_count, confidence, resamples
+        )
+    unit = "trials" if clusters is not None else "canaries"
+    method = "bootstrap_percentile" if clusters is not None else EXACT_CI
+    return AttackMetrics(estimate, lower, upper, n_in, n_out, resamples, confidence, unit, method)
+
+
+#: The ``ci`` column of independent canaries (runs): each metric's interval
+#: (:mod:`.attack_metrics_ci`).
+EXACT_CI = (
+    "auroc: DeLong; tpr_at_fpr: order statistic + Clopper-Pearson; "
+    "balanced_accuracy: DKW-Massart; epsilon: bootstrap_percentile"
+)
+
+
+def _exact_intervals(score, member, estimate, fprs, confidence, resamples):
+    """The intervals of :mod:`.attack_metrics_ci` for independent canaries; NaN without
+    resamples (no intervals asked for); the epsilon's is filled in by the caller."""
+    nan = dict.fromkeys(estimate, float("nan"))
+    lower, upper = dict(nan), dict(nan)
+    if not resamples:
+        return lower, upper
+    score = np.asarray(score, dtype=float).ravel()
+    member = np.asarray(member).ravel() == 1
+    x, y = score[member], score[~member]
+    alpha = 1 - confidence
+    _, lower["auroc"], upper["auroc"] = ci.delong_auroc(x, y, alpha)
+    for a in fprs:
+        lower[tpr_column(a)], upper[tpr_column(a)] = ci.tpr_at_fpr_interval(x, y, a, alpha)
+    lower["balanced_accuracy"], upper["balanced_accuracy"] = ci.balanced_accuracy_interval(
+        estimate["balanced_accuracy"], x.size, y.size, alpha
+    )
+    return lower, upper
+
+
+def _cluster_bootstrap(c, rng, clusters, estimate, fprs, delta, min_count, confidence, resamples):
+    """Percentile intervals of every metric from ``resamples`` cluster-bootstrap resamples."""
     draws: dict[str, list[np.ndarray]] = {k: [] for k in estimate}
     for start in range(0, resamples, BLOCK):
         b = min(BLOCK, resamples - start)
@@ -456,14 +506,4 @@ def attack_metrics(
         vals = np.concatenate(draws[k]) if draws[k] else np.array([])
         lo, hi = np.quantile(vals, [tail, 1 - tail]) if vals.size else (np.nan, np.nan)
         lower[k], upper[k] = float(lo), float(hi)
-    unit = "trials" if clusters is not None else "canaries"
-    return AttackMetrics(
-        estimate,
-        lower,
-        upper,
-        n_in,
-        n_out,
-        resamples,
-        confidence,
-        unit,
-    )
+    return lower, upper
