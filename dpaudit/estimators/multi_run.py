@@ -242,13 +242,7 @@ def argmax_over_thresholds(
 
 
 def _branch_and_bound(
-    k0: np.ndarray,
-    n0: float,
-    k1: np.ndarray,
-    n1: float,
-    level: float,
-    objective,
-    floor: float = -np.inf,
+    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective, floor=-np.inf
 ) -> tuple[int, float, float, float] | None:
     """The unique argmax of :func:`argmax_over_thresholds` over monotone counts (k0 never
     increasing, k1 never decreasing), or None when the maximum is attained at more than one
@@ -386,13 +380,7 @@ def _split_blocks(
 
 
 def _unique_argmax(
-    k0: np.ndarray,
-    n0: float,
-    k1: np.ndarray,
-    n1: float,
-    level: float,
-    objective,
-    floor: float = -np.inf,
+    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective, floor=-np.inf
 ) -> tuple[int, float, float, float] | None:
     """:func:`_branch_and_bound` on monotone counts of any size (small ones evaluated whole):
     the unique argmax, or None on a tie or when no value is finite (or, searched by branch and
