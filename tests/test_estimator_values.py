@@ -251,6 +251,22 @@ def test_multi_run_branch_and_bound_matches_the_bound_order_search(estimate):
 
 
 @pytest.mark.parametrize("estimate", ["cp", "gdp"])
+def test_multi_run_branch_and_bound_start_value_changes_nothing(estimate):
+    """_branch_and_bound starts from the exact values at a few seeded points and a ``floor``
+    (a value attained elsewhere): a floor at or below the maximum gives the same argmax as no
+    floor, one above it gives None (the caller then searches the full sweep)."""
+    objective = _multi_run_objective(estimate)
+    lvl = multi_run.rate_level(0.95)
+    s, mem = _scores(20000, 1.0, 23)
+    sw = multi_run.sweep(s, mem)
+    args = (sw.false_pos * 1.0, sw.n_nonmembers, sw.false_neg * 1.0, sw.n_members, lvl)
+    want = multi_run._argmax_in_bound_order(*args, objective)
+    for floor in (-np.inf, 0.0, want[1] - 1e-3, want[1]):
+        assert multi_run._branch_and_bound(*args, objective, floor) == want
+    assert multi_run._branch_and_bound(*args, objective, want[1] + 1e-9) is None
+
+
+@pytest.mark.parametrize("estimate", ["cp", "gdp"])
 def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
     """_binned_argmax (bin counts without sorting all scores, branch and bound over bins, a sort
     of the kept bins only) returns the threshold, counts, value and rates of the full sweep's

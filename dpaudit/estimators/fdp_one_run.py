@@ -895,15 +895,14 @@ def guess_counter(
     member = np.asarray(membership).ravel().astype(np.int64)
     n = len(score)
     if rule == "balanced" or rule == "top_in":
-        m = member[np.argsort(-score, kind="stable")]
-        top = np.concatenate(([0], np.cumsum(m)))  # members among the j highest
-        total = int(top[-1])
+        top = _top_members(score, member)  # members among the j highest
+        total = top(n)
 
         def count(r: int) -> tuple[int, int, int]:
             _check(n, r)
             kp = r if rule == "top_in" else (r + 1) // 2
             km = r - kp
-            wrong = int(kp - top[kp]) + (total - int(top[n - km]) if km else 0)
+            wrong = int(kp - top(kp)) + (total - int(top(n - km)) if km else 0)
             return kp, km, wrong
 
         return count
@@ -920,6 +919,39 @@ def guess_counter(
 
         return count_centered
     raise ValueError(f"unknown guess rule {rule!r}; allowed: {', '.join(GUESS_RULES)}")
+
+
+def _top_members(score: np.ndarray, member: np.ndarray) -> Callable[[int], int]:
+    """j -> the sum of ``member`` over the j highest scores, ties broken by position (the
+    first j of a stable sort of -score).
+
+    For finite scores and 0/1 membership, from two plain sorts (all scores, members' scores)
+    instead of a stable argsort (several times slower): the j-th highest score t, the members
+    strictly above it (a binary search), and of the scores equal to t the first ones by
+    position (all of them, again a binary search, unless the tie is split). Otherwise the
+    cumulative sums along the stable argsort."""
+    n = score.size
+    if not (np.isfinite(score).all() and ((member == 0) | (member == 1)).all()):
+        cum = np.concatenate(([0], np.cumsum(member[np.argsort(-score, kind="stable")])))
+        return lambda j: int(cum[j])
+    asc = np.sort(score)
+    s1 = np.sort(score[member == 1])
+    n1 = s1.size
+
+    def top(j: int) -> int:
+        if j <= 0:
+            return 0
+        if j >= n:
+            return n1
+        t = asc[n - j]  # the j-th highest score
+        lo, hi = np.searchsorted(asc, t, "left"), np.searchsorted(asc, t, "right")
+        lo1, hi1 = np.searchsorted(s1, t, "left"), np.searchsorted(s1, t, "right")
+        need = j - (n - int(hi))  # how many of the scores equal to t are among the j highest
+        if need == hi - lo:
+            return n1 - int(lo1)
+        return n1 - int(hi1) + int(member[np.flatnonzero(score == t)[:need]].sum())
+
+    return top
 
 
 # --------------------------------------------------------------------------------------------

@@ -242,22 +242,25 @@ def argmax_over_thresholds(
 
 
 def _branch_and_bound(
-    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective
+    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective, floor=-np.inf
 ) -> tuple[int, float, float, float] | None:
     """The unique argmax of :func:`argmax_over_thresholds` over monotone counts (k0 never
     increasing, k1 never decreasing), or None when the maximum is attained at more than one
-    index or is not finite.
+    index, is not finite, or is below ``floor``.
 
     Level by level: the exact value at both ends of every live block, the block's bound from
     them, the blocks that can still reach the best exact value split ``_FAN`` ways; blocks of
     at most ``_LEAF`` thresholds are evaluated whole. Few vectorised calls, whatever the size;
-    each Clopper-Pearson bound is computed once (memoised by index)."""
+    each Clopper-Pearson bound is computed once (memoised by index). The search starts from the
+    largest of ``floor`` (a value known to be attained, e.g. by the binned search) and the exact
+    values at a few points picked by :func:`_seed_best`; a start only prunes blocks whose bound
+    is below a value attained, so the maximum found is the same from any start."""
     size = k0.size
     rates = _RatesAt(k0, n0, k1, n1, level)
     a_at, b_at = rates.a_at, rates.b_at
 
     starts, ends = _first_blocks(size, 2)
-    best_value = -np.inf
+    best_value = max(floor, _seed_best(rates, objective))
     while True:
         # the ends' exact values; the bound: smallest FPR bound at the end, FNR at the start
         best_value, ub, mid = _bound_blocks(rates, objective, starts, ends - 1, best_value)
@@ -279,6 +282,36 @@ def _branch_and_bound(
         return None
     w = int(idx[at_best[0]])
     return w, float(val[at_best[0]]), float(a_at[w]), float(b_at[w])
+
+
+def _cp_approx(k: np.ndarray, n: float, level: float) -> np.ndarray:
+    """A normal approximation of :func:`cp_upper` (the mean of Beta(k + 1, n - k) plus
+    ``ndtri(level)`` standard deviations), used only to pick where to evaluate first."""
+    m = (k + 1.0) / (n + 1.0)
+    sd = np.sqrt(m * (1.0 - m) / (n + 2.0))
+    return np.clip(m + special.ndtri(level) * sd, 0.0, 1.0)
+
+
+def _seed_best(rates, objective, take: int = 8, pool: int = 16384) -> float:
+    """The largest exact objective value (``rates``: a :class:`_RatesAt`) at the ``take``
+    indices where :func:`_cp_approx` puts the objective highest (among at most ``pool``
+    evenly spaced indices), or -inf. Any exact value is a valid start for the branch and
+    bound; a value near the maximum prunes most blocks at the first levels."""
+    size = rates.k0.size
+    idx = np.arange(0, size, max(1, size // pool))
+    with np.errstate(all="ignore"):
+        approx = objective(
+            _cp_approx(rates.k0[idx], rates.n0, rates.level),
+            _cp_approx(rates.k1[idx], rates.n1, rates.level),
+        )
+    approx = np.where(np.isnan(approx), -np.inf, approx)
+    if idx.size > take:
+        idx = idx[np.argpartition(approx, idx.size - take)[idx.size - take :]]
+    with np.errstate(all="ignore"):
+        a, b = rates(idx)
+        val = objective(a, b)
+    best = float(np.max(val))
+    return best if np.isfinite(best) else -np.inf
 
 
 #: Leaf size, fan-out and number of first-level blocks of the branch and bound of
@@ -347,12 +380,13 @@ def _split_blocks(
 
 
 def _unique_argmax(
-    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective
+    k0: np.ndarray, n0: float, k1: np.ndarray, n1: float, level: float, objective, floor=-np.inf
 ) -> tuple[int, float, float, float] | None:
     """:func:`_branch_and_bound` on monotone counts of any size (small ones evaluated whole):
-    the unique argmax, or None on a tie or when no value is finite."""
+    the unique argmax, or None on a tie or when no value is finite (or, searched by branch and
+    bound, when the maximum is below ``floor``; the caller rejects that case either way)."""
     if k0.size > 4 * _LEAF:
-        return _branch_and_bound(k0, n0, k1, n1, level, objective)
+        return _branch_and_bound(k0, n0, k1, n1, level, objective, floor)
     a = cp_upper(k0, n0, level)
     b = cp_upper(k1, n1, level)
     val = objective(a, b)
@@ -427,7 +461,7 @@ def _binned_argmax(
     # Blocks of bins [start, end): thresholds with false positives >= k0[end] and false
     # negatives >= k1[start]; the exact values at points start and end are attained.
     starts, ends = _first_blocks(nbins, 1)
-    best = -np.inf
+    best = _seed_best(rates, objective)
     while True:
         best, ub, mid = _bound_blocks(rates, objective, starts, ends, best)
         keep = (ub >= best) & (cum0[ends] + cum1[ends] > cum0[starts] + cum1[starts])
@@ -460,7 +494,7 @@ def _binned_argmax(
         ck0, ck1 = fp * (eval_n0 / n0), fn * (eval_n1 / n1)
     else:
         ck0, ck1 = fp.astype(np.float64), fn.astype(np.float64)
-    found = _unique_argmax(ck0, m0, ck1, m1, level, objective)
+    found = _unique_argmax(ck0, m0, ck1, m1, level, objective, floor=best)
     if found is None or found[1] < best:
         return None
     j, value, a_j, b_j = found
