@@ -27,6 +27,7 @@ sf = train_job(
     run_spec=run,
     out=snakemake.output.scores,
     device=device,
+    max_physical_batch=snakemake.params.max_physical_batch,
 )
 log.info("claimed epsilon %s, test accuracy %.4f; %d trial(s) x %d canaries",
          sf.meta["claimed_epsilon"], sf.meta["test_accuracy"], sf.n_trials, sf.n_canaries)
