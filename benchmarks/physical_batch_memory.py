@@ -16,9 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
+from pathlib import Path
+
+
+def _vm_hwm_mb() -> float:
+    """This process's peak resident memory (``VmHWM``; unlike ``ru_maxrss`` it does not carry
+    a parent's size over ``exec``), MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
 
 
 def one(chunk: int | None, batch: int, steps: int, seed: int) -> dict:
@@ -39,7 +48,7 @@ def one(chunk: int | None, batch: int, steps: int, seed: int) -> dict:
         return build_for_data({"name": "wrn"}, (3, 32, 32), 10)
 
     cfg = DPSGDConfig(steps, batch, batch / n, 1.0, 1.0, 0.1, SamplerSpec("shuffle"))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _vm_hwm_mb()
     res = train_shard(
         model,
         ShardData(x, y, [np.arange(n)]),
@@ -48,14 +57,14 @@ def one(chunk: int | None, batch: int, steps: int, seed: int) -> dict:
         engine="func",
         max_physical_batch=chunk,
     )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak = _vm_hwm_mb()
     return {
         "max_physical_batch": chunk,
         "batch": batch,
         "steps": steps,
         "n_params": res.meta["n_params"],
-        "peak_rss_mb": peak / 1024,
-        "rss_before_training_mb": before / 1024,
+        "peak_rss_mb": peak,
+        "rss_before_training_mb": before,
     }
 
 
