@@ -18,6 +18,7 @@ log.info("experiment=%s setting=%s seed=%s shard=%s run=%s", wc.experiment, wc.s
 # on a cluster: only the GPUs the scheduler allocated (CUDA_VISIBLE_DEVICES), else the CPU
 device = training_device(snakemake.params.device, snakemake.resources.gpu)
 log.info("device %s (CUDA_VISIBLE_DEVICES=%s)", device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+log.info("compute.max_physical_batch %s", snakemake.params.max_physical_batch)
 sf = train_job(
     load_prepared(snakemake.input.dataset)[0],
     experiment=wc.experiment,
@@ -27,6 +28,7 @@ sf = train_job(
     run_spec=run,
     out=snakemake.output.scores,
     device=device,
+    max_physical_batch=snakemake.params.max_physical_batch,
 )
 log.info("claimed epsilon %s, test accuracy %.4f; %d trial(s) x %d canaries",
          sf.meta["claimed_epsilon"], sf.meta["test_accuracy"], sf.n_trials, sf.n_canaries)

@@ -44,6 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+    p.add_argument(
+        "--max-physical-batch",
+        type=int,
+        default=None,
+        help="examples per model through the model at once (compute.max_physical_batch); "
+        "larger batches are processed in chunks, with the noise added once per step "
+        "(default: the whole batch)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     p.set_defaults(func=run)
 
@@ -87,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         run_spec=spec,
         out=args.out,
         device=args.device,
+        max_physical_batch=args.max_physical_batch,
         progress=not args.no_progress,
         observations=True,
     )

@@ -8,6 +8,7 @@ The claimed epsilon is the one Opacus's accountant reports for the noise it cali
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import warnings
@@ -109,11 +110,18 @@ def train_with_canaries(
     params: DPSGDParams,
     seed: int,
     device: str = "auto",
+    max_physical_batch: int | None = None,
 ) -> TrainResult:
     """Train ``model`` with DP-SGD on ``data['x_train']`` plus the IN canaries; score all canaries.
 
     Deterministic on the CPU for a given ``seed`` (parameter init is the caller's, under the
     same seed; Poisson masks and noise draw from the seeded global torch generator).
+    ``max_physical_batch`` (config key ``compute.max_physical_batch``): each Poisson batch goes
+    through the model in chunks of at most this many examples, with Opacus's
+    ``BatchMemoryManager``: the ``DPOptimizer`` sums the chunks' clipped per-sample gradients and
+    adds the noise and steps once per logical batch. The random draws come in the same order
+    (a batch's mask, then its noise), so the run is the unchunked one up to floating-point
+    round-off; None processes each batch at once.
     """
     import_opacus()
     from opacus import PrivacyEngine
@@ -158,17 +166,26 @@ def train_with_canaries(
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(params.epochs):
         model.train()
-        for xb, yb in loader:
-            if len(xb) == 0:  # Poisson sampling can draw an empty batch; it still is a step
+        with contextlib.ExitStack() as stack:
+            physical = loader
+            if max_physical_batch is not None:
+                from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+                physical = stack.enter_context(
+                    BatchMemoryManager(
+                        data_loader=loader,
+                        max_physical_batch_size=max_physical_batch,
+                        optimizer=optimizer,
+                    )
+                )
+            for xb, yb in physical:
+                if len(xb):  # Poisson sampling can draw an empty batch; it still is a step
+                    xb, yb = xb.to(dev), yb.to(dev)
+                    loss_fn(model(xb), yb).backward()
+                optimizer.step()  # a chunk that does not end its batch only accumulates
                 optimizer.zero_grad()
-                optimizer.step()
-                steps += 1
-                continue
-            xb, yb = xb.to(dev), yb.to(dev)
-            optimizer.zero_grad()
-            loss_fn(model(xb), yb).backward()
-            optimizer.step()
-            steps += 1
+                # (Opacus's flag: whether the step above ended a logical batch)
+                steps += not getattr(optimizer, "_is_last_step_skipped", False)
         log.info("epoch %d/%d done (%d steps)", epoch + 1, params.epochs, steps)
     claimed = None
     if params.target_epsilon is not None:

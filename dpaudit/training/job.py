@@ -156,16 +156,24 @@ def train_job(
     checkpoint: bool = True,
     progress: bool = False,
     observations: bool = False,
+    max_physical_batch: int | None = None,
 ) -> ScoreFile:
     """Train shard ``shard`` of (``setting``, ``seed``) as ``run_spec`` says, write its score
     file to ``out`` (atomically) and return it.
 
     ``checkpoint``: keep ``<out>.ckpt`` while training (vectorised engines; removed once the
     score file is written). ``observations``: also write the per-step observations of a
-    ``per_step_dot`` job to ``<stem>.observations.npz``. A run spec the engine cannot run
+    ``per_step_dot`` job to ``<stem>.observations.npz``. ``max_physical_batch`` (config key
+    ``compute.max_physical_batch``; None: no limit): at most this many examples per model go
+    through the engine at once; a larger batch is processed in chunks whose clipped gradients
+    are summed before the noise is added once (every engine: the vectorised ones by
+    themselves, Opacus through its ``BatchMemoryManager``). A run spec the engine cannot run
     raises ``ValueError`` naming the key.
     """
     from dpaudit import scores
+    from dpaudit.training.vectorized import check_max_physical_batch
+
+    max_physical_batch = check_max_physical_batch(max_physical_batch)
 
     unknown = sorted(set(run_spec) - set(RUN_SPEC_KEYS))
     if unknown:
@@ -178,15 +186,32 @@ def train_job(
         if engine_of(run_spec) == "opacus":
             raise ValueError("run spec key train.engine: selection needs auto, stacked or func")
         ckpt = checkpoint_path(out) if checkpoint else None
-        sf, obs = run_tuning(data, job, run_spec, ckpt, progress, device=device), {}
+        sf = run_tuning(
+            data,
+            job,
+            run_spec,
+            ckpt,
+            progress,
+            device=device,
+            max_physical_batch=max_physical_batch,
+        )
+        obs = {}
     elif engine_of(run_spec) == "opacus":
-        sf, obs = _train_opacus(data, job, run_spec, device), {}
+        sf, obs = _train_opacus(data, job, run_spec, device, max_physical_batch), {}
         ckpt = None
     else:
         from dpaudit.training.shard import run_shard
 
         ckpt = checkpoint_path(out) if checkpoint else None
-        result = run_shard(data, job, run_spec, ckpt, progress, device=device)
+        result = run_shard(
+            data,
+            job,
+            run_spec,
+            ckpt,
+            progress,
+            device=device,
+            max_physical_batch=max_physical_batch,
+        )
         sf, obs = result.score_file, result.observations
     scores.write(out, sf)
     if observations and obs:
@@ -197,7 +222,11 @@ def train_job(
 
 
 def _train_opacus(
-    data: dict[str, np.ndarray], job: JobId, run_spec: dict[str, Any], device: str
+    data: dict[str, np.ndarray],
+    job: JobId,
+    run_spec: dict[str, Any],
+    device: str,
+    max_physical_batch: int | None = None,
 ) -> ScoreFile:
     """One model with Opacus (:func:`dpaudit.training.opacus_engine.run_setting`), after
     checking that the run spec and the shard are what that engine supports."""
@@ -208,7 +237,7 @@ def _train_opacus(
         problem = ("shard", f"{job.shard}: train.engine opacus trains one shard (0) per seed")
     if problem is not None:
         raise ValueError(f"run spec key {problem[0]}: {problem[1]}")
-    return run_setting(data, job, run_spec, device)
+    return run_setting(data, job, run_spec, device, max_physical_batch)
 
 
 def _write_observations(path: Path, observations: dict[str, np.ndarray]) -> None:

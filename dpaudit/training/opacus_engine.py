@@ -58,10 +58,15 @@ def claimed_epsilons(result, delta: float) -> dict[str, float | None]:
 
 
 def run_setting(
-    data: dict[str, np.ndarray], job_id: JobId, run_spec: dict[str, Any], device: str = "auto"
+    data: dict[str, np.ndarray],
+    job_id: JobId,
+    run_spec: dict[str, Any],
+    device: str = "auto",
+    max_physical_batch: int | None = None,
 ) -> ScoreFile:
     """Train the one model of ``job_id`` (its setting and run seed) as the run spec's
-    ``model``, ``canaries``, ``train`` and ``target_epsilon`` say; return its score file."""
+    ``model``, ``canaries``, ``train`` and ``target_epsilon`` say; return its score file.
+    ``max_physical_batch``: see :func:`dpaudit.training.dpsgd.train_with_canaries`."""
     experiment, setting, seed = job_id.experiment, job_id.setting, job_id.seed
     # keys left out of a library caller's spec take the schema's defaults
     train, canaries = fill_defaults("train", run_spec["train"]), run_spec["canaries"]
@@ -86,7 +91,15 @@ def run_setting(
         eps=float(train["adam_eps"]),
     )
     result = train_with_canaries(
-        net, data, canary_x, canary_y, membership, params, derive_seed(seed, "train"), device
+        net,
+        data,
+        canary_x,
+        canary_y,
+        membership,
+        params,
+        derive_seed(seed, "train"),
+        device,
+        max_physical_batch=max_physical_batch,
     )
     job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}"
     check_finite_scores(result.canary_scores[None, :], job, result.steps)

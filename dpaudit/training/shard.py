@@ -241,6 +241,7 @@ def run_shard(
     step_hook: Callable[[int], None] | None = None,
     device: str = "cpu",
     plan: ShardPlan | None = None,
+    max_physical_batch: int | None = None,
 ) -> ShardOutput:
     """Train the shard of ``job_id`` as the run spec says (``design``, ``threat_model``,
     ``model``, ``canaries``, ``train``, ``target_epsilon``) and score its canaries; see the
@@ -255,7 +256,8 @@ def run_shard(
     ``plan`` (design ``multi_run`` only): which models to train and who holds the target,
     instead of ``train.models_per_shard`` models with a fair coin each (the tuning protocol of
     :mod:`dpaudit.training.tuning` decides both); ``x_train`` may then be empty (the
-    selection paper's ETCV, X = empty set).
+    selection paper's ETCV, X = empty set). ``max_physical_batch`` (``compute.max_physical_batch``):
+    examples per model in one pass of the engine (:func:`~dpaudit.training.vectorized.train_shard`).
     """
     experiment, setting, seed, shard = job_id.experiment, job_id.setting, job_id.seed, job_id.shard
     design, threat_model = run_spec["design"], run_spec["threat_model"]
@@ -304,6 +306,7 @@ def run_shard(
             cfg,
             Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
             model_chunk=t["model_chunk"],
+            max_physical_batch=max_physical_batch,
             engine=t["engine"],
             checkpoint=checkpoint,
             checkpoint_every_s=float(t["checkpoint_every_s"]),

@@ -164,11 +164,13 @@ def run_tuning(
     checkpoint: str | Path | None = None,
     progress: bool = False,
     device: str = "cpu",
+    max_physical_batch: int | None = None,
 ) -> ScoreFile:
     """Train the candidate runs of one job's tuning trials and write one score-file row per
     trial (design ``multi_run``: the trial's coin and its released statistic); see the module
     docstring. ``run_spec["selection"]`` holds ``setup``, ``statistic``, ``eta``, ``nu``,
-    ``trials`` and ``lrs`` (Omega)."""
+    ``trials`` and ``lrs`` (Omega). ``max_physical_batch``: as for
+    :func:`~dpaudit.training.shard.run_shard`."""
     from dpaudit.scores import FORMAT_VERSION
     from dpaudit.training.shard import ShardPlan, run_shard
 
@@ -206,6 +208,7 @@ def run_tuning(
             progress,
             device=device,
             plan=ShardPlan(ids, plan.run_world[ids]),
+            max_physical_batch=max_physical_batch,
         )
         if ckpt is not None:
             ckpt.unlink(missing_ok=True)

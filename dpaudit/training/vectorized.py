@@ -29,8 +29,12 @@ the checkpoint), so
 
 Per-sample gradients come from the ghost-norm engine of :mod:`dpaudit.training.stacked` for
 plain sequential models, else from ``torch.func`` (:func:`choose_engine`). Models are processed
-in chunks of ``model_chunk`` per step to bound memory; chunking does not change the results
-beyond floating-point round-off.
+in chunks of ``model_chunk`` per step to bound memory; with ``max_physical_batch`` each model's
+batch is also processed in chunks of at most that many examples (Opacus's
+``max_physical_batch_size``): the clipped per-sample gradients of the chunks are summed and the
+noise is added once per (logical) step, so the step is the unchunked one. Neither kind of
+chunking changes the results beyond floating-point round-off (the summation order); without
+``max_physical_batch`` the computation is the unchunked one, bit for bit.
 
 Everything the white-box threat models need is recorded here (Steinke §4.1; Annamalai Alg. 1):
 ``white_box``   sum over steps of ``<theta_{t-1} - theta_t, clip(grad loss(theta_{t-1}, c))>``
@@ -525,6 +529,19 @@ def default_model_chunk(n_params: int, batch_size: int, budget_bytes: float = 2*
     return max(1, int(budget_bytes // per_model))
 
 
+def check_max_physical_batch(value: Any) -> int | None:
+    """``value`` if it is a valid ``compute.max_physical_batch`` (an integer >= 1, or None for
+    no limit), else ``ValueError`` naming the key."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(
+            f"compute.max_physical_batch {value!r}: allowed: an integer >= 1 (examples per "
+            "model in one pass), or null (the whole batch at once)"
+        )
+    return int(value)
+
+
 def train_shard(
     model_fn: Callable[[], nn.Module],
     data: ShardData,
@@ -533,6 +550,7 @@ def train_shard(
     record: Recording | None = None,
     *,
     model_chunk: int | None = None,
+    max_physical_batch: int | None = None,
     engine: str = "auto",
     device: str | torch.device = "cpu",
     checkpoint: str | Path | None = None,
@@ -552,7 +570,13 @@ def train_shard(
     the models train (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (one
     stream per model, so results do not depend on the device beyond round-off) and copied over.
     ``step_hook(step)`` runs after every completed step (e.g. to interrupt a test run).
+    ``max_physical_batch`` (config key ``compute.max_physical_batch``): at most this many
+    examples of a model's batch (and of its white-box input canaries) go through the engine in
+    one pass; the clipped gradients of a step's passes are summed before the noise is added
+    once, so a logical batch of any size trains in the memory of this many examples (None:
+    the whole batch in one pass).
     """
+    max_physical_batch = check_max_physical_batch(max_physical_batch)
     record = record or Recording()
     n_models = len(seeds)
     if n_models != len(data.train_items):
@@ -564,7 +588,9 @@ def train_shard(
     params = {k: v.to(dev) for k, v in params.items()}
     buffers = {k: v.to(dev) for k, v in buffers.items()}
     params0 = {k: v.clone() for k, v in params.items()}
-    ctx = _step_context(template, params, buffers, data, config, record, engine, model_chunk)
+    ctx = _step_context(
+        template, params, buffers, data, config, record, engine, model_chunk, max_physical_batch
+    )
     n_max = max(len(np.asarray(t)) for t in data.train_items)
     t_epoch = config.steps_per_epoch or steps_per_epoch(max(n_max, 1), config.batch_size)
     streams = [
@@ -605,6 +631,7 @@ def train_shard(
             "sampler": config.sampler.name,
             "steps_per_epoch": t_epoch,
             "model_chunk": ctx.chunk,
+            "max_physical_batch": ctx.max_physical_batch,
             "engine": ctx.eng.name,
             "n_params": ctx.n_params,
         },
@@ -641,6 +668,7 @@ class _StepContext:
     noise_buf: torch.Tensor
     flat_buf: torch.Tensor
     x_buf: torch.Tensor | None = None
+    max_physical_batch: int | None = None  # examples per model in one engine pass (None: all)
 
     @property
     def n_inputs(self) -> int:
@@ -660,6 +688,7 @@ def _step_context(
     record: Recording,
     engine: str,
     model_chunk: int | None,
+    max_physical_batch: int | None = None,
 ) -> _StepContext:
     """The step context of a shard: checks the gradient canaries and the recording against
     the model and the data, picks the engine and the models per chunk."""
@@ -688,7 +717,11 @@ def _step_context(
     eng = choose_engine(template, engine)
     chunk = model_chunk
     if chunk is None:
-        chunk = _default_chunk(eng.name, n_params, config.batch_size)
+        # the examples of one pass: the batch, or its chunks of max_physical_batch
+        per_pass = config.batch_size
+        if max_physical_batch is not None:
+            per_pass = min(per_pass, max_physical_batch)
+        chunk = _default_chunk(eng.name, n_params, per_pass)
     n_models = next(iter(params.values())).shape[0]
     wb_index = None if wb_ids is None else torch.as_tensor(wb_ids, device=dev)
     return _StepContext(
@@ -721,6 +754,7 @@ def _step_context(
         wb_y=None if wb_index is None else y[wb_index],
         noise_buf=torch.empty(min(chunk, n_models), n_params, dtype=torch.float32),
         flat_buf=torch.empty(min(chunk, n_models), n_params, dtype=dtype, device=dev),
+        max_physical_batch=max_physical_batch,
     )
 
 
@@ -926,7 +960,8 @@ def _clipped_input_grad_sum(
     batches: list[np.ndarray],
 ) -> torch.Tensor:
     """The sum of clipped per-sample gradients of the input examples of each model's batch,
-    flat (m, P), in ``ctx.flat_buf`` (zero for empty batches)."""
+    flat (m, P), in ``ctx.flat_buf`` (zero for empty batches); with
+    ``ctx.max_physical_batch``, summed over passes of at most that many examples per model."""
     m = len(batches)
     inp = [bt[bt < ctx.n_inputs] for bt in batches]
     lens = np.fromiter((len(t) for t in inp), dtype=np.int64, count=m)
@@ -937,8 +972,35 @@ def _clipped_input_grad_sum(
     real = np.arange(bmax) < lens[:, None]
     idx_np = np.zeros((m, bmax), dtype=np.int64)
     idx_np[real] = np.concatenate(inp)
-    flat_idx = torch.from_numpy(idx_np.reshape(-1)).to(ctx.dev)
-    w = torch.from_numpy(real).to(ctx.dev, ctx.dtype)
+    out = ctx.flat_buf[:m]
+    width = bmax if ctx.max_physical_batch is None else ctx.max_physical_batch
+    if width >= bmax:  # one pass (the unchunked computation)
+        summed = _clipped_grad_sum_pass(ctx, p_c, buf_c, idx_np, real)
+        return torch.cat([summed[k].reshape(m, -1) for k in ctx.names], dim=1, out=out)
+    # example chunks: columns [a, a + width) of every model's padded batch; a chunk's padded
+    # slots (weight 0) add nothing, and the noise is added once, after the last chunk
+    out.zero_()
+    for a in range(0, bmax, width):
+        summed = _clipped_grad_sum_pass(
+            ctx, p_c, buf_c, idx_np[:, a : a + width], real[:, a : a + width]
+        )
+        for k, part in zip(ctx.names, _unflatten(ctx, out), strict=True):
+            part.add_(summed[k])
+    return out
+
+
+def _clipped_grad_sum_pass(
+    ctx: _StepContext,
+    p_c: dict[str, torch.Tensor],
+    buf_c: dict[str, torch.Tensor],
+    idx_np: np.ndarray,
+    real: np.ndarray,
+) -> dict[str, torch.Tensor]:
+    """One engine pass: the clipped per-sample gradient sums (per parameter, (m, ...)) of the
+    examples ``idx_np`` (m, b) of each model, where ``real`` (padding elsewhere, weight 0)."""
+    m, bmax = idx_np.shape
+    flat_idx = torch.from_numpy(np.ascontiguousarray(idx_np).reshape(-1)).to(ctx.dev)
+    w = torch.from_numpy(np.ascontiguousarray(real)).to(ctx.dev, ctx.dtype)
     # gathered into a buffer kept across chunks and steps: a fresh multi-MB tensor per chunk
     # costs more in page faults than the copy itself (~7x)
     row_numel = ctx.x_rows.shape[1]
@@ -950,7 +1012,7 @@ def _clipped_input_grad_sum(
     ).view(m, bmax, *ctx.x.shape[1:])
     yb = ctx.y.index_select(0, flat_idx).view(m, bmax)
     sqn = None if ctx.x_sqnorm is None else ctx.x_sqnorm.index_select(0, flat_idx)
-    summed = ctx.eng.clipped_grad_sum(
+    return ctx.eng.clipped_grad_sum(
         p_c,
         buf_c,
         xb,
@@ -959,7 +1021,6 @@ def _clipped_input_grad_sum(
         ctx.config.max_grad_norm,
         x_sqnorm=None if sqn is None else sqn.view(m, bmax),
     )
-    return torch.cat([summed[k].reshape(m, -1) for k in ctx.names], dim=1, out=ctx.flat_buf[:m])
 
 
 def _add_gradient_canaries(
@@ -997,14 +1058,27 @@ def _white_box_dots(
     canaries ``c`` (Steinke et al. 2023, §4.1), (m, canaries)."""
     m = update.shape[0]
     direction = dict(zip(ctx.names, _unflatten(ctx, update), strict=True))
-    return ctx.eng.clipped_dot(
-        p_c,
-        buf_c,
-        ctx.wb_x.expand(m, *ctx.wb_x.shape),  # type: ignore[union-attr]
-        ctx.wb_y.expand(m, *ctx.wb_y.shape),  # type: ignore[union-attr]
-        ctx.config.max_grad_norm,
-        direction,
-    ).to(ctx.f64)
+    wb_x, wb_y = ctx.wb_x, ctx.wb_y
+    assert wb_x is not None and wb_y is not None
+    n_wb = wb_x.shape[0]
+    width = ctx.max_physical_batch
+    if width is None or width >= n_wb:  # one pass (the unchunked computation)
+        starts = [0]
+        width = max(n_wb, 1)
+    else:  # passes of at most max_physical_batch canaries (each dot is its own: exact)
+        starts = list(range(0, n_wb, width))
+    parts = [
+        ctx.eng.clipped_dot(
+            p_c,
+            buf_c,
+            wb_x[a : a + width].expand(m, *wb_x[a : a + width].shape),
+            wb_y[a : a + width].expand(m, *wb_y[a : a + width].shape),
+            ctx.config.max_grad_norm,
+            direction,
+        ).to(ctx.f64)
+        for a in starts
+    ]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
 def stacked_logits(
