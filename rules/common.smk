@@ -124,6 +124,10 @@ def train_params(wildcards):
     return pipeline_params.train_params(config, wildcards.experiment, wildcards.setting)
 
 
+def max_physical_batch(wildcards):
+    return pipeline_params.max_physical_batch(config, wildcards.experiment)
+
+
 def simulate_params(wildcards):
     return pipeline_params.simulate_params(
         config, wildcards.experiment, wildcards.setting

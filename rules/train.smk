@@ -21,6 +21,6 @@ rule train:
     params:
         run=train_params,
         device=config["compute"]["device"],
-        max_physical_batch=config["compute"]["max_physical_batch"],
+        max_physical_batch=max_physical_batch,
     script:
         "../scripts/train.py"

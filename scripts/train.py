@@ -18,7 +18,7 @@ log.info("experiment=%s setting=%s seed=%s shard=%s run=%s", wc.experiment, wc.s
 # on a cluster: only the GPUs the scheduler allocated (CUDA_VISIBLE_DEVICES), else the CPU
 device = training_device(snakemake.params.device, snakemake.resources.gpu)
 log.info("device %s (CUDA_VISIBLE_DEVICES=%s)", device, os.environ.get("CUDA_VISIBLE_DEVICES"))
-log.info("compute.max_physical_batch %s", snakemake.params.max_physical_batch)
+log.info("max_physical_batch %s", snakemake.params.max_physical_batch)
 sf = train_job(
     load_prepared(snakemake.input.dataset)[0],
     experiment=wc.experiment,

@@ -207,3 +207,46 @@ def test_train_job_and_the_cli_pass_the_limit_to_the_engine(monkeypatch, tmp_pat
     assert main([*argv, "--max-physical-batch", "7", "--no-progress"]) == 0
     assert main([*argv, "--no-progress"]) == 0
     assert seen == [7, None]
+
+
+def test_an_experiments_own_limit_overrides_compute_and_stays_out_of_the_run_spec():
+    """``train.max_physical_batch`` of one experiment wins over ``compute.max_physical_batch``;
+    it is a memory setting, so it is not in the run spec (no rerun of settings it does not
+    touch), and experiments without it keep the compute value."""
+    from dpaudit.pipeline import params as pipeline_params
+
+    cfg = {
+        "compute": {"max_physical_batch": 64},
+        "experiments": {
+            "own": {"train": {"max_physical_batch": 8}},
+            "other": {"train": {}},
+        },
+    }
+    assert pipeline_params.max_physical_batch(cfg, "own") == 8
+    assert pipeline_params.max_physical_batch(cfg, "other") == 64
+    cfg["compute"]["max_physical_batch"] = None
+    assert pipeline_params.max_physical_batch(cfg, "other") is None
+
+
+def test_paper_one_run_config_chunks_its_own_experiments_only():
+    """The paper one-run config sets 1024 examples per pass on its WRN-16-4 experiments through
+    ``train.max_physical_batch`` (the shared ``compute`` block stays the default's), and the
+    run spec that decides Snakemake's reruns does not carry it."""
+    from pathlib import Path
+
+    import yaml
+
+    from dpaudit.pipeline import params as pipeline_params
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((repo / "config" / "paper" / "one_run_training.yaml").read_text())
+    cfg = validate_config(cfg, load_schema())
+    assert cfg["compute"]["max_physical_batch"] is None
+    train = [n for n, e in cfg["experiments"].items() if e["kind"] == "train"]
+    assert train
+    for name in train:
+        assert pipeline_params.max_physical_batch(cfg, name) == 1024, name
+    name = train[0]
+    setting = next(iter(pipeline_params.train_settings(cfg["experiments"][name])))
+    spec = pipeline_params.train_params(cfg, name, setting)
+    assert "max_physical_batch" not in spec["train"]

@@ -39,7 +39,9 @@ def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any
     are (:func:`~dpaudit.pipeline.setting_experiment`)."""
     target = pick_setting(experiment, setting, train_settings(config["experiments"][experiment]))
     exp = setting_experiment(config["experiments"][experiment], setting)
-    train = {k: v for k, v in exp["train"].items() if k not in SETTING_KEYS}
+    train = {
+        k: v for k, v in exp["train"].items() if k not in SETTING_KEYS and k != "max_physical_batch"
+    }
     spec = {
         "design": exp["design"],
         "threat_model": exp["threat_model"],
@@ -51,6 +53,15 @@ def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any
     if exp.get("selection") is not None:  # a tuning audit; other jobs keep their params
         spec["selection"] = exp["selection"]
     return canonical(spec)
+
+
+def max_physical_batch(config: Config, experiment: str) -> int | None:
+    """Examples per model in one pass of a training job: the experiment's
+    ``train.max_physical_batch`` if set, else ``compute.max_physical_batch`` (None: the whole
+    batch). A memory setting, not part of the run spec: chunking gives the unchunked DP-SGD
+    step up to floating-point round-off (:mod:`dpaudit.training.vectorized`)."""
+    own = config["experiments"][experiment].get("train", {}).get("max_physical_batch")
+    return own if own is not None else config["compute"].get("max_physical_batch")
 
 
 def simulate_params(config: Config, experiment: str, setting: str) -> dict[str, Any]:
