@@ -772,7 +772,7 @@ def test_dirac_placement_needs_dirac_canaries_and_no_fixed_coordinate():
     validate_config(_exp_cfg(exp), SCHEMA)
     exp["canaries"]["dirac_coordinate"] = 0
     with pytest.raises(
-        ConfigError, match="canaries.dirac_placement: 'low_gradient' .* dirac_coordinate is 0"
+        ConfigError, match="canaries.dirac_placement: 'low_gradient' .*dirac_coordinate is 0"
     ):
         validate_config(_exp_cfg(exp), SCHEMA)
     exp["canaries"] = {"type": "in_distribution", "dirac_placement": "low_gradient"}
