@@ -775,7 +775,7 @@ def test_dirac_placement_needs_dirac_canaries_and_no_fixed_coordinate():
         ConfigError, match="canaries.dirac_placement: 'low_gradient' .*dirac_coordinate is 0"
     ):
         validate_config(_exp_cfg(exp), SCHEMA)
-    exp["canaries"] = {"type": "in_distribution", "dirac_placement": "low_gradient"}
+    exp["canaries"] = {"type": "in_distribution", "m": 100, "dirac_placement": "low_gradient"}
     exp["dataset"]["canary_pool"] = 200
     with pytest.raises(ConfigError, match="canaries.dirac_placement: set to 'low_gradient'"):
         validate_config(_exp_cfg(exp), SCHEMA)
