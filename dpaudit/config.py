@@ -514,6 +514,18 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
             f"config key experiments.{exp}.canaries.dirac_coordinate: set to {first} but "
             f"canaries.type is {c['type']!r}; allowed: null, or canaries.type dirac"
         )
+    placement = c.get("dirac_placement", "random")
+    if placement != "random" and c["type"] != "dirac":
+        raise ConfigError(
+            f"config key experiments.{exp}.canaries.dirac_placement: set to {placement!r} but "
+            f"canaries.type is {c['type']!r}; allowed: random, or canaries.type dirac"
+        )
+    if placement != "random" and first is not None:
+        raise ConfigError(
+            f"config key experiments.{exp}.canaries.dirac_placement: {placement!r} places the "
+            f"canaries by the data but canaries.dirac_coordinate is {first}; allowed: "
+            "dirac_placement random with a dirac_coordinate, or dirac_coordinate null"
+        )
     if c["type"] == "dirac":
         n_params = sum(p.numel() for p in net.parameters())
         per_trial, pool = canary_pool_need(block)

@@ -83,7 +83,12 @@ CLAIM_TESTS = {
 
 
 def _claim_holds(
-    test: str, ys: np.ndarray, tol: float, concave: bool, xs: np.ndarray | None = None
+    test: str,
+    ys: np.ndarray,
+    tol: float,
+    concave: bool,
+    xs: np.ndarray | None = None,
+    eventually: bool = False,
 ) -> bool:
     steps = np.diff(ys)
     if test == "increasing":
@@ -91,8 +96,11 @@ def _claim_holds(
         if not concave:
             return holds
         # diminishing returns: each slope (increment per unit of x) at most the previous one,
-        # within tolerance; on an evenly spaced x (xs None) the increments themselves
+        # within tolerance; on an evenly spaced x (xs None) the increments themselves.
+        # eventually: only the last slope below the largest earlier one, by more than tol
         slopes = steps if xs is None else steps / np.diff(xs)
+        if eventually:
+            return holds and len(slopes) >= 2 and bool(slopes[-1] < slopes[:-1].max() - tol)
         return holds and bool(np.all(np.diff(slopes) <= tol))
     if test == "decreasing":
         return bool(np.all(steps <= tol) and ys[0] - ys[-1] > tol)
@@ -134,11 +142,17 @@ def check_claim(table: pd.DataFrame, spec: dict[str, Any], experiment: str) -> d
         series = _along(rows, x, column, stat)
         ys = series.to_numpy(dtype=float)
         xs = _claim_x(series.index, claim, experiment)
-        holds = len(ys) >= 2 and _claim_holds(test, ys, tol, bool(claim.get("concave")), xs)
+        holds = len(ys) >= 2 and _claim_holds(
+            test, ys, tol, bool(claim.get("concave")), xs, bool(claim.get("eventually"))
+        )
         measured = ", ".join(f"{x}={_fmt_x(k)}: {v:.3g}" for k, v in series.items()) or "no rows"
         statement = CLAIM_TESTS[test].format(x=x)
         if test == "increasing" and claim.get("concave"):
-            statement += ", with diminishing returns"
+            statement += (
+                ", with returns that eventually diminish"
+                if claim.get("eventually")
+                else ", with diminishing returns"
+            )
             if claim.get("logx"):
                 statement += f" per factor of {x}"
         ours = float(ys[-1]) if len(ys) else math.nan

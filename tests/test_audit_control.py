@@ -42,3 +42,22 @@ def test_no_canary_control_rows_have_no_bound_but_keep_accuracy():
         assert (frame["note"] == NO_CANARY_NOTE).all()
         assert (frame["test_accuracy"] == 0.8).all()
         assert "selection" in frame.columns
+
+
+def test_no_canary_control_rows_pass_the_audit_table_check(tmp_path):
+    """The control's rows (epsilon NaN by design) are read back and concatenated; a NaN
+    epsilon on a row without the control's note is still reported as damage."""
+    import pytest
+
+    from dpaudit.tables import AuditTableError, concat_tables, write_audit_csv
+
+    frame = run_estimator(_file("none"), "one_run", {"method": "one_run"})
+    frame["params"] = "{}"
+    path = tmp_path / "control.csv"
+    write_audit_csv(path, frame)
+    back = concat_tables([path])
+    assert back["epsilon"].isna().all() and (back["test_accuracy"] == 0.8).all()
+    frame["note"] = ""
+    write_audit_csv(path, frame)
+    with pytest.raises(AuditTableError, match="has no value in .'epsilon'."):
+        concat_tables([path])

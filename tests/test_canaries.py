@@ -122,3 +122,65 @@ def test_dirac_canaries_from_a_given_coordinate():
         dirac_coordinates(3, 650, first=648)
     with pytest.raises(ValueError, match="coordinate -1"):
         dirac_coordinates(1, 650, first=-1)
+
+
+def test_lowest_mass_coordinates_rank_the_data_gradient_and_break_ties_by_seed():
+    """canaries.dirac_placement: low_gradient (Steinke, Nasr, Jagielski 2023, Section 4.1: the
+    white-box adversary chooses its canary gradients): the m coordinates of smallest gradient
+    mass, lowest first; the order within ties comes from the seed, not from the index."""
+    from dpaudit.canaries.gradient_space import dirac_sparse, lowest_mass_coordinates
+
+    mass = np.array([0.5, 0.0, 0.3, 0.0, 0.0, 0.1, 0.0, 0.9])
+    zeros = {1, 3, 4, 6}
+    got = lowest_mass_coordinates(mass, 6, seed=0)
+    assert set(got[:4]) == zeros and got[4:].tolist() == [5, 2]
+    orders = {tuple(lowest_mass_coordinates(mass, 4, seed=s)) for s in range(20)}
+    assert all(set(o) == zeros for o in orders) and len(orders) > 1  # ties: random order
+    np.testing.assert_array_equal(
+        lowest_mass_coordinates(mass, 4, seed=3), lowest_mass_coordinates(mass, 4, seed=3)
+    )
+    s = dirac_sparse(2, 8, 1.5, zeros=1, coords=got[:2])
+    assert s.coords.tolist() == [*got[:2].tolist(), 0] and s.values.tolist() == [1.5, 1.5, 0.0]
+    with pytest.raises(ValueError, match="9 Dirac canaries need 9 distinct coordinates"):
+        lowest_mass_coordinates(mass, 9)
+    with pytest.raises(ValueError, match="non-negative"):
+        lowest_mass_coordinates(-mass, 2)
+    with pytest.raises(ValueError, match="distinct"):
+        dirac_sparse(2, 8, 1.0, coords=np.array([1, 1]))
+    with pytest.raises(ValueError, match="first coordinate or their coordinates"):
+        dirac_sparse(2, 8, 1.0, first=0, coords=np.array([1, 2]))
+
+
+def test_data_gradient_mass_is_the_mean_absolute_clipped_per_example_gradient():
+    """data_gradient_mass equals a per-record autograd loop (clipped as Opacus clips), averaged
+    over the records and the models; weights on a pixel that is 0 in every record get 0."""
+    import torch
+    import torch.nn.functional as F
+
+    from dpaudit.models import build_for_data
+    from dpaudit.training.shard import data_gradient_mass
+    from dpaudit.training.vectorized import model_seeds
+
+    rng = np.random.default_rng(1)
+    x = rng.random((30, 1, 8, 8)).astype(np.float32)
+    x[:, 0, 0, 0] = 0.0  # pixel 0 constant
+    y = rng.integers(0, 10, size=30)
+    seeds = [model_seeds(0, "s", 0, j) for j in range(2)]
+
+    def model_fn():
+        return build_for_data({"name": "mlp", "hidden": [8]}, (1, 8, 8), 10)
+
+    mass = data_gradient_mass(model_fn, x, y, 0.5, seeds, budget=5000)  # several chunks
+    want = np.zeros_like(mass)
+    for s in seeds:
+        torch.manual_seed(s.init)
+        net = model_fn()
+        for i in range(len(y)):
+            net.zero_grad()
+            F.cross_entropy(net(torch.from_numpy(x[i : i + 1])), torch.tensor([y[i]])).backward()
+            g = torch.cat([p.grad.reshape(-1) for p in net.parameters()])
+            want += (g.abs() * min(1.0, 0.5 / (float(g.norm()) + 1e-6))).numpy()
+    want /= len(seeds) * len(y)
+    np.testing.assert_allclose(mass, want, rtol=1e-4, atol=1e-8)
+    first_layer = mass[: 8 * 64].reshape(8, 64)  # Linear(64, 8) weight, (out, in)
+    assert (first_layer[:, 0] == 0).all() and (mass > 0).sum() > mass.size // 2

@@ -753,3 +753,32 @@ def test_shuffling_audit_good_input_passes():
     cfg = _shuffling_exp(train={"sampler": "partial_shuffle", "buffer_size": 50},
                          canaries={"prefix_batches": 10})
     validate_config(cfg, SCHEMA)
+
+
+def test_dirac_placement_needs_dirac_canaries_and_no_fixed_coordinate():
+    """canaries.dirac_placement: low_gradient places Dirac canaries by the data (Steinke et
+    al. 2023, Section 4.1: the white-box adversary chooses its gradients); with another canary
+    type or with canaries.dirac_coordinate it is an error naming the key and what is allowed;
+    an unknown value is rejected by the schema."""
+    exp = {
+        "kind": "train",
+        "design": "one_run",
+        "threat_model": "white_box_dot",
+        "dataset": {"name": "digits"},
+        "model": {"name": "logreg"},
+        "canaries": {"type": "dirac", "m": 100, "dirac_placement": "low_gradient"},
+        "train": {"target_epsilons": [4], "nonprivate": False},
+    }
+    validate_config(_exp_cfg(exp), SCHEMA)
+    exp["canaries"]["dirac_coordinate"] = 0
+    with pytest.raises(
+        ConfigError, match="canaries.dirac_placement: 'low_gradient' .*dirac_coordinate is 0"
+    ):
+        validate_config(_exp_cfg(exp), SCHEMA)
+    exp["canaries"] = {"type": "in_distribution", "m": 100, "dirac_placement": "low_gradient"}
+    exp["dataset"]["canary_pool"] = 200
+    with pytest.raises(ConfigError, match="canaries.dirac_placement: set to 'low_gradient'"):
+        validate_config(_exp_cfg(exp), SCHEMA)
+    exp["canaries"] = {"type": "dirac", "dirac_placement": "lowest"}
+    with pytest.raises(ConfigError, match="dirac_placement"):
+        validate_config(_exp_cfg(exp), SCHEMA)

@@ -121,6 +121,25 @@ def test_diminishing_returns_are_slopes_along_x_or_log_x():
         reproduction.check(table, spec, "e")
 
 
+def test_returns_that_eventually_diminish_need_only_the_last_slope_below_an_earlier_one():
+    """concave with eventually: true (Steinke et al. 2023, Sec. 4.1: "the impact of the
+    additional examples eventually diminishes"): a slow start is allowed, but the last slope
+    must fall below the largest earlier one by more than the tolerance."""
+    import pandas as pd
+
+    table = pd.DataFrame({"m": [10, 100, 1000, 10000], "epsilon": [0.0, 0.1, 0.6, 0.7]})
+    claim = {"test": "increasing", "x": "m", "concave": True, "logx": True}
+    spec = {"quantity": "q", "claim": claim, "tolerance": 0.05}
+    assert reproduction.check(table, spec, "e")["agrees"] is False  # 0.1 then 0.5: grows
+    claim["eventually"] = True  # per decade 0.1, 0.5, 0.1: the last below 0.5
+    row = reproduction.check(table, spec, "e")
+    assert row["agrees"] is True and "eventually diminish" in row["claim"]
+    table["epsilon"] = [0.0, 0.1, 0.3, 0.55]  # 0.1, 0.2, 0.25: never diminishes
+    assert reproduction.check(table, spec, "e")["agrees"] is False
+    table["epsilon"] = [0.0, 0.3, 0.6, 0.87]  # 0.3, 0.3, 0.27: within the tolerance
+    assert reproduction.check(table, spec, "e")["agrees"] is False
+
+
 def test_claims_get_their_own_section_in_the_markdown():
     import pandas as pd
 

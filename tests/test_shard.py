@@ -406,3 +406,39 @@ def test_no_canary_control_trains_on_the_data_alone(data):
     assert not torch.equal(none40.result.params["1.weight"], coins.result.params["1.weight"])
     with pytest.raises(ValueError, match="canaries.insert: none .* design one_run"):
         _run(data, design="lidp", ctype="mislabeled", canaries={"pool_size": 40, "insert": "none"})
+
+
+def test_low_gradient_placement_puts_dirac_canaries_where_the_data_does_not_reach(data):
+    """canaries.dirac_placement: low_gradient: the Dirac canaries sit on the coordinates of
+    least data gradient at the shard's initialisations (here the weights of two features that
+    are 0 in every record: exactly no data gradient), recorded in the meta; the data-only drift
+    of those coordinates is then zero, so without noise an OUT canary's score is exactly 0 and
+    an IN canary's positive."""
+    from dpaudit.training.shard import data_gradient_mass
+    from dpaudit.training.vectorized import model_seeds
+
+    d = {k: v.copy() for k, v in data.items()}
+    for key in ("x_train", "x_test", "x_canary"):
+        d[key][:, :2] = 0.0  # features 0 and 1: constant -> 2 x 16 first-layer weights
+    out = _run(
+        d,
+        tm="white_box_dot",
+        ctype="dirac",
+        canaries={"m": 20, "dirac_placement": "low_gradient"},
+        train={"noise_multiplier": 0.0, "models_per_shard": 2},
+    )
+    sf = out.score_file
+    coords = np.array(sf.meta["dirac_coordinates"])
+    hidden_in = (np.arange(16)[:, None] * 20 + np.arange(2)[None, :]).ravel()  # weight[:, :2]
+    assert set(coords) <= set(hidden_in.tolist()) and len(set(coords)) == 20
+
+    def model_fn():
+        from dpaudit.models import build_for_data
+
+        return build_for_data({"name": "mlp", "hidden": [16]}, (20,), 4)
+
+    seeds = [model_seeds(0, "nonprivate", 0, j) for j in range(2)]
+    mass = data_gradient_mass(model_fn, d["x_train"], d["y_train"], 1.0, seeds)
+    assert (mass[coords] == 0).all()
+    member = sf.membership.astype(bool)
+    assert np.abs(sf.score[~member]).max() == 0.0 and (sf.score[member] > 0).all()

@@ -121,13 +121,55 @@ def dirac_coordinates(m: int, n_params: int, seed: int = 0, first: int | None = 
     return np.random.default_rng(seed).choice(n_params, size=m, replace=False)
 
 
+def lowest_mass_coordinates(mass: np.ndarray, m: int, seed: int = 0) -> np.ndarray:
+    """The ``m`` distinct coordinates (m,) where the data's gradient ``mass`` (one non-negative
+    value per parameter, e.g. the mean |clipped per-example gradient| of the training records,
+    :func:`dpaudit.training.shard.data_gradient_mass`) is smallest, lowest first; ties (such as
+    the exact zeros of weights on input features that are constant in the data) are broken by
+    a random permutation from ``seed``.
+
+    A white-box adversary chooses its canary gradients (Steinke, Nasr, Jagielski 2023,
+    arXiv:2305.08846, Section 4.1: "we directly control the gradient"); on coordinates that the
+    other records' clipped gradients do not move, the summed score ``C (theta_0 - theta_T)[j]``
+    holds only the canary and the noise. The choice uses the training records and an
+    initialisation, never the canaries' membership."""
+    mass = np.asarray(mass, dtype=np.float64)
+    if mass.ndim != 1:
+        raise ValueError(f"the gradient mass must be one value per parameter, got {mass.shape}")
+    n_params = len(mass)
+    if m > n_params:
+        raise ValueError(
+            f"{m} Dirac canaries need {m} distinct coordinates; the model has {n_params}"
+        )
+    if not np.isfinite(mass).all() or (mass < 0).any():
+        raise ValueError("the gradient mass must be finite and non-negative")
+    perm = np.random.default_rng(seed).permutation(n_params)
+    return perm[np.argsort(mass[perm], kind="stable")[:m]]
+
+
 def dirac_sparse(
-    m: int, n_params: int, norm: float, seed: int = 0, zeros: int = 0, first: int | None = None
+    m: int,
+    n_params: int,
+    norm: float,
+    seed: int = 0,
+    zeros: int = 0,
+    first: int | None = None,
+    coords: np.ndarray | None = None,
 ) -> SparseCanaries:
     """The Dirac canaries of :func:`dirac` (the same coordinates; ``first`` as in
-    :func:`dirac_coordinates`) kept sparse, then ``zeros`` zero vectors (zero-out records: value 0
-    on coordinate 0)."""
-    coords = dirac_coordinates(m, n_params, seed, first)
+    :func:`dirac_coordinates`; or the given distinct ``coords`` (m,), e.g. from
+    :func:`lowest_mass_coordinates`) kept sparse, then ``zeros`` zero vectors (zero-out
+    records: value 0 on coordinate 0)."""
+    if coords is None:
+        coords = dirac_coordinates(m, n_params, seed, first)
+    else:
+        coords = np.asarray(coords, dtype=np.int64)
+        if first is not None:
+            raise ValueError("give the Dirac canaries' first coordinate or their coordinates")
+        if coords.shape != (m,) or len(np.unique(coords)) != m:
+            raise ValueError(f"{m} Dirac canaries need {m} distinct coordinates")
+        if m and (coords.min() < 0 or coords.max() >= n_params):
+            raise ValueError(f"Dirac coordinates must lie in 0..{n_params - 1}")
     return SparseCanaries(
         torch.from_numpy(np.concatenate([coords, np.zeros(zeros, dtype=coords.dtype)])).long(),
         torch.cat([torch.full((m,), float(norm)), torch.zeros(zeros)]),

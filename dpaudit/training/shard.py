@@ -283,7 +283,13 @@ def run_shard(
         if design != "multi_run":
             raise ValueError(f"a shard plan needs design multi_run, got {design!r}")
         cans.member[:, 0] = plan.members
-    examples = _shard_examples(data, cans, t, n_params, n_classes)
+    placed = None
+    if c["type"] == "dirac" and c["dirac_placement"] == "low_gradient":
+        mass = data_gradient_mass(
+            template_model, x_train, y_train, float(t["max_grad_norm"]), seeds
+        )
+        placed = gradient_space.lowest_mass_coordinates(mass, cans.pool_size, c["seed"])
+    examples = _shard_examples(data, cans, t, n_params, n_classes, placed)
     job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
     cfg, claimed = _dpsgd_config(t, len(y_train), cans, target_epsilon, job)
     wb_inputs = None
@@ -524,21 +530,24 @@ def _shard_examples(
     t: dict[str, Any],
     n_params: int,
     n_classes: int,
+    dirac_coords: np.ndarray | None = None,
 ) -> _Examples:
     """The examples of the shard (input canaries first, then the training data; gradient
-    canaries as vectors) and each model's training set (its inserted canaries first)."""
+    canaries as vectors) and each model's training set (its inserted canaries first).
+    ``dirac_coords``: the Dirac canaries' coordinates when placed by the data
+    (``canaries.dirac_placement: low_gradient``), else drawn as the options say."""
     c, pool_size, n_cols = cans.options, cans.pool_size, cans.n_cols
     x_train, y_train = data["x_train"], data["y_train"]
     n_train = len(y_train)
     grad_pool = None
-    dirac_coords = None
+    placed, dirac_coords = dirac_coords, None
     if cans.gradient:
         norm = float(t["max_grad_norm"])
         # zero-out: one zero-gradient record per column, used by OUT canaries
         zeros = n_cols if cans.zero_out else 0
         if c["type"] == "dirac":  # sparse: O(m) memory (m x params dense: 55 GB on WRN-16-4)
             grad_pool = gradient_space.dirac_sparse(
-                pool_size, n_params, norm, c["seed"], zeros, c.get("dirac_coordinate")
+                pool_size, n_params, norm, c["seed"], zeros, c.get("dirac_coordinate"), placed
             )
             dirac_coords = grad_pool.coords[:pool_size].numpy()
         else:
@@ -563,6 +572,44 @@ def _shard_examples(
             )
         items.append(np.concatenate([canary_items, train_ids]).astype(np.int64))  # canaries first
     return _Examples(x_all, y_all, n_inputs, items, grad_pool, dirac_coords)
+
+
+def data_gradient_mass(
+    model_fn: Callable[[], torch.nn.Module],
+    x: np.ndarray,
+    y: np.ndarray,
+    max_grad_norm: float,
+    seeds: list[ModelSeeds],
+    budget: int = 2**25,
+) -> np.ndarray:
+    """The mean over the records ``(x, y)`` and over the models initialised from ``seeds`` (the
+    shard's models, before training) of the absolute clipped per-example gradient, one value
+    per parameter (flat, ``named_parameters`` order).
+
+    What ``canaries.dirac_placement: low_gradient`` ranks coordinates by
+    (:func:`dpaudit.canaries.gradient_space.lowest_mass_coordinates`): the white-box adversary of
+    Steinke, Nasr, Jagielski (2023, arXiv:2305.08846, Section 4.1) picks its Dirac canaries'
+    coordinates, and the ones the real records' gradients move least leave the canaries' summed
+    score to the canary and the noise. Weights on input features that are constant zero in the
+    data get exactly 0. Clipped as the trainer clips (Opacus's factor); records in chunks of
+    at most ``budget`` gradient entries (models x records x parameters)."""
+    from dpaudit.training.vectorized import FuncEngine, init_models
+
+    template, params, buffers = init_models(model_fn, seeds)
+    engine = FuncEngine(template)
+    n_models = len(seeds)
+    n_params = sum(v[0].numel() for v in params.values())
+    total = torch.zeros(n_params, dtype=torch.float64)
+    xt, yt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
+    chunk = max(1, budget // (n_models * n_params))
+    with torch.no_grad():
+        for i in range(0, len(yt), chunk):
+            xb = xt[i : i + chunk].unsqueeze(0).expand(n_models, *xt[i : i + chunk].shape)
+            yb = yt[i : i + chunk].long().unsqueeze(0).expand(n_models, -1)
+            g, factor = engine.grads_and_factors(params, buffers, xb, yb, max_grad_norm)
+            flat = torch.cat([v.reshape(*v.shape[:2], -1) for v in g.values()], dim=2)
+            total += torch.einsum("mb,mbp->p", factor, flat.abs()).double()
+    return (total / max(n_models * len(yt), 1)).numpy()
 
 
 def _dpsgd_config(

@@ -355,18 +355,18 @@ class FuncEngine:
         ``x`` (M, B, ...), ``y`` (M, B), ``weight`` (M, B) with 1 for real slots and 0 for
         padding; clipped as :func:`clip_factors` says.
         """
-        g, factor = self._grads_and_factors(params, buffers, x, y, max_grad_norm)
+        g, factor = self.grads_and_factors(params, buffers, x, y, max_grad_norm)
         factor = factor * weight
         return {k: torch.einsum("mb,mb...->m...", factor, t) for k, t in g.items()}
 
     def clipped_dot(self, params, buffers, x, y, max_grad_norm, direction):
         """(M, B) dot products of the clipped per-sample gradients with ``direction`` (for
         white-box canary scores)."""
-        g, factor = self._grads_and_factors(params, buffers, x, y, max_grad_norm)
+        g, factor = self.grads_and_factors(params, buffers, x, y, max_grad_norm)
         cg = {k: t * factor.view(*factor.shape, *([1] * (t.dim() - 2))) for k, t in g.items()}
         return sum(torch.einsum("mb...,m...->mb", cg[k], direction[k]) for k in cg)
 
-    def _grads_and_factors(self, params, buffers, x, y, max_grad_norm):
+    def grads_and_factors(self, params, buffers, x, y, max_grad_norm):
         """Per-sample gradients (M, B, ...) of the models ``params`` and their (M, B) clip
         factors."""
         with torch.enable_grad():
