@@ -296,3 +296,38 @@ def test_randomized_response_file_runs():
     rows = get("fdp_abstention").run(sf, {"family": "approx_dp", "delta": 0.0})
     assert {r["selection"] for r in rows} == {"grid_max_uncorrected", "bonferroni"}
     assert all(0 <= r["epsilon"] for r in rows)
+
+
+def _rows_without_nan(rows):
+    return [{k: (None if v != v else v) for k, v in r.items()} for r in rows]
+
+
+@pytest.mark.parametrize(
+    "family, guess, shift, n, delta",
+    [
+        ("gdp", "balanced", 1.0, 3000, 1e-5),
+        ("gdp", "top_in", 2.0, 500, 1e-3),
+        ("gdp", "balanced", 0.0, 40, 1e-5),  # null, small: epsilon 0 ties
+        ("laplace", "centered", 0.5, 2000, 1e-5),
+        ("approx_dp", "balanced", 3.0, 800, 0.0),
+        ("laplace", "top_in", 0.0, 300, 1e-3),
+    ],
+)
+def test_grid_search_picks_what_the_loop_picks(family, guess, shift, n, delta):
+    """best_over_grid (most bisections skipped) gives the rows of the plain loop over the grid
+    (a wrapped bound takes the loop), for Bonferroni, the uncorrected maximum and the split."""
+    rng = np.random.default_rng(n)
+    mem = rng.integers(0, 2, n)
+    s = np.round(rng.normal(size=n) + shift * mem, 2)
+    kw = dict(
+        family=family,
+        delta=delta,
+        guess=guess,
+        selections=("grid_max_uncorrected", "bonferroni", "sample_split"),
+        split_seed=3,
+    )
+    fast = A.audit_scores(s, mem, bound=F.epsilon_lower_bound, **kw)
+    loop = A.audit_scores(s, mem, bound=lambda *a, **k: F.epsilon_lower_bound(*a, **k), **kw)
+    assert _rows_without_nan(fast) == _rows_without_nan(loop)
+    if shift == 0.0 and n == 40:
+        assert any(r["epsilon"] == 0.0 for r in fast)  # the tie case is exercised

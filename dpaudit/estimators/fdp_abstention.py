@@ -221,6 +221,70 @@ def epsilon_lower_bound(
     )
 
 
+def best_over_grid(
+    n: int,
+    grid,
+    level: float,
+    *,
+    counts,
+    family: str = "gdp",
+    delta: float = 1e-5,
+) -> tuple[int, tuple[FdpBound, int, int]]:
+    """The result of ``selection_rules.best_of`` over the guess counts ``grid`` (the first r,
+    in grid order, with the largest epsilon of :func:`epsilon_lower_bound` at ``level``;
+    ``counts(r)`` gives (k_plus, k_minus, wrong)), without running every bisection.
+
+    The candidates are visited in decreasing order of a cheap proxy (the plug-in accuracy's
+    lower ``level`` Wilson bound; speed only). A candidate is bounded in full only if its test
+    still rejects the null at the largest parameter found so far: otherwise its own parameter,
+    the largest rejected one, lies strictly below (rejection is monotone in the parameter,
+    Mahloujifar et al. 2025, as the bisection of :func:`param_lower_bound` assumes), and so
+    does its epsilon: the bisections' ends lie on dyadic grids at least 2^-24 apart, over
+    which the (increasing) conversion to epsilon changes by far more than its 1e-12 tolerance.
+    Such a candidate can neither be the maximum nor tie with it (when the best epsilon is
+    positive; an epsilon of 0, which a range of parameters maps to, bounds every candidate in
+    full), so the pick is the loop's."""
+    family = check_family(family)
+    tau = 1.0 - level
+    cands = []
+    for r in grid:
+        kp, km, wrong = counts(r)
+        cands.append((int(r), kp, km, wrong))
+    if not cands:
+        raise ValueError("the candidate grid is empty")
+    z = float(special.ndtri(level))
+    proxy = []
+    for r, _, _, wrong in cands:
+        p = (r - wrong) / r
+        centre = (p + z * z / (2 * r)) / (1 + z * z / r)
+        half = z * math.sqrt(p * (1 - p) / r + z * z / (4 * r * r)) / (1 + z * z / r)
+        proxy.append(centre - half)
+    order = sorted(range(len(cands)), key=lambda i: -proxy[i])
+    done: dict[int, FdpBound] = {}
+    best_theta = 0.0
+    for i in order:
+        r, _, _, wrong = cands[i]
+        if best_theta > 0.0 and not rejects(
+            n, r, r - wrong, inverse_blow_up(family, best_theta, delta), tau
+        ):
+            continue  # its parameter, hence its epsilon, is below the best's
+        b = epsilon_lower_bound(n, r, wrong, family, delta, level)
+        done[i] = b
+        best_theta = max(best_theta, b.param)
+    if not max(b.epsilon for b in done.values()) > 0.0:
+        # epsilon 0 is reached by a range of parameters (ties): every candidate in full
+        for i in range(len(cands)):
+            if i not in done:
+                r, _, _, wrong = cands[i]
+                done[i] = epsilon_lower_bound(n, r, wrong, family, delta, level)
+    best = None
+    for i in sorted(done):  # the loop's choice among the candidates that can be the maximum
+        if best is None or done[i].epsilon > done[best].epsilon:
+            best = i
+    r, kp, km, _ = cands[best]
+    return r, (done[best], kp, km)
+
+
 def rejection_rate(
     n: int,
     r: int,

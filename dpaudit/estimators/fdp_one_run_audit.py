@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from dpaudit.defaults import estimator_defaults, fill_defaults
+from dpaudit.estimators import fdp_abstention, multi_split
 from dpaudit.estimators import fdp_one_run as fdp
-from dpaudit.estimators import multi_split
 from dpaudit.estimators import selection_rules as rules
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -122,6 +122,9 @@ def audit_scores(
         return fdp.p_value(nn, r, wrong, family, theta_claim, delta, q, tail)
 
     def bound_on(part: slice | np.ndarray) -> rules.BoundAt:
+        return _bound_on(part)[0]
+
+    def _bound_on(part: slice | np.ndarray) -> tuple[rules.BoundAt, rules.Maximiser | None]:
         sc = score[part]
         counts = fdp.guess_counter(sc, membership[part], guess)
 
@@ -130,12 +133,18 @@ def audit_scores(
             b = bound(len(sc), r, wrong, family, delta, level, q, tail)
             return b, kp, km
 
-        return bound_at
+        maximise = None
+        if bound is fdp_abstention.epsilon_lower_bound and q is None:
+            # the same pick as the loop over the grid, most bisections skipped
+            maximise = partial(
+                fdp_abstention.best_over_grid, len(sc), counts=counts, family=family, delta=delta
+            )
+        return bound_at, maximise
 
     rows: list[dict[str, Any]] = []
     for sel in selections:
         rule = rules.strategy(sel, grid, r_fixed, split_seed, "params r (or r_fraction)")
-        bound_at, held_out = bound_on(slice(None)), None
+        (bound_at, maximise), held_out = _bound_on(slice(None)), None
         if isinstance(rule, rules.Explicit):
             rule = rules.Explicit(int(rule.candidate))
         elif isinstance(rule, rules.Split):
@@ -144,9 +153,14 @@ def audit_scores(
             if na < 1:
                 raise ValueError("sample_split needs at least 2 canaries")
             grid_a = sorted({max(1, min(na, round(r * na / n))) for r in grid})
-            bound_at = bound_on(bh)
-            held_out = rules.HeldOut(grid_a, bound_on(a), partial(_rescale, n_from=na, n_to=nb))
-        picked = rules.select(rule, confidence, bound_at, key=_epsilon_of, held_out=held_out)
+            bound_at, maximise = bound_on(bh), None
+            choose_at, choose_max = _bound_on(a)
+            held_out = rules.HeldOut(
+                grid_a, choose_at, partial(_rescale, n_from=na, n_to=nb), choose_max
+            )
+        picked = rules.select(
+            rule, confidence, bound_at, key=_epsilon_of, maximise=maximise, held_out=held_out
+        )
         b, kp, km = picked.result
         p = claimed_p(b.n, b.r, b.wrong)
         if isinstance(rule, rules.Bonferroni) and not math.isnan(p):
