@@ -597,3 +597,29 @@ def test_one_unit_interval_check_for_beta_and_confidence():
     hi = xbern._bernstein_upper(np.array([0.0, 0.3, 1.0]), xbern._var_bernoulli, 50, 3.0)
     assert np.all((0 <= lo) & (lo <= [0.0, 0.3, 1.0]) & ([0.0, 0.3, 1.0] <= hi) & (hi <= 1))
     assert xbern._bernstein_lower(0.0, xbern._var_bernoulli, 50, 3.0) == 0.0
+
+
+@pytest.mark.parametrize("K", [8, 32, 256, 2040])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, bool])
+def test_packed_row_sums_equal_the_plain_counts(K, dtype):
+    """The word-at-a-time row sums of XBernSummary.from_binary are the plain counts, full
+    rows and empty rows included (K = 2040: every byte lane at its bound 255)."""
+    rng = np.random.default_rng(K)
+    x = (rng.random((300, K)) < rng.random((300, 1))).astype(dtype)
+    x[0], x[1] = 1, 0
+    counts = xbern._row_sums_packed(x)
+    assert counts is not None
+    np.testing.assert_array_equal(counts, np.count_nonzero(x, axis=1))
+    assert counts[0] == K
+    summary = xbern.XBernSummary.from_binary(x, order=4)
+    plain = xbern.moments(x, order=4)
+    np.testing.assert_array_equal(summary.moments, plain)
+
+
+def test_packed_row_sums_leave_other_layouts_to_the_plain_sum():
+    x = np.ones((4, 16), dtype=np.int8)
+    assert xbern._row_sums_packed(x[:, :12]) is None  # K not a multiple of 8, not contiguous
+    assert xbern._row_sums_packed(np.ones((4, 12), dtype=np.int8)) is None
+    assert xbern._row_sums_packed(np.ones((4, 2048), dtype=np.int8)) is None  # lanes could carry
+    assert xbern._row_sums_packed(np.ones((4, 16), dtype=np.int16)) is None
+    assert xbern._row_sums_packed(np.asfortranarray(np.ones((16, 16), dtype=np.int8))) is None

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 Interval = Literal["wilson", "bernstein", "clopper_pearson"]
 Variant = Literal["printed", "released", "derived"]
@@ -185,6 +185,24 @@ def _moments_from_hist(hist: np.ndarray, K: int, order: int) -> np.ndarray:
     return per_count @ hist / n
 
 
+def _row_sums_packed(x: np.ndarray) -> np.ndarray | None:
+    """Row sums of a checked 0/1 matrix of one-byte entries (bool, int8, uint8), read as
+    8-byte words: the words of a row are added as integers, each byte lane counting the ones
+    of its column position (at most K / 8 <= 255, so no lane carries into the next), and
+    the eight lanes are then added (two lanes at a time, then by a multiplication). About
+    2-3x faster than a byte sum into int16; the counts are the same integers. None where it
+    does not apply (other dtypes, a K not a multiple of 8 or above 2040, rows not
+    contiguous)."""
+    n, K = x.shape
+    if x.itemsize != 1 or K % 8 or K > 8 * 255 or not x.flags.c_contiguous:
+        return None
+    words = x.view(np.uint64)  # (n, K / 8)
+    lanes = np.einsum("ij->i", words)  # integer sums (faster than .sum on short rows)
+    low = np.uint64(0x00FF00FF00FF00FF)
+    pairs = (lanes & low) + ((lanes >> np.uint64(8)) & low)  # four 16-bit lanes, <= 510 each
+    return ((pairs * np.uint64(0x0001000100010001)) >> np.uint64(48)).astype(np.intp)
+
+
 # ---------------------------------------------------------------------------------------------
 # Sufficient statistics
 # ---------------------------------------------------------------------------------------------
@@ -211,11 +229,13 @@ class XBernSummary:
         # 0/1 integers (checked above): a sum is the count, and faster than count_nonzero
         # (in the narrowest integer type that holds K: a row sum of int8 into int16 is twice
         # as fast as into int64)
-        counts = (
-            x.sum(axis=1, dtype=np.int16 if K < 2**15 else np.int64)
-            if np.issubdtype(x.dtype, np.integer)
-            else np.count_nonzero(x, axis=1)
-        )
+        counts = _row_sums_packed(x)
+        if counts is None:
+            counts = (
+                x.sum(axis=1, dtype=np.int16 if K < 2**15 else np.int64)
+                if np.issubdtype(x.dtype, np.integer)
+                else np.count_nonzero(x, axis=1)
+            )
         hist = np.bincount(counts, minlength=K + 1)
         return cls(
             n=n,
@@ -231,8 +251,9 @@ class XBernSummary:
 
 
 def z_quantile(beta: float) -> float:
-    """``Z_beta``: the (1 - beta)-quantile of N(0, 1)."""
-    return float(stats.norm.isf(beta))
+    """``Z_beta``: the (1 - beta)-quantile of N(0, 1) (``-ndtri(beta)``, the value of
+    ``scipy.stats.norm.isf`` without its per-call argument handling)."""
+    return float(-special.ndtri(beta))
 
 
 def _quadratic_roots(a, b, c) -> tuple[np.ndarray, np.ndarray]:
