@@ -1,5 +1,6 @@
 """End to end on real data: a reduced config/cpu/one_run.yaml (white-box Dirac vs m, the tight
-one-run Fig. 6 with Adam, black-box mislabeled canaries) through Snakemake, offline (digits).
+one-run Fig. 6 with Adam) through Snakemake, offline (digits). The black box (Location-30, through
+the shared data mirror) has its own test: tests/test_real_one_run_blackbox.py.
 
 The reduced config is derived from the CPU config itself (fewer grid points, steps and models),
 so the two cannot drift apart; the assertions are on the published figures and tables and on
@@ -26,13 +27,12 @@ KEEP = {
     # two of Fig. 3's points (m, and the batch size that holds the sample rate at that m)
     "cpu_one_run_fig3": {"points": CPU["experiments"]["cpu_one_run_fig3"]["points"][0:3:2]},
     "cpu_tight_one_run_fig6": {},
-    "cpu_one_run_fig7": {"grid": {"canaries.m": [50, 100, 200], "canaries.type": ["mislabeled"]}},
 }
 pytestmark = pytest.mark.slow
 
 
 def reduced_config() -> dict:
-    """config/cpu/one_run.yaml with three experiments at eps 8 only, 20 steps, 2 models."""
+    """config/cpu/one_run.yaml with two experiments at eps 8 only, 20 steps, 2 models."""
     cpu = copy.deepcopy(CPU)
     config = {
         "data": {"root": "resources/downloads", "mirror": None},
