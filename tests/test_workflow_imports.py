@@ -52,3 +52,27 @@ def test_every_method_resolves_to_its_runner():
 def test_the_schema_loader_reads_the_schema_as_the_pure_python_loader_does():
     text = (Path(__file__).resolve().parents[1] / "dpaudit" / "schema.yaml").read_text()
     assert defaults.load_schema() == yaml.load(text, Loader=yaml.SafeLoader)
+
+
+def test_reading_labels_and_captions_imports_no_matplotlib():
+    # the audit table's and figures' params read labels while the DAG is built, in every job's
+    # own Snakemake process on a cluster
+    loaded = _modules_after(
+        "from dpaudit.plots.labels import estimator_label, short_title\n"
+        "from dpaudit.plots import captions\n"
+        "assert estimator_label({'method': 'one_run'})\n"
+        "assert short_title('A title. More.')"
+    )
+    assert "matplotlib" not in loaded
+
+
+def test_drawing_selects_the_agg_backend():
+    # another backend asked for by the environment: pyplot() still draws with Agg
+    loaded = _modules_after(
+        "import os\n"
+        "os.environ['MPLBACKEND'] = 'svg'\n"
+        "from dpaudit.plots import pyplot\n"
+        "plt = pyplot()\n"
+        "assert plt.get_backend().lower() == 'agg', plt.get_backend()"
+    )
+    assert "matplotlib.pyplot" in loaded

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.plots import pyplot
 from dpaudit.plots.labels import column_label
 from dpaudit.plots.series import draw_paper_values, estimator_labels, series_label, y_label
 from dpaudit.plots.style import (
@@ -36,7 +37,7 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
     ``title``, ``ylabel``, ``estimator_labels`` (block -> name), ``labels`` (column -> value ->
     name) and ``marks`` (``reproduce`` rows: the paper's printed values, hollow stars).
     """
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig = dict(fig or {})
     table = table.copy()

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.plots import pyplot
 from dpaudit.plots.labels import column_label
 from dpaudit.plots.series import (
     draw_paper_values,
@@ -74,7 +75,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
     experiment's ``reproduce`` rows) as a hollow star. Legend names come from ``labels``
     (column -> value -> name) and ``estimator_labels`` (block -> name), else the library's.
     """
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     kind = fig.get("kind", "analysis")
     table = select_rows(table, fig.get("where") or {})

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.estimators.attack_metrics import roc_counts, sort_scores
+from dpaudit.plots import pyplot
 from dpaudit.plots.style import CLAIMED, PALETTE, legend, save, styled, title
 from dpaudit.scores import ScoreFile
 
@@ -103,7 +104,7 @@ def draw_roc(curves: Sequence[RocCurve], heading: str = "") -> Any:
     """The log-log ROC figure of ``curves`` (returns the matplotlib figure): a line per curve
     (legend: label and AUROC), the chance diagonal TPR = FPR in the claimed-line grey. Points
     with FPR or TPR 0 lie off the log axes; the axes start at the smallest positive FPR."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     with styled():
         figure, ax = plt.subplots()

@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import dpaudit.plots  # noqa: F401  (selects the Agg backend)
 from dpaudit.io import atomic_path
+from dpaudit.plots import pyplot
 
 #: The style file shipped in the package.
 STYLE = Path(__file__).with_name("dpaudit.mplstyle")
@@ -56,7 +56,7 @@ PAPER_LABEL = "paper (printed value)"
 @contextlib.contextmanager
 def styled() -> Iterator[None]:
     """Draw (and save) inside this context to get the package's style."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     with plt.style.context(str(STYLE)):
         yield
@@ -122,7 +122,7 @@ def fits_canvas(fig: Any, tolerance: float = 0.5) -> bool:
 
 def save(fig: Any, outputs: Sequence[str | Path]) -> None:
     """Write ``fig`` to each output (format from the suffix, atomically) and close it."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     with styled():
         for out in outputs:

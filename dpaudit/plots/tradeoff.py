@@ -30,6 +30,7 @@ import pandas as pd
 
 from dpaudit.accounting.dpsgd import dpsgd_tradeoff, eps_delta_tradeoff
 from dpaudit.estimators.multi_run import cp_upper, epsilon_from_rates, rate_level, sweep
+from dpaudit.plots import pyplot
 from dpaudit.plots.style import (
     CLAIMED,
     PALETTE,
@@ -185,7 +186,7 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
     staircase (thin, dashed) and its Clopper-Pearson bounded curve (solid), the band between
     them shaded; the claim curves in black (PLD of Poisson DP-SGD) and grey ((epsilon,
     delta)-DP). Returns the matplotlib figure."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     with styled():
         figure, axes = plt.subplots(1, 2, figsize=(8.0, 4.8))

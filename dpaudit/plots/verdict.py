@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from dpaudit.plots import pyplot
 from dpaudit.plots.labels import confidence_text, value_label
 from dpaudit.plots.style import CLAIMED, PALETTE, legend, save, styled, title
 
@@ -51,7 +52,7 @@ def row_labels(verdicts: pd.DataFrame) -> list[str]:
 def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
     """The verdict figure of a verdict table with its ``implementation`` column
     (:func:`with_implementation`); returns the matplotlib figure."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if verdicts.empty:
         raise ValueError("the verdict table has no rows: no valid bound to draw")
