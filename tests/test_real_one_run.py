@@ -56,9 +56,11 @@ def reduced_config() -> dict:
     return config
 
 
-def test_reduced_cpu_one_run_config_builds_its_figures_and_claims(tmp_path):
-    config = reduced_config()
-    path = tmp_path / "one_run_small.yaml"
+def build_paper_targets(tmp_path: Path, config: dict) -> str:
+    """Write ``config``, build every experiment's figure (pdf, png, csv) and the reproduction
+    table with Snakemake in ``tmp_path``, check that each file is non-empty and that every
+    reproduction row of the config is in the table; return the table's text."""
+    path = tmp_path / "reduced_config.yaml"
     path.write_text(yaml.safe_dump(config))
     targets = [
         f"results/{exp['paper_target']}.{ext}"
@@ -68,6 +70,16 @@ def test_reduced_cpu_one_run_config_builds_its_figures_and_claims(tmp_path):
     snakemake(tmp_path, *targets, "results/reproduction.csv", configfile=path)
     for target in targets:
         assert (tmp_path / target).stat().st_size > 0, target
+    reproduction = (tmp_path / "results/reproduction.csv").read_text()
+    for exp in config["experiments"].values():
+        for row in exp["reproduce"]:
+            assert row["quantity"] in reproduction, row["quantity"]
+    return reproduction
+
+
+def test_reduced_cpu_one_run_config_builds_its_figures_and_claims(tmp_path):
+    config = reduced_config()
+    build_paper_targets(tmp_path, config)
     fig3 = pd.read_csv(tmp_path / "results/one_run/fig3_whitebox_vs_m.csv")
     assert set(fig3["m"]) == {point["canaries.m"] for point in KEEP["cpu_one_run_fig3"]["points"]}
     table = pd.read_csv(tmp_path / "results/cpu_one_run_fig3/audit.csv")
@@ -76,7 +88,3 @@ def test_reduced_cpu_one_run_config_builds_its_figures_and_claims(tmp_path):
     tight = pd.read_csv(tmp_path / "results/cpu_tight_one_run_fig6/audit.csv")
     assert set(tight["estimator"]) == {"one_run_half", "fdp_one_run_half"}
     assert set(tight["r"]) == {500}  # r = m/2 of 1000 Dirac canaries
-    reproduction = (tmp_path / "results/reproduction.csv").read_text()
-    for exp in config["experiments"].values():
-        for row in exp["reproduce"]:
-            assert row["quantity"] in reproduction, row["quantity"]

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from dpaudit.models import build_for_data
-from tests.test_pipeline_e2e import snakemake
+from tests.test_real_one_run import build_paper_targets
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = yaml.safe_load((REPO / "config" / "cpu" / "one_run.yaml").read_text())
@@ -97,16 +97,7 @@ def _reduced(mirror: Path) -> dict:
 @pytest.mark.slow
 def test_reduced_blackbox_builds_its_figures_and_claims(tmp_path, shared_data):
     config = _reduced(shared_data / "data")
-    path = tmp_path / "one_run_blackbox_small.yaml"
-    path.write_text(yaml.safe_dump(config))
-    targets = [
-        f"results/{exp['paper_target']}.{ext}"
-        for exp in config["experiments"].values()
-        for ext in ("pdf", "png", "csv")
-    ]
-    snakemake(tmp_path, *targets, "results/reproduction.csv", configfile=path)
-    for target in targets:
-        assert (tmp_path / target).stat().st_size > 0, target
+    build_paper_targets(tmp_path, config)
     fig7 = pd.read_csv(tmp_path / "results/cpu_one_run_fig7/audit.csv")
     assert set(fig7["m"]) == {500, 1000} and set(fig7["type"]) == {"mislabeled"}
     fig8 = pd.read_csv(tmp_path / "results/cpu_one_run_fig8/audit.csv")
@@ -121,7 +112,3 @@ def test_reduced_blackbox_builds_its_figures_and_claims(tmp_path, shared_data):
     assert data["x_canary"].shape == (4000, 446) and set(np.unique(data["x_canary"])) <= {0, 1}
     scores = sorted((tmp_path / "results/cpu_one_run_fig7/scores").glob("m1000_*/*.npz"))
     assert scores and np.load(scores[0])["score"].shape[-1] == 1000
-    reproduction = (tmp_path / "results/reproduction.csv").read_text()
-    for exp in config["experiments"].values():
-        for row in exp["reproduce"]:
-            assert row["quantity"] in reproduction, row["quantity"]
