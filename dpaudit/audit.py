@@ -132,15 +132,31 @@ def audit_seed_groups(
     An estimator that does not apply to a seed's file is an error naming the file; one that
     applies may return no rows for a file by design (LiDP's ``below_order: skip`` at K = 1).
     """
+    return audit_setting(seed_files, {name: spec})
+
+
+def audit_setting(
+    seed_files: list[list[str]], specs: Mapping[str, Mapping[str, Any]]
+) -> pd.DataFrame:
+    """Rows of every estimator block in ``specs`` (name -> block) on every seed of one setting.
+
+    Each seed's score files are read once and every estimator runs on them (an audit job of
+    the pipeline: one per setting). Rows come estimator by estimator in the order of
+    ``specs``, seed by seed within an estimator, so the table is the concatenation of
+    :func:`audit_seed_groups` over the estimators. Errors as in :func:`audit_seed_groups`.
+    """
     from dpaudit import scores
 
+    if not specs:
+        raise ValueError("no estimators to run")
     if not seed_files:
-        raise ValueError(f"estimator {name!r}: no seeds to audit")
-    frames = []
+        raise ValueError(f"estimator(s) {list(specs)}: no seeds to audit")
+    frames: dict[str, list[pd.DataFrame]] = {name: [] for name in specs}
     for paths in seed_files:
         files = [scores.read(path) for path in paths]
         sf = files[0] if len(files) == 1 else scores.concat(files)
-        check_applies(sf, name, spec)
-        frames.append(run_estimator(sf, name, spec))
-    frames = [frame for frame in frames if not frame.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ID_COLUMNS)
+        for name, spec in specs.items():
+            check_applies(sf, name, spec)
+            frames[name].append(run_estimator(sf, name, spec))
+    kept = [frame for name in specs for frame in frames[name] if not frame.empty]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=ID_COLUMNS)

@@ -1,6 +1,6 @@
 """Tidy audit tables: writing and checking per-setting audit CSVs, concatenating, summarising.
 
-Every per-(estimator, setting) audit CSV the pipeline writes (:func:`write_audit_csv`) ends with
+Every per-setting audit CSV the pipeline writes (:func:`write_audit_csv`) ends with
 a trailer line ``# dpaudit audit table: N data rows``, so that a file damaged after it was
 written (cut to its header, cut mid-row or at a row boundary, emptied) is told apart from a
 complete one, including a complete one with no rows (an estimator that skips a setting by
@@ -144,6 +144,21 @@ def concat_frames(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return table[[c for c in ID_COLUMNS if c in table.columns] + rest]
 
 
+def order_by_estimator(table: pd.DataFrame, estimators: list[str]) -> pd.DataFrame:
+    """``table``'s rows estimator by estimator in the order of ``estimators``, keeping the
+    order of the rows within an estimator (stable): the per-setting audit files, concatenated
+    setting by setting, give each estimator's rows setting by setting, then seed by seed.
+    An estimator not in ``estimators`` is an error naming it."""
+    if table.empty:
+        return table
+    rank = {name: i for i, name in enumerate(estimators)}
+    unknown = sorted(set(table["estimator"]) - rank.keys())
+    if unknown:
+        raise ValueError(f"audit rows of estimator(s) {unknown} not in {estimators}")
+    order = table["estimator"].map(rank).to_numpy()
+    return table.iloc[order.argsort(kind="stable")].reset_index(drop=True)
+
+
 def add_setting_columns(table: pd.DataFrame, settings: dict[str, dict]) -> pd.DataFrame:
     """Join the parameters that define each setting (e.g. the swept n, K, d) as columns.
 
@@ -186,9 +201,7 @@ def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(exceeds_claim=exceeds.astype(int), verdict=verdict)
 
 
-def verdict_table(
-    table: pd.DataFrame, by: list[str], estimator: str | None = None
-) -> pd.DataFrame:
+def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = None) -> pd.DataFrame:
     """A practitioner's table, one row per implementation (the columns ``by``, e.g. sampler
     and buffer_size) and claimed epsilon: the largest valid lower bound over its rows, its
     confidence and the verdict (flagged when that bound exceeds the claim).

@@ -1,7 +1,7 @@
 # Every estimator on every score file it applies to, then one tidy table per experiment. One
-# audit job runs one estimator on every seed of one setting (a seed's rows are independent of
-# the other seeds'), which keeps paper-scale grids (25 seeds x hundreds of settings) to a
-# manageable number of jobs.
+# audit job runs every estimator of the experiment on every seed of one setting: each score
+# file is read once, however many estimators read it, and paper-scale grids (25 seeds x
+# hundreds of settings, several estimators) stay at one audit job per setting.
 
 
 rule audit:
@@ -18,7 +18,7 @@ rule audit:
     resources:
         **JOB_RESOURCES,
     params:
-        estimator=estimator_params,
+        estimators=audit_estimators,
     script:
         "../scripts/audit.py"
 
@@ -44,5 +44,6 @@ rule audit_table:
     params:
         settings=setting_table,
         labels=estimator_labels,
+        estimators=estimator_order,
     script:
         "../scripts/audit_table.py"

@@ -8,7 +8,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
-from dpaudit.pipeline import canonical, paths
+from dpaudit.pipeline import applicable_estimators, canonical, paths
 from dpaudit.pipeline import cluster as pipeline_cluster
 from dpaudit.pipeline import params as pipeline_params
 from dpaudit.pipeline import resources as pipeline_resources
@@ -57,7 +57,6 @@ wildcard_constraints:
     experiment="[A-Za-z][A-Za-z0-9_]*",
     setting="[A-Za-z0-9_.]+",
     seed="[0-9]+",
-    estimator="[A-Za-z][A-Za-z0-9_]*",
     paper="[a-z0-9_]+",
     figure="[A-Za-z0-9_]+",
     variant="[A-Za-z0-9_.]+",
@@ -134,9 +133,11 @@ def simulate_params(wildcards):
     )
 
 
-def estimator_params(wildcards):
-    # the same function gives `dpaudit audit` its estimator blocks
-    return estimator_block(config, wildcards.estimator)
+def audit_estimators(wildcards):
+    """The estimator blocks an audit job runs, as [name, block] pairs in the order of the
+    audit table's rows (estimator_block gives `dpaudit audit` the same blocks)."""
+    names = applicable_estimators(config, wildcards.experiment)
+    return [[name, estimator_block(config, name)] for name in names]
 
 
 def dataset_params(wildcards):
@@ -163,6 +164,11 @@ def analysis_inputs(wildcards):
 
 def setting_table(wildcards):
     return pipeline_params.setting_table(config, wildcards.experiment)
+
+
+def estimator_order(wildcards):
+    """The estimator blocks of an experiment in the order of its audit table's rows."""
+    return applicable_estimators(config, wildcards.experiment)
 
 
 def estimator_labels(wildcards):

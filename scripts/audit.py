@@ -1,19 +1,17 @@
-"""Snakemake adapter: run one estimator on the score files of every seed of one setting."""
+"""Snakemake adapter: run every estimator of an experiment on the score files of every seed of
+one setting (each file read once)."""
 
-from dpaudit.audit import audit_seed_groups
+from dpaudit.audit import audit_setting
 from dpaudit.joblog import job_log
 from dpaudit.pipeline.paths import group_by_seed
 from dpaudit.tables import write_audit_csv
 
 log = job_log(snakemake.log[0])
-# one list per seed (the file, or its shards), from the paths
-table = audit_seed_groups(
-    group_by_seed(snakemake.input.scores),
-    snakemake.wildcards.estimator,
-    snakemake.params.estimator,
-)
-for seed, rows in table.groupby("seed", sort=False):
-    log.info("seed %s: %d row(s); max epsilon %s", seed, len(rows), rows["epsilon"].max())
+# one list per seed (the file, or its shards), from the paths; [name, block] pairs in order
+estimators = {name: block for name, block in snakemake.params.estimators}
+table = audit_setting(group_by_seed(snakemake.input.scores), estimators)
+for (name, seed), rows in table.groupby(["estimator", "seed"], sort=False):
+    log.info("%s, seed %s: %d row(s); max epsilon %s", name, seed, len(rows), rows["epsilon"].max())
+for name in estimators.keys() - set(table["estimator"]):
+    log.info("%s: no rows (skips this setting by design, e.g. LiDP below_order: skip)", name)
 write_audit_csv(snakemake.output.table, table)
-if table.empty:
-    log.info("no rows: the estimator skips this setting by design (e.g. LiDP below_order: skip)")

@@ -71,14 +71,14 @@ def test_path_patterns_are_the_snakemake_patterns():
     assert paths.score_file(shard="{shard}") == (
         "results/{experiment}/scores/{setting}/seed{seed}.shard{shard}.npz"
     )
-    assert paths.setting_audit() == "results/{experiment}/audit/{estimator}/{setting}.csv"
+    assert paths.setting_audit() == "results/{experiment}/audit/{setting}.csv"
     assert paths.audit_table() == "results/{experiment}/audit.csv"
     assert paths.analysis_table() == "results/{experiment}/table.csv"
     assert paths.dataset() == "resources/datasets/{experiment}/{variant}.npz"
     assert paths.figure(ext="png") == "results/{experiment}/figures/figure.png"
     assert paths.paper_target(ext="csv") == "results/{paper}/{figure}.csv"
     assert paths.log("{experiment}", "audit", paths.AUDIT_JOB) == (
-        "logs/{experiment}/audit/{estimator}/{setting}.log"
+        "logs/{experiment}/audit/{setting}.log"
     )
     assert paths.benchmark("simulate", paths.SEED_JOB) == (
         "results/{experiment}/benchmarks/simulate/{setting}/seed{seed}.tsv"
@@ -88,7 +88,7 @@ def test_path_patterns_are_the_snakemake_patterns():
 def test_paths_with_values():
     assert paths.score_file("sim", "m1000", 3) == "results/sim/scores/m1000/seed3.npz"
     assert paths.score_file("v", "eps8", 0, 1) == "results/v/scores/eps8/seed0.shard1.npz"
-    assert paths.setting_audit("sim", "one_run", "m1000") == "results/sim/audit/one_run/m1000.csv"
+    assert paths.setting_audit("sim", "m1000") == "results/sim/audit/m1000.csv"
     assert paths.figure("t", paths.EPS_FIGURE, "pdf") == (
         "results/t/figures/eps_empirical_vs_claimed.pdf"
     )
@@ -172,8 +172,8 @@ def test_the_audit_script_recovers_the_seed_groups(config, experiment, setting):
 
 def test_audit_files(config):
     assert targets.audit_files(config, "sim") == [
-        "results/sim/audit/one_run/m1000.csv",
-        "results/sim/audit/one_run/m2000.csv",
+        "results/sim/audit/m1000.csv",
+        "results/sim/audit/m2000.csv",
     ]
 
 

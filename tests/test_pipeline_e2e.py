@@ -151,7 +151,8 @@ def test_changing_confidence_reruns_no_training(run_dir, tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     counts = job_counts(snakemake(run_dir, "-n", configfile=path).stdout)
     assert not {"train", "prepare_dataset"} & set(counts)
-    # one_run runs on tiny's 2 files and on the 3 vectorised one_run experiments' files
+    # the audit jobs of the settings one_run runs on: tiny's 2, one of each vectorised one_run
+    # experiment
     assert counts["audit"] == 5 and counts["figure_eps"] == 4
 
 
@@ -161,8 +162,8 @@ def test_changing_one_setting_reruns_only_it(run_dir, tmp_path):
     path = tmp_path / "more.yaml"
     path.write_text(yaml.safe_dump(cfg))
     counts = job_counts(snakemake(run_dir, "-n", configfile=path).stdout)
-    # only the new eps8 setting: its training, its one_run and attack_metrics audits
-    assert counts["train"] == 1 and counts["audit"] == 2
+    # only the new eps8 setting: its training and its audit job (one_run and attack_metrics)
+    assert counts["train"] == 1 and counts["audit"] == 1
 
 
 @pytest.mark.parametrize(
@@ -196,7 +197,7 @@ def test_deleting_a_score_file_reruns_only_its_job(run_dir):
     counts = job_counts(snakemake(run_dir, "-n").stdout)
     assert counts == {
         "train": 1,
-        "audit": 2,  # one_run and attack_metrics on its setting
+        "audit": 1,  # one job: one_run and attack_metrics on its setting
         "audit_table": 1,
         "figure_eps": 1,
         "figure_roc": 1,
@@ -212,9 +213,9 @@ def test_a_deleted_intermediate_is_not_rebuilt_for_an_up_to_date_target(run_dir,
     rebuild a deleted intermediate; asking for the file itself, or -R its rule, does."""
     work = tmp_path / "w"
     shutil.copytree(run_dir, work, symlinks=True)
-    (work / "results/tiny/audit/one_run/eps4.csv").unlink()
+    (work / "results/tiny/audit/eps4.csv").unlink()
     assert job_counts(snakemake(work, "-n", "results/tiny/audit.csv").stdout) == {}
-    asked = job_counts(snakemake(work, "-n", "results/tiny/audit/one_run/eps4.csv").stdout)
+    asked = job_counts(snakemake(work, "-n", "results/tiny/audit/eps4.csv").stdout)
     assert asked == {"audit": 1}
     forced = job_counts(snakemake(work, "-n", "results/tiny/audit.csv", "-R", "audit").stdout)
     assert forced["audit"] >= 1 and forced["audit_table"] == 1
@@ -242,10 +243,10 @@ def test_a_failing_job_leaves_its_error_in_its_log(run_dir, tmp_path):
     bad = work / "results/tiny/scores/eps4/seed0.shard0.npz"
     assert bad.exists()
     bad.write_text("not a score file")
-    target = "results/tiny/audit/one_run/eps4.csv"
+    target = "results/tiny/audit/eps4.csv"
     done = snakemake(work, target, "--forcerun", "audit", check=False)
     assert done.returncode != 0
-    log = (work / "logs/tiny/audit/one_run/eps4.log").read_text()
+    log = (work / "logs/tiny/audit/eps4.log").read_text()
     assert "Traceback (most recent call last)" in log
     assert re.search(r"^[\w.]+(Error|Exception)\b", log.split("Traceback", 1)[1], re.M), log
 

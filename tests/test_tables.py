@@ -6,10 +6,16 @@ import pandas as pd
 import pytest
 
 from dpaudit import scores
-from dpaudit.audit import audit_seed_groups
+from dpaudit.audit import audit_seed_groups, audit_setting
 from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
 from dpaudit.scores import ScoreFileError
-from dpaudit.tables import AuditTableError, concat_tables, read_audit_csv, write_audit_csv
+from dpaudit.tables import (
+    AuditTableError,
+    concat_tables,
+    order_by_estimator,
+    read_audit_csv,
+    write_audit_csv,
+)
 
 SPEC = {"method": "one_run"}
 
@@ -77,8 +83,11 @@ def test_missing_values_name_the_file_and_line(audit_csv, tmp_path):
     table.loc[2, "epsilon"] = float("nan")
     bad = tmp_path / "nan.csv"
     write_audit_csv(bad, table)
-    with pytest.raises(AuditTableError, match=r"nan.csv: line 4 \(data row 3\) has no value in "
-                       r"\['epsilon'\]"):
+    with pytest.raises(
+        AuditTableError,
+        match=r"nan.csv: line 4 \(data row 3\) has no value in "
+        r"\['epsilon'\]",
+    ):
         concat_tables([bad])
     # a row cut short and completed with a newline: its last fields are missing
     lines = audit_csv.read_text().splitlines(keepends=True)
@@ -88,8 +97,11 @@ def test_missing_values_name_the_file_and_line(audit_csv, tmp_path):
     with pytest.raises(AuditTableError, match=r"short.csv: line 2 \(data row 1\) has no value"):
         concat_tables([short])
     write_audit_csv(bad, table.drop(columns="valid"))
-    with pytest.raises(AuditTableError, match=r"nan.csv: not an audit table: missing column\(s\) "
-                       r"\['valid'\]"):
+    with pytest.raises(
+        AuditTableError,
+        match=r"nan.csv: not an audit table: missing column\(s\) "
+        r"\['valid'\]",
+    ):
         concat_tables([bad])
     with pytest.raises(AuditTableError, match="gone.csv: cannot read the audit table"):
         concat_tables([tmp_path / "gone.csv"])
@@ -117,8 +129,11 @@ def test_a_setting_skipped_by_design_is_a_complete_empty_table(tmp_path):
 
 
 def test_an_estimator_that_does_not_apply_is_an_error(seed_files):
-    with pytest.raises(ScoreFileError, match=r"seed0.npz: estimator 'lidp' .*does not apply to "
-                       r"this file's design 'one_run'; methods for 'one_run': \["):
+    with pytest.raises(
+        ScoreFileError,
+        match=r"seed0.npz: estimator 'lidp' .*does not apply to "
+        r"this file's design 'one_run'; methods for 'one_run': \[",
+    ):
         audit_seed_groups(seed_files, "lidp", {"method": "lidp"})
     with pytest.raises(ValueError, match="no seeds"):
         audit_seed_groups([], "one_run", SPEC)
@@ -153,3 +168,66 @@ def test_verdicts_flag_only_valid_bounds_above_the_claim():
     assert table.loc["poisson", "verdict"] == CONSISTENT
     with pytest.raises(ValueError, match="buffer_size"):
         verdict_table(t, ["buffer_size"])
+
+
+# ---- one audit job per setting: every estimator, each score file read once ------------------
+
+SPECS = {
+    "one_run": SPEC,
+    "one_run_90": {"method": "one_run", "confidence": 0.9, "selections": ["bonferroni"]},
+    "metrics": {"method": "attack_metrics", "fprs": [0.01], "resamples": 50},
+}
+
+
+def test_a_setting_audit_is_each_estimators_audit_in_order(seed_files):
+    """The rows of one audit job equal the per-estimator audits concatenated in the order of
+    the blocks, seed by seed within an estimator, with each seed's file read once."""
+    want = pd.concat(
+        [audit_seed_groups(seed_files, name, spec) for name, spec in SPECS.items()],
+        ignore_index=True,
+    )
+    got = audit_setting(seed_files, SPECS)
+    pd.testing.assert_frame_equal(got, want)
+    assert list(dict.fromkeys(got["estimator"])) == list(SPECS)
+    reversed_specs = dict(reversed(list(SPECS.items())))
+    assert list(dict.fromkeys(audit_setting(seed_files, reversed_specs)["estimator"])) == list(
+        reversed_specs
+    )
+
+
+def test_a_setting_audit_reads_each_score_file_once(seed_files, monkeypatch):
+    reads = []
+    real_read = scores.read
+    monkeypatch.setattr(scores, "read", lambda path: reads.append(path) or real_read(path))
+    audit_setting(seed_files, SPECS)
+    assert sorted(reads) == sorted(p for seed in seed_files for p in seed)
+
+
+def test_a_setting_audit_names_the_estimator_that_does_not_apply(seed_files):
+    with pytest.raises(ScoreFileError, match=r"seed0.npz: estimator 'lidp' "):
+        audit_setting(seed_files, {"one_run": SPEC, "lidp": {"method": "lidp"}})
+    with pytest.raises(ValueError, match="no estimators"):
+        audit_setting(seed_files, {})
+
+
+def test_the_audit_table_orders_the_per_setting_rows_by_estimator():
+    """Per-setting files concatenated setting by setting give each estimator's rows setting by
+    setting (stable), in the experiment's estimator order; a stray estimator is an error."""
+    per_setting = pd.DataFrame(
+        {
+            "estimator": ["b", "a", "b", "a", "a"],
+            "setting": ["s1", "s1", "s2", "s2", "s2"],
+            "seed": ["0", "0", "0", "0", "1"],
+        }
+    )
+    got = order_by_estimator(per_setting, ["b", "a"])
+    assert list(zip(got["estimator"], got["setting"], got["seed"], strict=True)) == [
+        ("b", "s1", "0"),
+        ("b", "s2", "0"),
+        ("a", "s1", "0"),
+        ("a", "s2", "0"),
+        ("a", "s2", "1"),
+    ]
+    assert order_by_estimator(per_setting.iloc[:0], ["a"]).empty
+    with pytest.raises(ValueError, match=r"estimator\(s\) \['b'\] not in \['a'\]"):
+        order_by_estimator(per_setting, ["a"])

@@ -18,10 +18,10 @@ RESULTS = "results"
 LOGS = "logs"
 DATASETS = "resources/datasets"
 
-#: The job parts of the per-seed, per-shard and per-(estimator, setting) jobs.
+#: The job parts of the per-seed, per-shard and per-setting (audit) jobs.
 SEED_JOB = "{setting}/seed{seed}"
 SHARD_JOB = "{setting}/seed{seed}.shard{shard}"
-AUDIT_JOB = "{estimator}/{setting}"
+AUDIT_JOB = "{setting}"
 
 #: Figure names: the claimed-vs-empirical epsilon figure of train experiments, the figure of
 #: the others.
@@ -59,12 +59,10 @@ def score_file(
     return f"{RESULTS}/{experiment}/scores/{name}.npz"
 
 
-def setting_audit(
-    experiment: str = "{experiment}", estimator: str = "{estimator}", setting: str = "{setting}"
-) -> str:
-    """The rows of one estimator on every seed of one setting (one ``audit`` job)."""
-    job = AUDIT_JOB.format(estimator=estimator, setting=setting)
-    return f"{RESULTS}/{experiment}/audit/{job}.csv"
+def setting_audit(experiment: str = "{experiment}", setting: str = "{setting}") -> str:
+    """The rows of every estimator of an experiment on every seed of one setting (one
+    ``audit`` job)."""
+    return f"{RESULTS}/{experiment}/audit/{AUDIT_JOB.format(setting=setting)}.csv"
 
 
 def audit_table(experiment: str = "{experiment}") -> str:

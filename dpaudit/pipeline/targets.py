@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.pipeline import (
-    applicable_estimators,
     data_variant,
     experiment_settings,
     paths,
@@ -79,13 +78,9 @@ def score_files(config: Config, experiment: str) -> list[str]:
 
 
 def audit_files(config: Config, experiment: str) -> list[str]:
-    """The per-(estimator, setting) audit tables of an experiment (one row block per seed)."""
+    """The per-setting audit tables of an experiment (a row block per estimator and seed)."""
     settings = experiment_settings(config["experiments"][experiment])
-    return [
-        paths.setting_audit(experiment, name, setting)
-        for name in applicable_estimators(config, experiment)
-        for setting in settings
-    ]
+    return [paths.setting_audit(experiment, setting) for setting in settings]
 
 
 def analysis_inputs(config: Config, experiment: str) -> dict[str, str]:
