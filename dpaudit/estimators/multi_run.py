@@ -296,11 +296,13 @@ def _cp_approx(k: np.ndarray, n: float, level: float) -> np.ndarray:
     return np.clip(m + special.ndtri(level) * sd, 0.0, 1.0)
 
 
-def _seed_best(rates, objective, take: int = 8, pool: int = 16384) -> float:
+def _seed_best(rates, objective, take: int = 8, pool: int = 4096) -> float:
     """The largest exact objective value (``rates``: a :class:`_RatesAt`) at the ``take``
     indices where :func:`_cp_approx` puts the objective highest (among at most ``pool``
     evenly spaced indices), or -inf. Any exact value is a valid start for the branch and
-    bound; a value near the maximum prunes most blocks at the first levels."""
+    bound; a value near the maximum prunes most blocks at the first levels. (``pool`` 4096:
+    against 16,384 the approximation costs a quarter, 0.5 instead of 1.3 ms per call, and the
+    GDP fit at 10^6 runs computes 4,142 exact bounds instead of 4,082.)"""
     size = rates.k0.size
     idx = np.arange(0, size, max(1, size // pool))
     with np.errstate(all="ignore"):
