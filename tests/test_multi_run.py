@@ -454,3 +454,30 @@ def test_threshold_choice_uses_the_shared_strategies():
     assert mr.threshold_audit(s, m, DELTA, selection="same_data").valid is False
     assert mr.threshold_audit(s, m, DELTA, selection="heldout").valid is True
     assert mr.threshold_audit(s, m, DELTA, selection="heldout", estimate="gdp").valid is False
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, bool, np.int64, np.float64])
+def test_check_scores_on_every_membership_dtype(dtype):
+    """The input checks read one-byte membership with one byte reduction and scores by their
+    extremes: the same errors as the elementwise checks, and a one-byte 0/1 membership is
+    passed on unchanged (the caller's array is never written)."""
+    s = np.array([0.5, -1.0, 2.0, 0.0])
+    m = np.array([0, 1, 1, 0]).astype(dtype)
+    score, member = mr.check_scores(s, m)
+    assert member.dtype == np.int8 and member.tolist() == [0, 1, 1, 0]
+    assert np.array_equal(score, s)
+    for bad_value in (np.nan, np.inf, -np.inf):
+        bad = s.copy()
+        bad[2] = bad_value
+        with pytest.raises(ValueError, match=r"not finite \(NaN or inf\) at trial 2 \(1 non"):
+            mr.check_scores(bad, m)
+    if dtype is not bool:
+        for bad_member in (2, 255) if dtype == np.uint8 else (2, -1):
+            wrong = m.copy()
+            wrong[1] = bad_member
+            with pytest.raises(ValueError, match="membership must be 0 or 1"):
+                mr.check_scores(s, wrong)
+    with pytest.raises(ValueError, match="no non-members"):
+        mr.check_scores(s, np.ones(4, dtype=dtype))
+    with pytest.raises(ValueError, match="no members"):
+        mr.check_scores(s, np.zeros(4, dtype=dtype))
