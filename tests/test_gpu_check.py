@@ -34,11 +34,34 @@ def test_quick_cpu_against_cpu_passes(gpu_check, capsys):
     assert {c.canary for c in quick} == {"random_input", "dirac"}
     assert {c.sampler for c in quick} == {"poisson", "shuffle"}
     assert {c.max_physical_batch for c in quick} == {None, 8}
-    rc = gpu_check.main(["--device", "cpu", "--reference-device", "cpu", "--quick"])
+    argv = ["--device", "cpu", "--reference-device", "cpu", "--quick", "--repeats", "1"]
+    rc = gpu_check.main(argv)
     out = capsys.readouterr().out
     assert rc == 0, out
     assert f"{len(quick)} of {len(quick)} cases agree (cpu vs cpu)" in out
     assert "MISMATCH" not in out
+
+
+def test_repeated_runs_on_one_device_are_compared_with_each_other(gpu_check, monkeypatch):
+    """--repeats 2 (the default): each side trains twice, and the runs agree on the CPU; a
+    second run that drifts from the first is reported as not reproducible."""
+    case = gpu_check.cases(quick=True)[1]  # stacked, Dirac canaries, max_physical_batch 8
+    (outcome,) = gpu_check.run_check("cpu", "cpu", selected=[case], repeats=2)
+    assert outcome.ok, outcome.problems
+    real, calls = gpu_check.train_once, []
+
+    def drifting(*args):
+        run = real(*args)
+        calls.append(1)
+        if len(calls) == 2:  # the device side's second run
+            run.params = run.params + 1e-2
+        return run
+
+    monkeypatch.setattr(gpu_check, "train_once", drifting)
+    (outcome,) = gpu_check.run_check("cpu", "cpu", selected=[case], repeats=2)
+    assert any("two runs on cpu differ by up to 0.01" in p for p in outcome.problems)
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        gpu_check.run_check("cpu", "cpu", selected=[case], repeats=0)
 
 
 def test_a_perturbed_run_is_a_mismatch_naming_engine_setting_and_difference(gpu_check, capsys):
