@@ -320,7 +320,8 @@ def run_check(
     """Every case of :func:`cases` (or ``selected``) trained on both devices and compared.
     Each side trains ``repeats`` times: the last run is compared and timed (the first pays the
     warm-up: CUDA context, kernel selection, first-call overheads), and the runs of one device
-    must agree with each other within the parameter tolerance.
+    must agree with each other within the parameter tolerance. TF32 is left as the caller set
+    it (:func:`main` switches it off unless ``--allow-tf32``).
     ``device_seed`` (default ``seed``): the run seed of the ``device`` side; another value
     makes every case a mismatch (how the test shows the check can fail)."""
     device_seed = seed if device_seed is None else device_seed
