@@ -252,7 +252,8 @@ def run_shard(
     unless ``train.noise_multiplier`` is set. ``checkpoint``: a file for resuming a killed
     shard (the caller deletes it after writing the outputs). ``step_hook(step)`` runs after
     every step.
-    ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); only the CPU is tested.
+    ``device``: ``cpu``, ``cuda`` or ``auto`` (CUDA when visible); the tests run on the CPU,
+    ``benchmarks/gpu_check.py`` compares a GPU with the CPU.
     ``plan`` (design ``multi_run`` only): which models to train and who holds the target,
     instead of ``train.models_per_shard`` models with a fair coin each (the tuning protocol of
     :mod:`dpaudit.training.tuning` decides both); ``x_train`` may then be empty (the

@@ -567,7 +567,8 @@ def train_shard(
     warning naming the file and why, and training starts from step 0 (:func:`load_checkpoint`).
     It is left in place; the caller removes it once the outputs are written. A non-finite
     update raises :class:`TrainingDiverged` naming the model and the step. ``device``: where
-    the models train (``cpu``, ``cuda``; only the CPU is tested); noise is drawn on the CPU (one
+    the models train (``cpu``, ``cuda``; the tests run on the CPU, ``benchmarks/gpu_check.py``
+    compares a GPU with the CPU); noise is drawn on the CPU (one
     stream per model, so results do not depend on the device beyond round-off) and copied over.
     ``step_hook(step)`` runs after every completed step (e.g. to interrupt a test run).
     ``max_physical_batch`` (config key ``compute.max_physical_batch``): at most this many
