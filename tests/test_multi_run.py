@@ -183,6 +183,31 @@ def test_heldout_uses_disjoint_parts():
     assert res.false_neg == int(np.sum((s[ev] <= res.threshold) & (m[ev] == 1)))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.bool_, np.int64, np.float64])
+def test_stratified_split_is_the_seeded_permutation_of_each_class(dtype):
+    """The split (and its int8 codes, membership + 2 in the selection part) is the one defined
+    by a seeded ``Generator.permutation`` of each class's positions, non-members first, the
+    first round(fraction * size) chosen: the in-place shuffle draws the same permutation."""
+    rng = np.random.default_rng(11)
+    for n, p, fraction, seed in [(1000, 0.5, 0.5, 0), (777, 0.3, 0.3, 5), (5001, 0.9, 0.77, 2)]:
+        m = (rng.random(n) < p).astype(dtype)
+        gen = np.random.default_rng(seed)
+        want = np.zeros(n, dtype=bool)
+        for cls in (0, 1):
+            idx = gen.permutation(np.flatnonzero(m == cls))
+            want[idx[: int(round(fraction * idx.size))]] = True
+        codes = mr._split_codes(m, fraction, seed)
+        assert codes.dtype == np.int8
+        np.testing.assert_array_equal(codes, (m == 1) + 2 * want)
+        sel, ev = mr.stratified_split(m, fraction, seed)
+        np.testing.assert_array_equal(sel, np.flatnonzero(want))
+        np.testing.assert_array_equal(ev, np.flatnonzero(~want))
+    with pytest.raises(ValueError, match="no members on one side"):
+        mr.stratified_split(np.array([0, 0, 1], dtype=dtype), 0.5, 0)
+    with pytest.raises(ValueError, match="select_fraction"):
+        mr.stratified_split(np.array([0, 1], dtype=dtype), 1.0, 0)
+
+
 # ------------------------------------------------------------------ Monte Carlo validity
 
 

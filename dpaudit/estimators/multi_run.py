@@ -60,6 +60,14 @@ def check_level(confidence: float, delta: float) -> None:
 
 def check_scores(score: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """1-D float scores and 0/1 membership with at least one member and one non-member."""
+    score, membership, _ = _check_scores_range(score, membership)
+    return score, membership
+
+
+def _check_scores_range(
+    score: np.ndarray, membership: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+    """:func:`check_scores`, and the scores' (min, max), which its finiteness check computes."""
     score = np.asarray(score, dtype=np.float64).ravel()
     membership = np.asarray(membership).ravel()
     if score.shape != membership.shape:
@@ -67,7 +75,8 @@ def check_scores(score: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray,
     if score.size == 0:
         raise ValueError("no trials: the score array is empty")
     # every score is finite iff the smallest and the largest are (NaN propagates through both)
-    if not (np.isfinite(score.min()) and np.isfinite(score.max())):
+    lo, hi = float(score.min()), float(score.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         bad = ~np.isfinite(score)
         raise ValueError(
             f"score is not finite (NaN or inf) at trial {int(np.argmax(bad))} "
@@ -84,7 +93,7 @@ def check_scores(score: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray,
         raise ValueError("no members: every trial has membership 0, so the FNR is undefined")
     if n1 == membership.size:
         raise ValueError("no non-members: every trial has membership 1, so the FPR is undefined")
-    return score, membership
+    return score, membership, (lo, hi)
 
 
 # --------------------------------------------------------------------------------------------
@@ -411,14 +420,17 @@ def _binned_argmax(
     objective,
     eval_n0: int | None = None,
     eval_n1: int | None = None,
-    group: np.ndarray | None = None,
+    codes: np.ndarray | None = None,
+    score_range: tuple[float, float] | None = None,
 ) -> tuple[float, int, int, float, float, float, int, int] | None:
     """The threshold of :func:`sweep` that :func:`argmax_over_thresholds` picks, found without
     sorting all scores: (threshold, false_pos, false_neg, value, fpr_upper, fnr_upper,
     other_false_pos, other_false_neg), or None where that search must decide (a tie, no finite
-    value, scores that cannot be binned). With a boolean ``group``, the sweep is that of the
-    scores in the group (the held-out selection part), and the last two entries are the error
-    counts of the other scores at the chosen threshold (the evaluation part; else 0, 0).
+    value, scores that cannot be binned). With ``codes`` (:func:`_split_codes`: int8, the
+    membership plus 2 for a score in the group), the sweep is that of the scores in the group
+    (the held-out selection part), and the last two entries are the error counts of the other
+    scores at the chosen threshold (the evaluation part; else 0, 0). ``score_range``: the
+    scores' (min, max) when the caller has them already.
 
     The scores are counted into equal-width bins of the score range (one pass; the bin index is
     non-decreasing in the score, so a bin holds the thresholds between two values). At the end
@@ -434,7 +446,7 @@ def _binned_argmax(
     n = score.size
     if n < _BINNED_MIN:
         return None
-    lo, hi = float(score.min()), float(score.max())
+    lo, hi = (float(score.min()), float(score.max())) if score_range is None else score_range
     span = hi - lo
     nbins = _BINS
     scale = (nbins - 0.5) / span  # (score - lo) * scale < nbins, rounding included
@@ -442,11 +454,18 @@ def _binned_argmax(
         return None
     pos = score - lo
     pos *= scale
-    code = pos.astype(np.intp)
-    # code: bin, then (with a group) the group bit, then the membership bit
-    shift = 1 if group is None else 2
+    if pos.itemsize == np.dtype(np.intp).itemsize:
+        # the bin index cast in place, into the same buffer (one fresh 8-byte array, not two:
+        # in the benchmark a fresh array costs its page faults); a 1-D cast between equal item
+        # sizes writes each element after reading it
+        code = pos.view(np.intp)
+        np.copyto(code, pos, casting="unsafe")
+    else:
+        code = pos.astype(np.intp)
+    # code: bin, then (with codes) the group bit, then the membership bit
+    shift = 1 if codes is None else 2
     code <<= shift
-    code += member if group is None else member + 2 * group.view(np.int8)
+    code += member if codes is None else codes
     counts = np.bincount(code, minlength=nbins << shift).reshape(nbins, 1 << shift)
     c0, c1 = counts[:, -2], counts[:, -1]
     cum0 = np.concatenate([[0], np.cumsum(c0)])
@@ -486,7 +505,7 @@ def _binned_argmax(
     cs, cc = score[take], code[take]
     order = np.argsort(cs, kind="stable")
     cs, cc = cs[order], cc[order]
-    if group is not None:  # the other part's scores in the kept bins, for its counts at the end
+    if codes is not None:  # the other part's scores in the kept bins, for its counts at the end
         in_group = (cc & 2).astype(bool)
         other_s, other_c = cs[~in_group], cc[~in_group]
         cs, cc = cs[in_group], cc[in_group]
@@ -508,7 +527,7 @@ def _binned_argmax(
     j, value, a_j, b_j = found
     threshold = -np.inf if j == 0 else float(cs[last[j - 1]])
     other_fp = other_fn = 0
-    if group is not None:  # the other part: whole bins by their counts, the threshold's bin by
+    if codes is not None:  # the other part: whole bins by their counts, the threshold's bin by
         e0, e1 = counts[:, 0], counts[:, 1]  # its scores (the bin is kept: it holds the max)
         if j == 0:
             other_fp = int(e0.sum())
@@ -594,20 +613,34 @@ def stratified_split(
 
 def _split_mask(membership: np.ndarray, select_fraction: float, seed: int) -> np.ndarray:
     """The selection part of :func:`stratified_split` as a boolean mask."""
+    return _split_codes(membership, select_fraction, seed) >= 2
+
+
+def _split_codes(membership: np.ndarray, select_fraction: float, seed: int) -> np.ndarray:
+    """The split of :func:`stratified_split` as one int8 code per run: 1 for a member, plus 2
+    in the selection part (so 0 / 1 evaluation non-member / member, 2 / 3 selection).
+
+    Per class (non-members first, then members, from one seeded generator) the class's
+    positions are shuffled and the first ``round(select_fraction * size)`` are chosen. The
+    positions are shuffled in place (``Generator.shuffle``): ``Generator.permutation`` of a
+    1-D array copies it and shuffles the copy with the same draws, so the split is the same
+    without the copy."""
     if not 0.0 < select_fraction < 1.0:
         raise ValueError(f"select_fraction must lie in (0, 1), got {select_fraction!r}")
     rng = np.random.default_rng(seed)
-    chosen = np.zeros(membership.size, dtype=bool)
-    for cls in (0, 1):
-        idx = rng.permutation(np.flatnonzero(membership == cls))
+    is_member = (membership == 1).ravel()
+    classes = (np.flatnonzero(membership == 0), np.flatnonzero(is_member))
+    codes = is_member.view(np.int8)  # a fresh array: 1 for a member, 0 otherwise
+    for cls, idx in enumerate(classes):
+        rng.shuffle(idx)
         k = int(round(select_fraction * idx.size))
         if k < 1 or k >= idx.size:
             raise ValueError(
                 f"heldout split leaves no {'members' if cls else 'non-members'} on one side "
                 f"({idx.size} in all, select_fraction {select_fraction})"
             )
-        chosen[idx[:k]] = True
-    return chosen
+        codes[idx[:k]] = cls + 2
+    return codes
 
 
 def threshold_rule(selection: str, select_fraction: float, split_seed: int) -> rules.Strategy:
@@ -643,20 +676,28 @@ def _score_maximiser(
     objective,
     eval_n1: int | None = None,
     eval_n0: int | None = None,
-    group: np.ndarray | None = None,
+    codes: np.ndarray | None = None,
+    score_range: tuple[float, float] | None = None,
 ):
-    """:func:`_maximiser` on the sweep of checked scores (with ``group``, of the scores in the
-    group), by :func:`_binned_argmax` where it decides and by the full sweep otherwise (the same
-    threshold either way). Returns ((threshold, false_pos, false_neg, counts of the others at
-    the threshold or None), (value, a, b))."""
+    """:func:`_maximiser` on the sweep of checked scores (with ``codes`` of
+    :func:`_split_codes`, of the scores in the selection part), by :func:`_binned_argmax` where
+    it decides and by the full sweep otherwise (the same threshold either way). Returns
+    ((threshold, false_pos, false_neg, counts of the others at the threshold or None),
+    (value, a, b))."""
 
     def maximise(grid, level: float):
-        found = _binned_argmax(score, member, level, objective, eval_n0, eval_n1, group)
+        found = _binned_argmax(
+            score, member, level, objective, eval_n0, eval_n1, codes, score_range
+        )
         if found is not None:
             tau, fp, fn, value, a, b, other_fp, other_fn = found
-            other = (other_fp, other_fn) if group is not None else None
+            other = (other_fp, other_fn) if codes is not None else None
             return (tau, fp, fn, other), (value, a, b)
-        s, m = (score, member) if group is None else (score[group], member[group])
+        if codes is None:
+            s, m = score, member
+        else:
+            group = codes >= 2
+            s, m = score[group], member[group]
         sw = sweep(s, m)
         j, res = _maximiser(sw, objective, eval_n1, eval_n0)(grid, level)
         return (float(sw.threshold[j]), int(sw.false_pos[j]), int(sw.false_neg[j]), None), res
@@ -678,19 +719,18 @@ def _threshold_audit(
     selection, threshold, fpr_upper, fnr_upper, false_pos, false_neg, n_members, n_nonmembers,
     n_select, per-rate level). ``project``: choose a held-out threshold with the rates projected
     onto the evaluation sizes."""
-    score, membership = check_scores(score, membership)
+    score, membership, score_range = _check_scores_range(score, membership)
     level = rate_level(confidence)
     rule = threshold_rule(selection, select_fraction, split_seed)
     if isinstance(rule, rules.Uncorrected):
-        picked = rules.select(
-            rule, level, bound_at=None, maximise=_score_maximiser(score, membership, objective)
-        )
+        maximise = _score_maximiser(score, membership, objective, score_range=score_range)
+        picked = rules.select(rule, level, bound_at=None, maximise=maximise)
         (tau, fp, fn, _), (value, a, b) = picked.candidate, picked.result
         n1 = int(np.count_nonzero(membership))
         return (value, rule.valid, tau, a, b, fp, fn, n1, membership.size - n1, 0, level)
-    chosen = _split_mask(membership, rule.fraction, rule.seed)
+    codes = _split_codes(membership, rule.fraction, rule.seed)
     members = int(np.count_nonzero(membership))
-    # the part sizes as _split_mask draws them: round(fraction * class size) chosen per class
+    # the part sizes as _split_codes draws them: round(fraction * class size) chosen per class
     n1 = members - int(round(rule.fraction * members))
     n0 = membership.size - members - int(round(rule.fraction * (membership.size - members)))
     n_select = membership.size - n1 - n0
@@ -698,7 +738,8 @@ def _threshold_audit(
     def bound_at(choice, lvl: float):
         tau, other = choice
         if other is None:  # counted on the evaluation part
-            s_ev, m_ev = score[~chosen], membership[~chosen]
+            evaluated = codes < 2
+            s_ev, m_ev = score[evaluated], membership[evaluated]
             above = s_ev > tau
             other = (
                 int(np.count_nonzero(above & (m_ev == 0))),
@@ -709,13 +750,12 @@ def _threshold_audit(
         b = float(cp_upper(fn, n1, lvl))
         return float(objective(a, b)), a, b, fp, fn
 
+    eval_sizes = (n1, n0) if project else (None, None)  # (eval_n1, eval_n0)
     held = rules.HeldOut(
         grid=(),
         bound_at=None,
         transfer=lambda c: (c[0], c[3]),
-        maximise=_score_maximiser(score, membership, objective, n1, n0, group=chosen)
-        if project
-        else _score_maximiser(score, membership, objective, group=chosen),
+        maximise=_score_maximiser(score, membership, objective, *eval_sizes, codes, score_range),
     )
     picked = rules.select(rule, level, bound_at, held_out=held)
     value, a, b, fp, fn = picked.result
