@@ -34,6 +34,7 @@ it is an estimate, never a valid bound.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -232,10 +233,12 @@ def _cp_lower(k: np.ndarray, n: np.ndarray | float, level: float) -> tuple[np.nd
     Wilson score interval of j at z = Phi^-1(level - e). With e = C max(g(j/n), g(p0)) /
     sqrt(n), p0 the Wilson end of k at z = Phi^-1(level) (above p; g is convex, so its maximum
     on [j/n, p0] is at an end), P[Bin(n, p) <= j] >= 1 - level, so p <= cp_upper(j). A relative
-    1e-12 (and 1e-9 of e) is allowed for rounding. Elsewhere (k < 1, k >= n, fractional n,
-    level - e <= 1/2) the lower bound is :func:`_cp_floor`. The approximation is p0 (the Wilson
-    bound; 1 where k >= n). Both are used only to decide which blocks of thresholds to search,
-    never for a value."""
+    1e-12 (and 1e-9 of e) is allowed for rounding. A smaller z only lowers p, so z is taken
+    from the tangent of Phi^-1 at ``level`` (one scalar, no per-count quantile); Phi^-1 is
+    convex on [1/2, 1) and the tangent is <= 0 at 1/2, so where z > 0 it lies below Phi^-1.
+    Elsewhere (k < 1, k >= n, fractional n, z <= 0) the lower bound is :func:`_cp_floor`. The
+    approximation is p0 (the Wilson bound; 1 where k >= n). Both are used only to decide which
+    blocks of thresholds to search, never for a value."""
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     floor = _cp_floor(k, n, level)
@@ -250,10 +253,13 @@ def _cp_lower(k: np.ndarray, n: np.ndarray | float, level: float) -> tuple[np.nd
             return (c + z * z / 2.0 + z * np.sqrt(c * (n - c) / n + z * z / 4.0)) / (n + z * z)
 
         p0 = wilson(k, z0)
-        e = _BERRY_ESSEEN * np.maximum(g(j / n), g(p0)) / np.sqrt(n)
-        e *= 1.0 + 1e-9
-        p = wilson(j, special.ndtri(level - e)) * (1.0 - 1e-12)
-    ok = (j >= 1.0) & (j < n) & (n == np.floor(n)) & (level - e > 0.5) & np.isfinite(p)
+        e = np.maximum(g(j / n), g(p0)) / np.sqrt(n)
+        # z <= Phi^-1(level - C e) where z > 0: the tangent at level, z0 - C e / phi(z0)
+        z = z0 - e * (
+            _BERRY_ESSEEN * (1.0 + 1e-9) * math.sqrt(2.0 * math.pi) * math.exp(z0 * z0 / 2)
+        )
+        p = wilson(j, z) * (1.0 - 1e-12)
+    ok = (j >= 1.0) & (j < n) & (n == np.floor(n)) & (z > 0.0) & np.isfinite(p)
     return np.where(ok, np.maximum(p, floor), floor), np.where(k < n, p0, 1.0)
 
 
@@ -393,16 +399,24 @@ def _bound_blocks(rates, objective, starts: np.ndarray, end_points: np.ndarray, 
     at their ends, and their exact values raise the best value; first of all, so do the exact
     values at the ``_TOP`` ends with the highest approximate value. Which blocks are dropped is
     therefore decided by exact values attained and bounds at least the exact ones, so the
-    maximum found is the same as with every bound exact."""
+    maximum found is the same as with every bound exact. On searches over fewer than
+    ``_CHEAP_SIZE`` points, or with fewer than ``_CHEAP_MIN`` ends not computed yet, every end
+    is computed exactly (the means are then of exact values)."""
     nb = starts.size
     pts = np.concatenate([starts, end_points])
+    if not rates.large or np.count_nonzero(np.isnan(rates.a_at[pts])) < _CHEAP_MIN:
+        a, b = rates(pts)
+        with np.errstate(all="ignore"):
+            val = objective(a, b)
+            best = max(best, float(np.max(val)))
+            return best, objective(a[nb:], b[:nb]), (val[:nb] + val[nb:]) / 2.0
     a_lo, b_lo, a_apx, b_apx = rates.cheap(pts)
     with np.errstate(all="ignore"):
         ub = objective(a_apx[nb:], b_apx[:nb])
         ub_lo = objective(a_lo[nb:], b_lo[:nb])
         guess = objective(a_apx, b_apx)
     mid = (guess[:nb] + guess[nb:]) / 2.0
-    if pts.size > _TOP:  # the most promising ends first (values attained)
+    if _TOP and pts.size > _TOP:  # the most promising ends first (values attained)
         guess = np.where(np.isnan(guess), -np.inf, guess)
         top = pts[np.argpartition(guess, pts.size - _TOP)[pts.size - _TOP :]]
         with np.errstate(all="ignore"):
@@ -429,6 +443,13 @@ def _bound_blocks(rates, objective, starts: np.ndarray, end_points: np.ndarray, 
 #: promising ends computed exactly first at each level.
 _SURE = 1e-5
 _TOP = 4
+#: Below this many ends without an exact bound, :func:`_bound_blocks` computes them all exactly
+#: (a few Beta quantiles cost less than the fixed cost of the cheap bounds' NumPy calls), and
+#: :class:`_RatesAt` computes fewer points without looking for equal counts.
+_CHEAP_MIN = 32
+#: :func:`_bound_blocks` uses the cheap bounds on searches over at least this many points (on
+#: smaller ones, e.g. sweeps of 10^4 runs, they discard few blocks and cost more than they save).
+_CHEAP_SIZE = 16384
 
 
 class _RatesAt:
@@ -439,6 +460,7 @@ class _RatesAt:
         self.k0, self.n0, self.k1, self.n1, self.level = k0, n0, k1, n1, level
         self.a_at = np.full(k0.size, np.nan)
         self.b_at = np.full(k0.size, np.nan)
+        self.large = k0.size >= _CHEAP_SIZE
 
     def __call__(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         new = idx[np.isnan(self.a_at[idx])]
@@ -449,6 +471,10 @@ class _RatesAt:
             # share one of their two counts), both rates in one call: the same values as one
             # call per index and rate
             k0, k1 = self.k0[new], self.k1[new]
+            if new.size < _CHEAP_MIN:
+                self.a_at[new] = cp_upper(k0, self.n0, self.level)
+                self.b_at[new] = cp_upper(k1, self.n1, self.level)
+                return self.a_at[idx], self.b_at[idx]
             first0 = np.append(True, k0[1:] != k0[:-1])
             first1 = np.append(True, k1[1:] != k1[:-1])
             k = np.concatenate([k0[first0], k1[first1]])
