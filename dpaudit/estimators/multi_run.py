@@ -325,7 +325,7 @@ def _branch_and_bound(
             a, b = rates(whole.astype(np.intp))  # (ends kept on their approximate bound too)
             best_value = max(best_value, float(objective(a, b).max()))
             break
-        starts, ends = _split_blocks(starts, ends, mid, ub, best_value)
+        starts, ends = _split_blocks(starts, ends, mid, ub, best_value, rates.large)
     idx = np.flatnonzero(~np.isnan(a_at))
     val = objective(a_at[idx], b_at[idx])
     at_best = np.flatnonzero(val == best_value)
@@ -349,7 +349,11 @@ def _seed_best(rates, objective, take: int = 8, pool: int = 4096) -> float:
     evenly spaced indices), or -inf. Any exact value is a valid start for the branch and
     bound; a value near the maximum prunes most blocks at the first levels. (``pool`` 4096:
     against 16,384 the approximation costs a quarter, 0.5 instead of 1.3 ms per call, and the
-    GDP fit at 10^6 runs computes 4,142 exact bounds instead of 4,082.)"""
+    GDP fit at 10^6 runs computes 4,142 exact bounds instead of 4,082.) On large searches
+    (:class:`_RatesAt`) -inf: there the exact values at the ``_TOP`` most promising ends of
+    each level of :func:`_bound_blocks` give the start value, at no extra cost."""
+    if rates.large:
+        return -np.inf
     size = rates.k0.size
     idx = np.arange(0, size, max(1, size // pool))
     with np.errstate(all="ignore"):
@@ -373,6 +377,8 @@ _LEAF = 16
 _FAN = 2
 _FIRST_BLOCKS = 16
 _MAX_FAN = 8
+#: (least, most) parts of a block on large searches (see :func:`_split_blocks`).
+_LARGE_FAN = (8, 16)
 
 
 def _first_blocks(size: int, min_width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -498,18 +504,26 @@ class _RatesAt:
 
 
 def _split_blocks(
-    starts: np.ndarray, ends: np.ndarray, mid: np.ndarray, ub: np.ndarray, best: float
+    starts: np.ndarray,
+    ends: np.ndarray,
+    mid: np.ndarray,
+    ub: np.ndarray,
+    best: float,
+    large: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The next level of the branch and bound: each block [start, end) split into parts of
     (nearly) equal width. The number of parts only sets the speed, never the result: a block
     whose bound ``ub`` exceeds ``best`` by k times the margin of its ends' mean value ``mid``
     below ``best`` is split about k ways (the bound's excess shrinks with the width), at least
-    ``_FAN`` and at most ``_MAX_FAN`` ways."""
+    ``_FAN`` and at most ``_MAX_FAN`` ways; on ``large`` searches (:class:`_RatesAt`, where
+    :func:`_bound_blocks` bounds most blocks without Beta quantiles, so that a level costs
+    mostly its fixed NumPy calls) ``_LARGE_FAN`` ways: fewer, wider levels."""
+    fan, max_fan = _LARGE_FAN if large else (_FAN, _MAX_FAN)
     width = ends - starts
     with np.errstate(divide="ignore", invalid="ignore"):
         parts = np.ceil((ub - mid) / (best - mid))
-    parts = np.where(np.isfinite(parts) & (mid < best), parts, _FAN)
-    parts = np.minimum(np.clip(parts, _FAN, _MAX_FAN).astype(np.intp), np.maximum(width, 1))
+    parts = np.where(np.isfinite(parts) & (mid < best), parts, fan)
+    parts = np.minimum(np.clip(parts, fan, max_fan).astype(np.intp), np.maximum(width, 1))
     block = np.repeat(np.arange(starts.size), parts)
     part = np.arange(block.size) - np.repeat(np.cumsum(parts) - parts, parts)
     sub_starts = starts[block] + (width[block] * part) // parts[block]
@@ -607,7 +621,7 @@ def _binned_argmax(
         starts, ends = starts[keep], ends[keep]
         if starts.size == 0 or int((ends - starts).max()) == 1:
             break
-        starts, ends = _split_blocks(starts, ends, mid[keep], ub[keep], best)
+        starts, ends = _split_blocks(starts, ends, mid[keep], ub[keep], best, rates.large)
     if not np.isfinite(best):
         return None
     # The scores in the kept bins, sorted; their thresholds' global counts.
