@@ -73,6 +73,93 @@ def test_cp_upper_matches_scipy_exact_interval(k, n):
     assert mr.cp_upper(k, n, level) == pytest.approx(ci.high, rel=1e-9)
 
 
+LOWER_NS = [1, 2, 3, 10, 37, 100, 1000, 10**4, 5 * 10**5, 10**7, 10**9]
+
+
+@pytest.mark.parametrize("level", [0.5, 0.9, 0.975, 0.995, 1 - 1e-7])
+def test_cp_lower_is_certified_below_the_exact_bound(level):
+    """_cp_lower (Berry-Esseen on the binomial tail, a Wilson end) is never above cp_upper and
+    its p passes the defining test P[Bin(n, p) <= floor(k)] >= 1 - level (binom.cdf, not the
+    Beta quantile): k = 0, 1, n - 1, n, every small k, random and fractional k, tiny and huge
+    n, and fractional n (where it must fall back to _cp_floor)."""
+    rng = np.random.default_rng(41)
+    for n in LOWER_NS + [1000.5, 123.25]:
+        top = math.floor(n)
+        k = np.concatenate(
+            [
+                np.arange(0, min(top, 300) + 1),
+                [max(top - 1, 0), top, n],
+                rng.integers(0, top + 1, 400),
+                rng.random(400) * n,
+                top - rng.random(20) * min(n, 5),
+            ]
+        ).astype(float)
+        lower, approx = mr._cp_lower(k, n, level)
+        exact = mr.cp_upper(k, n, level)
+        assert np.all(lower <= exact), (n, level, k[lower > exact][:5])
+        assert np.all(lower >= mr._cp_floor(k, n, level))
+        assert np.all((approx >= 0) & (approx <= 1))
+        if n != top:
+            assert np.array_equal(lower, mr._cp_floor(k, n, level))
+            continue
+        j = np.floor(k)
+        test = (lower > mr._cp_floor(k, n, level)) & (j < n)  # the Berry-Esseen branch
+        cdf = stats.binom.cdf(j[test], int(n), lower[test])
+        assert np.all(cdf >= 1 - level - 1e-12), (n, level)
+
+
+def test_cp_lower_is_close_for_large_counts():
+    """At 10^5-10^7 runs and counts of 10-90% of n the lower bound is within 9 counts of the
+    exact bound (5.6-7.5 from the Berry-Esseen term at level 0.975) and the approximation
+    within 1 count: a bound that degenerated to _cp_floor would fail this."""
+    level = 0.975
+    for n in (10**5, 5 * 10**5, 10**7):
+        k = np.linspace(0.1 * n, 0.9 * n, 301).round()
+        lower, approx = mr._cp_lower(k, n, level)
+        exact = mr.cp_upper(k, n, level)
+        assert np.all((exact - lower) * n < 9.0)
+        assert np.all(np.abs(approx - exact) * n < 1.0)
+
+
+@pytest.mark.parametrize("estimate", ["cp", "gdp"])
+def test_bound_blocks_drops_only_what_exact_bounds_drop(estimate):
+    """_bound_blocks computes exact Clopper-Pearson bounds only where they decide: every block
+    it lets the caller drop (bound below the best value) has its exact bound below that value,
+    and the best value is an exact value attained at some point, at most the maximum."""
+    objective = (
+        (lambda a, b: mr.epsilon_from_rates(a, b, DELTA))
+        if estimate == "cp"
+        else (gdp_mu_from_rates)
+    )
+    level = 0.975
+    rng = np.random.default_rng(43)
+    skipped = 0
+    for n, shift in [(50000, 1.0), (5000, 0.2), (250000, 2.0)]:
+        s, m = _gauss(rng, shift, n)
+        sw = mr.sweep(s, m)
+        k0, k1 = sw.false_pos.astype(float), sw.false_neg.astype(float)
+        exact = objective(
+            mr.cp_upper(k0, sw.n_nonmembers, level), mr.cp_upper(k1, sw.n_members, level)
+        )
+        for width in (7, 64, 1000):
+            starts = np.arange(0, k0.size - width, width)
+            ends = starts + width
+            for floor in (-np.inf, float(exact.max()) - 1e-3, float(exact.max()) - 1e-6):
+                rates = mr._RatesAt(k0, sw.n_nonmembers, k1, sw.n_members, level)
+                best, ub, _ = mr._bound_blocks(rates, objective, starts, ends - 1, floor)
+                assert best <= exact.max()
+                assert best == floor or np.any(exact == best)
+                exact_ub = objective(
+                    mr.cp_upper(k0[ends - 1], sw.n_nonmembers, level),
+                    mr.cp_upper(k1[starts], sw.n_members, level),
+                )
+                dropped = ub < best
+                assert np.all(exact_ub[dropped] < best)
+                if rates.large and np.isfinite(floor):  # some dropped on the cheap bounds alone
+                    skipped += np.count_nonzero(dropped & np.isnan(rates.a_at[starts]))
+    assert skipped > 0
+
+
 def test_eq1_closed_form_at_counts():
     # Eq. 1 at FP = 5 of 100 and FN = 0 of 100, per-rate one-sided 97.5% CP.
     eps, a, b = mr.epsilon_from_counts(5, 100, 0, 100, DELTA, confidence=0.95)
