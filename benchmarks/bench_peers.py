@@ -323,7 +323,7 @@ def cp_sweep_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
         sw = multi_run.sweep(s, mem)
         return max(
             privacy_estimates_eps_lo(fp, sw.n_nonmembers, fn, sw.n_members)
-            for fp, fn in zip(sw.false_pos.tolist(), sw.false_neg.tolist())
+            for fp, fn in zip(sw.false_pos.tolist(), sw.false_neg.tolist(), strict=True)
         )
 
     return ours, peer
@@ -406,14 +406,14 @@ def main() -> None:
         if args.only in name:
             bench_scores(name, size, pair, sizes, seed)
     tiny = [10**3, 10**4]
+    pe_counts = "privacy-estimates: CP bound from counts, one threshold"
+    pe_sweep = "privacy-estimates: CP bound, max over every threshold (same_data)"
+    pm_tpr = "privacy_meter: TPR at FPR 0.001, 0.01 (population attack)"
     for name, size, pair, sizes, seed, lib, rep in (
-        ("privacy-estimates: CP bound from counts, one threshold", "n", cp_counts_pair, [10**4],
-         4, pe, 9),
-        ("privacy-estimates: CP bound, max over every threshold (same_data)", "n", cp_sweep_pair,
-         tiny, 4, pe, 3),
+        (pe_counts, "n", cp_counts_pair, [10**4], 4, pe, 9),
+        (pe_sweep, "n", cp_sweep_pair, tiny, 4, pe, 3),
         ("privacy_meter: AUROC", "m", metrics_pair, large, 5, pm_result, None),
-        ("privacy_meter: TPR at FPR 0.001, 0.01 (population attack)", "m",
-         population_tpr_pair, large, 5, pm_result, None),
+        (pm_tpr, "m", population_tpr_pair, large, 5, pm_result, None),
     ):
         if args.only in name:
             bench_scores(name, size, pair, sizes, seed, lib, rep)
