@@ -277,9 +277,9 @@ def metrics_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
 def population_tpr_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
     """(dpaudit, privacy_meter): TPR at FPR 0.001 and 0.01. dpaudit: the best threshold with at
     most floor(a n_out) false positives; privacy_meter's population attack with the OUT scores
-    as reference: the interpolated a-quantile of the OUT scores, which admits
-    floor(a (n_out - 1)) + 1 false positives (one more when a n_out is an integer), so its TPR
-    can be larger."""
+    as reference: the interpolated a-quantile of the OUT scores, below which lie
+    floor(a (n_out - 1)) + 1 of them (when a (n_out - 1) is not an integer), usually one more
+    than a n_out allows, so its FPR slightly exceeds a and its TPR can be larger."""
     ins, outs = s[mem == 1], s[mem == 0]
     grid = np.array([0.0, 0.001, 0.01, 1.0])
 

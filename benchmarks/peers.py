@@ -353,7 +353,8 @@ def privacy_meter_table(m: int, seed: int) -> list[str]:
             ours,
             theirs,
             "no: the peer's threshold is the interpolated a-quantile of the OUT scores, which "
-            "admits floor(a (n_out - 1)) + 1 false positives, dpaudit at most floor(a n_out)",
+            "lets floor(a (n_out - 1)) + 1 of them pass (an FPR above a), dpaudit at most "
+            "floor(a n_out)",
         )
     lines.append("")
     return lines
