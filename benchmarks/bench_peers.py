@@ -8,7 +8,17 @@ Peers (benchmark-only dependencies, never imported by the library or the tests; 
   Chaudhuri 2025 (arXiv:2410.22235; dpaudit's ``fdp_abstention``), the multi-run
   Clopper-Pearson bound and the GDP fit of Nasr et al. 2023 (arXiv:2302.07956);
 * ``xbern-confidence-intervals`` (Pillutla et al. 2023, arXiv:2305.18447): the XBern Wilson
-  and Bernstein intervals.
+  and Bernstein intervals;
+* Microsoft's ``privacy-estimates`` (module ``privacy_estimates``; Zanella-Beguelin et al.
+  2023, "Bayesian estimation of differential privacy", arXiv:2206.05199): ``compute_eps_lo``
+  from attack counts; its Clopper-Pearson method (``beta``) gives dpaudit's
+  ``multi_run.epsilon_from_counts`` at one threshold, and, called at every threshold in a
+  Python loop (it has no sweep), dpaudit's ``same_data`` maximum;
+* ML Privacy Meter (``privacy-meter`` 1.0.1, module ``privacy_meter``; Murakonda and Shokri
+  2020, arXiv:2007.09339; Ye et al. 2022, arXiv:2111.09679): ``MetricResult``'s AUROC
+  (``sklearn``'s, as dpaudit's ``attack_metrics``) and the population attack's TPR at a target
+  FPR. Its ``metric`` module imports TensorFlow, so the population attack is composed here
+  from the two parts that do not (:func:`privacy_meter_population`).
 
 A peer that is not installed is skipped (its columns read "-"). Each time is the median of 5-9
 calls, the peer's and dpaudit's alternating (after one untimed call of each), from scores in
@@ -37,6 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpaudit.estimators import (  # noqa: E402
+    attack_metrics,
     fdp_abstention,
     fdp_one_run_audit,
     multi_run,
@@ -52,6 +63,15 @@ try:
     import xbern_confidence_intervals as xb
 except ImportError:  # benchmark-only dependency
     xb = None
+try:
+    import privacy_estimates as pe
+except ImportError:  # benchmark-only dependency
+    pe = None
+try:  # the parts of privacy_meter that import without TensorFlow
+    from privacy_meter import hypothesis_test as pm_test
+    from privacy_meter import metric_result as pm_result
+except ImportError:  # benchmark-only dependency
+    pm_test = pm_result = None
 
 DELTA = 1e-5
 CONFIDENCE = 0.95
@@ -207,12 +227,118 @@ def gdp_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
     return ours, peer
 
 
-def bench_scores(name: str, size_name: str, pair, sizes: list[int], seed: int) -> None:
-    """One row per size: dpaudit and jax_privacy on the same Gaussian scores."""
+def privacy_estimates_eps_lo(
+    false_pos: int, n_out: int, false_neg: int, n_in: int, method: str = "beta"
+) -> float:
+    """privacy-estimates' ``compute_eps_lo`` at significance 1 - CONFIDENCE from the counts of
+    one threshold. With ``beta`` it bounds each rate by a one-sided Clopper-Pearson bound at
+    (1 - CONFIDENCE) / 2 (a central two-sided interval at 1 - CONFIDENCE), as dpaudit's
+    ``rate_level`` does."""
+    counts = pe.AttackResults(
+        FN=int(false_neg), FP=int(false_pos), TN=int(n_out - false_pos), TP=int(n_in - false_neg)
+    )
+    return float(pe.compute_eps_lo(counts, DELTA, 1 - CONFIDENCE, method))
+
+
+def privacy_meter_population(ins: np.ndarray, outs: np.ndarray, fprs: np.ndarray):
+    """privacy_meter's population attack on scores in memory, as
+    ``PopulationMetric.run_metric`` composes it (that class's module imports TensorFlow): the
+    thresholds are ``linear_itp_threshold_func``'s quantiles of the reference signals at the
+    target FPRs, "member iff signal < threshold", the result a ``CombinedMetricResult``. The
+    reference signals are the OUT scores themselves, and the signals are the negated scores
+    (privacy_meter's signals are losses: lower means member). ``linear_itp_threshold_func``
+    replaces the first and the last FPR by thresholds below (above) every signal, so the FPRs
+    wanted go between a leading 0 and a trailing 1."""
+    fprs = np.asarray(fprs, dtype=np.float64)
+    thresholds = pm_test.linear_itp_threshold_func(-outs, fprs).reshape(-1, 1)
+    signals = -np.concatenate([ins, outs])
+    labels = np.concatenate([np.ones(ins.size), np.zeros(outs.size)])
+    predicted = np.less(signals[None, :], thresholds)
+    return pm_result.CombinedMetricResult("population_metric", predicted, labels)
+
+
+def metrics_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, privacy_meter): AUROC from the scores, ``attack_metrics`` without intervals
+    (it also computes the TPR at two FPRs, the balanced accuracy and the raw-count epsilon)
+    against ``MetricResult`` (sklearn's ROC curve, AUROC, and the accuracy and confusion matrix
+    at one threshold, here the median score). Same definition: equal results."""
+    labels = (s > np.median(s)).astype(np.int8)
+
+    def ours():
+        est = attack_metrics.attack_metrics(s, mem, delta=DELTA, resamples=0).estimate
+        return est["auroc"]
+
+    def peer():
+        return pm_result.MetricResult("auroc", labels, mem, predictions_proba=s).roc_auc
+
+    return ours, peer
+
+
+def population_tpr_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, privacy_meter): TPR at FPR 0.001 and 0.01. dpaudit: the best threshold with at
+    most floor(a n_out) false positives; privacy_meter's population attack with the OUT scores
+    as reference: the interpolated a-quantile of the OUT scores, below which lie
+    floor(a (n_out - 1)) + 1 of them (when a (n_out - 1) is not an integer), usually one more
+    than a n_out allows, so its FPR slightly exceeds a and its TPR can be larger."""
+    ins, outs = s[mem == 1], s[mem == 0]
+    grid = np.array([0.0, 0.001, 0.01, 1.0])
+
+    def ours():
+        est = attack_metrics.attack_metrics(s, mem, delta=DELTA, resamples=0).estimate
+        return est["tpr_at_fpr_0.001"], est["tpr_at_fpr_0.01"]
+
+    def peer():
+        res = privacy_meter_population(ins, outs, grid)
+        tpr = res.tp / ins.size
+        return float(tpr[1]), float(tpr[2])
+
+    return ours, peer
+
+
+def cp_counts_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, privacy-estimates): the Clopper-Pearson bound (Eq. 1) from the counts at one
+    threshold (the median score), from the counts to the bound. Same bound: equal results."""
+    t = np.median(s)
+    fp, n_out = int(np.sum(s[mem == 0] > t)), int(np.sum(mem == 0))
+    fn, n_in = int(np.sum(s[mem == 1] <= t)), int(np.sum(mem == 1))
+
+    def ours():
+        return multi_run.epsilon_from_counts(fp, n_out, fn, n_in, DELTA, CONFIDENCE)[0]
+
+    def peer():
+        return privacy_estimates_eps_lo(fp, n_out, fn, n_in)
+
+    return ours, peer
+
+
+def cp_sweep_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
+    """(dpaudit, privacy-estimates): the largest Clopper-Pearson bound over every threshold on
+    the same runs (dpaudit's ``same_data``, uncorrected, ``valid`` False). privacy-estimates
+    has no sweep: ``compute_eps_lo`` in a Python loop over dpaudit's thresholds' counts."""
+
+    def ours():
+        return multi_run.threshold_audit(s, mem, DELTA, CONFIDENCE, "same_data").epsilon
+
+    def peer():
+        sw = multi_run.sweep(s, mem)
+        return max(
+            privacy_estimates_eps_lo(fp, sw.n_nonmembers, fn, sw.n_members)
+            for fp, fn in zip(sw.false_pos.tolist(), sw.false_neg.tolist(), strict=True)
+        )
+
+    return ours, peer
+
+
+def bench_scores(
+    name: str, size_name: str, pair, sizes: list[int], seed: int, peer_lib=True, rep=None
+) -> None:
+    """One row per size: dpaudit and the peer (jax_privacy unless ``peer_lib`` says another
+    peer's module) on the same Gaussian scores."""
+    lib = jaxa if peer_lib is True else peer_lib
     for n in sizes:
         ours, peer = pair(*scores(n, seed))
-        rep = 9 if n <= 10**5 else 5
-        row(name, f"{size_name} = {n:,}", *paired_times(peer if jaxa else None, ours, rep))
+        r = rep or (9 if n <= 10**5 else 5)
+        row(name, f"{size_name} = {n:,}", *paired_times(peer if lib else None, ours, r))
 
 
 def bench_xbern(cases: list[tuple[int, int]]) -> None:
@@ -259,7 +385,9 @@ def main() -> None:
     large = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
     print(
         f"peers: jax_privacy {'yes' if jaxa else 'not installed'}, "
-        f"xbern-confidence-intervals {'yes' if xb else 'not installed'}"
+        f"xbern-confidence-intervals {'yes' if xb else 'not installed'}, "
+        f"privacy-estimates {'yes' if pe else 'not installed'}, "
+        f"privacy-meter {'yes' if pm_result else 'not installed'}"
     )
     print()
     print(
@@ -277,6 +405,18 @@ def main() -> None:
     ):
         if args.only in name:
             bench_scores(name, size, pair, sizes, seed)
+    tiny = [10**3, 10**4]
+    pe_counts = "privacy-estimates: CP bound from counts, one threshold"
+    pe_sweep = "privacy-estimates: CP bound, max over every threshold (same_data)"
+    pm_tpr = "privacy_meter: TPR at FPR 0.001, 0.01 (population attack)"
+    for name, size, pair, sizes, seed, lib, rep in (
+        (pe_counts, "n", cp_counts_pair, [10**4], 4, pe, 9),
+        (pe_sweep, "n", cp_sweep_pair, tiny, 4, pe, 3),
+        ("privacy_meter: AUROC", "m", metrics_pair, large, 5, pm_result, None),
+        (pm_tpr, "m", population_tpr_pair, large, 5, pm_result, None),
+    ):
+        if args.only in name:
+            bench_scores(name, size, pair, sizes, seed, lib, rep)
     if args.only in "XBern":
         bench_xbern([(1024, 32), (4096, 64), (65536, 256)])
 

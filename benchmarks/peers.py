@@ -1,10 +1,12 @@
-"""dpaudit's estimators beside jax_privacy's auditing module, on the same score files.
+"""dpaudit's estimators beside the peer libraries, on the same score files.
 
 Writes the tables of docs/peers.md (the text around them is in that page): for a one-run file
 (idealised Gaussian, mu = 1, m canaries) and a multi-run file (Batched Gaussian Mechanism with
-T = 1, i.e. a Gaussian mechanism), each quantity both libraries compute, with the definitions
-that coincide and those that differ said in docs/peers.md. jax_privacy is imported only if
-installed (``pip install jax-privacy``); without it the dpaudit column is printed alone.
+T = 1, i.e. a Gaussian mechanism), each quantity that dpaudit and a peer both compute, with the
+definitions that coincide and those that differ said in docs/peers.md. The peers are
+jax_privacy's ``auditing`` module, Microsoft's ``privacy-estimates`` and ML Privacy Meter
+(``privacy-meter``); each is imported only if installed (``pip install -e '.[bench]'``), and
+without it the dpaudit column is printed alone.
 
     python benchmarks/peers.py --m 10000 --runs 5000 > peers_tables.md
 """
@@ -16,8 +18,15 @@ import time
 from typing import Any
 
 import numpy as np
+from bench_peers import (  # benchmarks/ is the script's directory, hence on sys.path
+    pe,
+    pm_result,
+    privacy_estimates_eps_lo,
+    privacy_meter_population,
+)
 
 from dpaudit.audit import run_estimator
+from dpaudit.estimators import multi_run
 from dpaudit.mechanisms.batched_gaussian import bgm_score_file
 from dpaudit.mechanisms.one_run_ideal import gaussian_score_file
 from dpaudit.scores import ScoreFile
@@ -222,6 +231,157 @@ def multi_run_table(runs: int, seed: int) -> list[str]:
     return lines
 
 
+def _peer_cell(value, lib) -> str:
+    if lib is None:
+        return "not installed"
+    return value if isinstance(value, str) else f"{value:.4f}"
+
+
+def privacy_estimates_table(runs: int, seed: int) -> list[str]:
+    """dpaudit beside privacy-estimates' ``compute_eps_lo`` on the multi-run file's counts."""
+    sf = bgm_score_file(runs, 1, 1.0, seed=seed)  # the multi-run table's file
+    score, member = sf.score[:, 0], sf.membership[:, 0]
+    held = multi_run.threshold_audit(score, member, DELTA, CONF, "heldout")
+    same = multi_run.threshold_audit(score, member, DELTA, CONF, "same_data")
+    counts = (held.false_pos, held.n_nonmembers, held.false_neg, held.n_members)
+    lines = [
+        f"### Microsoft's privacy-estimates: counts of the multi-run file above ({runs:,} runs "
+        f"per hypothesis, seed {seed}; held-out threshold's evaluation half: "
+        f"{held.false_pos} false positives of {held.n_nonmembers}, {held.false_neg} false "
+        f"negatives of {held.n_members})",
+        "",
+        "| quantity | dpaudit | privacy-estimates | same definition? |",
+        "| --- | --- | --- | --- |",
+    ]
+
+    def row(name: str, ours, theirs, same_def: str) -> None:
+        o = ours if isinstance(ours, str) else f"{ours:.4f}"
+        lines.append(f"| {name} | {o} | {_peer_cell(theirs, pe)} | {same_def} |")
+
+    row(
+        "Clopper-Pearson bound at the held-out threshold (method `beta`)",
+        held.epsilon,
+        privacy_estimates_eps_lo(*counts) if pe else None,
+        "yes: each rate's one-sided bound at (1 - confidence) / 2, Eq. 1's larger ratio",
+    )
+    row(
+        "largest Clopper-Pearson bound over every threshold, same runs (invalid)",
+        same.epsilon,
+        _loop_max(score, member) if pe else None,
+        "yes (the peer called at each threshold in a loop; it has no sweep)",
+    )
+    row(
+        "Jeffreys interval's lower end (method `jeffreys`)",
+        NONE,
+        privacy_estimates_eps_lo(*counts, method="jeffreys") if pe else None,
+        "peer only: Jeffreys intervals have approximate, not guaranteed, coverage",
+    )
+    joint, secs = (None, 0.0)
+    if pe:
+        joint, secs = _timed(lambda: privacy_estimates_eps_lo(*counts, method="joint-beta"))
+    row(
+        "Bayesian lower end, Jeffreys priors on both rates (method `joint-beta`)",
+        NONE,
+        joint,
+        f"peer only: a 95% credible bound (Zanella-Beguelin et al. 2023), {secs:.0f} s, "
+        "root-finding tolerance 0.01",
+    )
+    inverted = (900, 1000, 950, 1000)
+    row(
+        "an inverted attack's counts (900 of 1,000 FP, 950 of 1,000 FN)",
+        multi_run.epsilon_from_counts(*inverted, DELTA, CONF)[0],
+        privacy_estimates_eps_lo(*inverted) if pe else None,
+        "no: the peer flips an attack worse than chance (reads 'IN' as 'OUT'); dpaudit's rule "
+        "is fixed (higher score means IN) and gives 0",
+    )
+    lines.append("")
+    return lines
+
+
+def _loop_max(score: np.ndarray, member: np.ndarray) -> float:
+    sw = multi_run.sweep(score, member)
+    return max(
+        privacy_estimates_eps_lo(fp, sw.n_nonmembers, fn, sw.n_members)
+        for fp, fn in zip(sw.false_pos.tolist(), sw.false_neg.tolist(), strict=True)
+    )
+
+
+def privacy_meter_table(m: int, seed: int) -> list[str]:
+    """dpaudit beside ML Privacy Meter on the one-run file's scores."""
+    sf = gaussian_score_file(m, 2.0, DELTA, seed=seed)  # the one-run table's file
+    score, member = sf.score[0], sf.membership[0]
+    ins, outs = score[member == 1], score[member == 0]
+    am = _rows(sf, {"method": "attack_metrics", "resamples": 0})["attack_metrics"]
+    lines = [
+        f"### ML Privacy Meter: scores of the one-run file above (m = {m:,}, seed {seed}; "
+        f"{ins.size:,} IN, {outs.size:,} OUT)",
+        "",
+        "| quantity | dpaudit | privacy_meter | same definition? |",
+        "| --- | --- | --- | --- |",
+    ]
+
+    def row(name: str, ours, theirs, same_def: str) -> None:
+        o = ours if isinstance(ours, str) else f"{ours:.4f}"
+        lines.append(f"| {name} | {o} | {_peer_cell(theirs, pm_result)} | {same_def} |")
+
+    labels = (score > np.median(score)).astype(np.int8)
+    row(
+        "AUROC (`MetricResult.roc_auc`, scores as `predictions_proba`)",
+        am["auroc"],
+        pm_result.MetricResult("auroc", labels, member, predictions_proba=score).roc_auc
+        if pm_result
+        else None,
+        "yes: both `sklearn.metrics.roc_auc_score`",
+    )
+    grid = np.logspace(-5, 0, 100)  # privacy_meter.utils.default_quantile
+    row(
+        "AUROC of the population attack (100 target FPRs, `CombinedMetricResult.roc_auc`)",
+        am["auroc"],
+        float(privacy_meter_population(ins, outs, grid).roc_auc) if pm_result else None,
+        "no: the peer's is the trapezoid through its 100 thresholds only",
+    )
+    res = (
+        privacy_meter_population(ins, outs, np.array([0.0, 0.001, 0.01, 1.0]))
+        if pm_result
+        else None
+    )
+    for j, a in ((1, 0.001), (2, 0.01)):
+        ours = f"{am[f'tpr_at_fpr_{a:g}']:.4f} ({int(np.floor(a * outs.size))} FP at most)"
+        theirs = f"{res.tp[j] / ins.size:.4f} ({res.fp[j]} FP)" if res is not None else None
+        row(
+            f"TPR at FPR {a:g} (population attack, OUT scores as reference)",
+            ours,
+            theirs,
+            "no: the peer's threshold is the interpolated a-quantile of the OUT scores, which "
+            "lets floor(a (n_out - 1)) + 1 of them pass (an FPR above a), dpaudit at most "
+            "floor(a n_out)",
+        )
+    lines.append("")
+    return lines
+
+
+def diagonal_check(trials: int = 1000, reps: int = 4000, seed: int = 0) -> str:
+    """How often each library reports a positive bound when the truth is epsilon = 0
+    (FPR = FNR = 1/2): privacy-estimates flips attacks worse than chance, dpaudit does not."""
+    rng = np.random.default_rng(seed)
+    fp, fn = rng.binomial(trials, 0.5, reps), rng.binomial(trials, 0.5, reps)
+    ours = [
+        multi_run.epsilon_from_counts(a, trials, b, trials, DELTA, CONF)[0]
+        for a, b in zip(fp.tolist(), fn.tolist(), strict=True)
+    ]
+    line = (
+        f"Diagonal truth (FPR = FNR = 1/2, {trials} trials each, {reps} repetitions, seed "
+        f"{seed}): positive bound in {np.mean(np.array(ours) > 0):.2%} (dpaudit)"
+    )
+    if pe:
+        theirs = [
+            privacy_estimates_eps_lo(a, trials, b, trials)
+            for a, b in zip(fp.tolist(), fn.tolist(), strict=True)
+        ]
+        line += f", {np.mean(np.array(theirs) > 0):.2%} (privacy-estimates)"
+    return line + "."
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=10_000)
@@ -230,7 +390,15 @@ def main() -> None:
     args = ap.parse_args()
     jx = _jax()
     print(f"jax_privacy: {'installed' if jx else 'not installed'}\n")
-    for line in one_run_table(args.m, args.seed) + multi_run_table(args.runs, args.seed):
+    print(f"privacy-estimates: {'installed' if pe else 'not installed'}")
+    print(f"privacy-meter: {'installed' if pm_result else 'not installed'}\n")
+    for line in (
+        one_run_table(args.m, args.seed)
+        + multi_run_table(args.runs, args.seed)
+        + privacy_estimates_table(args.runs, args.seed)
+        + privacy_meter_table(args.m, args.seed)
+        + [diagonal_check()]
+    ):
         print(line, flush=True)
 
 
