@@ -377,3 +377,32 @@ def test_bad_input_names_the_file_and_the_key():
             validate_config(config, require_experiments=False)
     with pytest.raises(ValueError, match="confidence"):
         attack_metrics(np.r_[0.0, 1.0], np.int8([0, 1]), delta=DELTA, confidence=1.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tpr_at_fpr_alone_equals_the_full_metrics(seed):
+    """attack_metrics.tpr_at_fpr (partition + count) gives the tpr_at_fpr_<a> columns of
+    attack_metrics, ties included (integer scores), from budgets below one false positive to
+    nearly every OUT score."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 3000))
+    member = rng.integers(0, 2, n)
+    member[:2] = [0, 1]
+    score = rng.integers(0, 40, n) + member * rng.integers(0, 5)
+    if seed % 2:
+        score = rng.normal(size=n) + member
+    fprs = (1e-4, 0.001, 0.01, 0.05, 0.3, 0.99)
+    full = am.attack_metrics(score, member, delta=1e-5, fprs=fprs, resamples=0)
+    alone = am.tpr_at_fpr(score, member, fprs)
+    for a in fprs:
+        col = am.tpr_column(a)
+        assert alone[col] == full.estimate[col], (a, alone[col], full.estimate[col])
+
+
+def test_tpr_at_fpr_alone_rejects_what_the_full_metrics_reject():
+    with pytest.raises(ValueError, match="fprs must lie in"):
+        am.tpr_at_fpr(np.arange(4.0), np.array([0, 1, 0, 1]), (0.0,))
+    with pytest.raises(ValueError, match="IN and OUT"):
+        am.tpr_at_fpr(np.arange(4.0), np.ones(4, dtype=int))
+    with pytest.raises(ValueError, match="finite"):
+        am.tpr_at_fpr(np.array([0.0, np.nan]), np.array([0, 1]))
