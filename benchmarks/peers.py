@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -237,6 +238,23 @@ def _peer_cell(value, lib) -> str:
     return value if isinstance(value, str) else f"{value:.4f}"
 
 
+def _peer_table(title: str, peer: str, module) -> tuple[list[str], Callable[..., None]]:
+    """(the lines of a comparison table with its header, a function appending one row: the
+    quantity, dpaudit's value, the peer's (None: peer not installed) and a note)."""
+    lines = [
+        title,
+        "",
+        f"| quantity | dpaudit | {peer} | same definition? |",
+        "| --- | --- | --- | --- |",
+    ]
+
+    def row(name: str, ours, theirs, same_def: str) -> None:
+        o = ours if isinstance(ours, str) else f"{ours:.4f}"
+        lines.append(f"| {name} | {o} | {_peer_cell(theirs, module)} | {same_def} |")
+
+    return lines, row
+
+
 def privacy_estimates_table(runs: int, seed: int) -> list[str]:
     """dpaudit beside privacy-estimates' ``compute_eps_lo`` on the multi-run file's counts."""
     sf = bgm_score_file(runs, 1, 1.0, seed=seed)  # the multi-run table's file
@@ -244,20 +262,14 @@ def privacy_estimates_table(runs: int, seed: int) -> list[str]:
     held = multi_run.threshold_audit(score, member, DELTA, CONF, "heldout")
     same = multi_run.threshold_audit(score, member, DELTA, CONF, "same_data")
     counts = (held.false_pos, held.n_nonmembers, held.false_neg, held.n_members)
-    lines = [
+    lines, row = _peer_table(
         f"### Microsoft's privacy-estimates: counts of the multi-run file above ({runs:,} runs "
         f"per hypothesis, seed {seed}; held-out threshold's evaluation half: "
         f"{held.false_pos} false positives of {held.n_nonmembers}, {held.false_neg} false "
         f"negatives of {held.n_members})",
-        "",
-        "| quantity | dpaudit | privacy-estimates | same definition? |",
-        "| --- | --- | --- | --- |",
-    ]
-
-    def row(name: str, ours, theirs, same_def: str) -> None:
-        o = ours if isinstance(ours, str) else f"{ours:.4f}"
-        lines.append(f"| {name} | {o} | {_peer_cell(theirs, pe)} | {same_def} |")
-
+        "privacy-estimates",
+        pe,
+    )
     row(
         "Clopper-Pearson bound at the held-out threshold (method `beta`)",
         held.epsilon,
@@ -312,18 +324,12 @@ def privacy_meter_table(m: int, seed: int) -> list[str]:
     score, member = sf.score[0], sf.membership[0]
     ins, outs = score[member == 1], score[member == 0]
     am = _rows(sf, {"method": "attack_metrics", "resamples": 0})["attack_metrics"]
-    lines = [
+    lines, row = _peer_table(
         f"### ML Privacy Meter: scores of the one-run file above (m = {m:,}, seed {seed}; "
         f"{ins.size:,} IN, {outs.size:,} OUT)",
-        "",
-        "| quantity | dpaudit | privacy_meter | same definition? |",
-        "| --- | --- | --- | --- |",
-    ]
-
-    def row(name: str, ours, theirs, same_def: str) -> None:
-        o = ours if isinstance(ours, str) else f"{ours:.4f}"
-        lines.append(f"| {name} | {o} | {_peer_cell(theirs, pm_result)} | {same_def} |")
-
+        "privacy_meter",
+        pm_result,
+    )
     labels = (score > np.median(score)).astype(np.int8)
     row(
         "AUROC (`MetricResult.roc_auc`, scores as `predictions_proba`)",
