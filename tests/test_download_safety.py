@@ -107,3 +107,17 @@ def test_mirror_mismatch_message_names_the_key_and_both_checksums(tmp_path):
     assert WRONG in msg and hashlib.sha256(b"bytes").hexdigest() in msg
     assert "config key x.sha256" in msg and str(src / "payload.bin") in msg
     assert (src / "payload.bin").read_bytes() == b"bytes" and not dest.exists()
+
+
+def test_a_part_file_left_by_a_killed_fetch_is_removed_by_the_next(tmp_path):
+    from dpaudit.io import _host
+
+    src = tmp_path / "mirror"
+    src.mkdir()
+    (src / "payload.bin").write_bytes(b"good bytes")
+    dest = tmp_path / "out" / "payload.bin"
+    dest.parent.mkdir()
+    stale = dest.parent / f".payload.bin.dpaudit-{_host()}-{2**22 + 7}-abc12345.part"
+    stale.write_bytes(b"go")  # its writer (a pid above any pid_max) is gone
+    fetch(UPSTREAM, dest, hashlib.sha256(b"good bytes").hexdigest(), mirror=str(src))
+    assert sorted(os.listdir(dest.parent)) == ["payload.bin"]

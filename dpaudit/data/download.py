@@ -8,8 +8,10 @@ One function does the work: :func:`fetch`. It
   base URL (``file://``, ``http://``, ``https://``) to which the basename is appended. An optional
   ``subdir`` is tried first (``<mirror>/<subdir>/<basename>``, then ``<mirror>/<basename>``), so
   one mirror can hold data sets whose files share a basename (MNIST and FashionMNIST);
-* streams each source into a temporary file beside the destination while hashing it, and renames
-  it onto the destination (``os.replace``, atomic on POSIX) only when the checksum matches;
+* streams each source into a temporary file beside the destination while hashing it
+  (``.<name>.dpaudit-<host>-<pid>-<random>.part``; leftovers of killed fetches are removed, see
+  :func:`dpaudit.io.remove_stale_temporaries`), and puts it at the destination only when the
+  checksum matches;
 * on a checksum mismatch or a read error, deletes the temporary file and tries the next source;
   every source is tried once, and only network (http/https) sources are tried again, cycled,
   up to ``attempts`` tries in all (a local mirror file gives the same bytes every time, so a
@@ -44,6 +46,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+
+from dpaudit.io import remove_stale_temporaries, temp_prefix
 
 log = logging.getLogger(__name__)
 
@@ -272,13 +276,14 @@ def fetch(
 
     sources = urls if mirror is None else mirror_sources(mirror, filename, subdir)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(dest, ".part")  # left by a fetch killed with SIGKILL
     order = try_order(sources, int(attempts))
     failures: list[str] = []
     mismatch = False
     for i, source in enumerate(order):
         if i >= len(sources):
             time.sleep(_RETRY_PAUSE)  # a repeated network try: give a transient fault a moment
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(dest), suffix=".part", dir=dest.parent)
         tmp = Path(tmp_name)
         try:
             try:
