@@ -47,12 +47,13 @@ MAX_SIGMA = 1e6
 
 #: Largest grid (points) the PRV or PLD accountant may discretise on; the environment variable
 #: ``DPAUDIT_ACCOUNTANT_MAX_GRID_POINTS`` or a ``max_grid_points`` argument (CLI
-#: ``--max-grid-points``) replaces it. 2**25 points is about 2.2 GiB for PRV and 1.1 GiB for PLD.
+#: ``--max-grid-points``) replaces it. 2**25 points is about 2.1 GiB.
 MAX_GRID_POINTS = 2**25
 MAX_GRID_ENV = "DPAUDIT_ACCOUNTANT_MAX_GRID_POINTS"
-#: Peak bytes per grid point, measured with ``tracemalloc`` (opacus 1.6, dp_accounting 0.4):
-#: PRV's discretise + FFT composition, PLD's FFT self-composition.
-BYTES_PER_POINT = {"prv": 68, "pld": 32}
+#: Peak resident bytes per grid point (growth of ``ru_maxrss`` over one call, grids of 10-14
+#: million points; opacus 1.6, dp_accounting 0.4): PRV's discretisation and FFT composition,
+#: PLD's FFT self-composition. Both about 67.
+BYTES_PER_POINT = {"prv": 68, "pld": 68}
 
 
 class GridTooLargeError(ValueError):
