@@ -184,7 +184,8 @@ def _copy_source(source: str, fh, algorithm: str, timeout: float) -> str:
 
 def _existing_mismatch(dest: Path, algorithm: str, expected: str, actual: str, key: str) -> str:
     return (
-        f"{dest} already exists, but its {algorithm} is {actual} and {expected} was expected "
+        f"checksum mismatch: {dest} already exists, but its {algorithm} is {actual} and "
+        f"{expected} was expected "
         f"({key}). The file was left as it is (it may be your only copy). If the file is the "
         f"right one, correct {key} to {actual}; if it is not, delete {dest} yourself and rerun "
         "to fetch it again."
