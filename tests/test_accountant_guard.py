@@ -162,7 +162,7 @@ def test_pld_grid_estimate_matches_dp_accounting():
             standard_deviation=sigma, value_discretization_interval=1e-4, sampling_prob=q
         )
         built = max(len(pld._pmf_remove._probs), len(pld._pmf_add._probs))
-        assert abs(dpsgd.pld_grid_points(sigma, q, 1) - built) <= 2
+        assert abs(dpsgd.pld_grid_points(sigma, q) - built) <= 2
 
 
 @pytest.mark.slow

@@ -143,8 +143,10 @@ def guarded_accountant_name(accountant: str) -> str:
     if accountant != "prv":
         return accountant
     import_opacus()
-    from opacus.accountants.registry import register_accountant
-
+    try:
+        from opacus.accountants.registry import register_accountant
+    except ImportError:  # an Opacus without the registry: its own PRV, unguarded
+        return accountant
     register_accountant(GUARDED_PRV, _guarded_prv_class(), force=True)
     return GUARDED_PRV
 
@@ -185,7 +187,7 @@ def epsilon_prv(
     """PRV accountant (Opacus): the upper end of its estimate, within ``eps_error``.
 
     Raises :class:`GridTooLargeError` before discretising when its grid would exceed
-    ``max_grid_points`` (default :func:`max_grid_points`).
+    ``max_grid_points`` (default: :func:`max_grid_points_limit`).
     """
     check_dpsgd(sigma, q, steps, delta)
     acc = guarded_prv_accountant(max_grid_points)
@@ -224,7 +226,7 @@ def dpsgd_gdp_mu(sigma: float, q: float, steps: int, poisson: bool = True) -> fl
 
 
 def pld_grid_points(
-    sigma: float, q: float, steps: int, value_discretization_interval: float = PLD_DISCRETIZATION
+    sigma: float, q: float, value_discretization_interval: float = PLD_DISCRETIZATION
 ) -> int:
     """Points of one step's discretised privacy-loss distribution, computed without building it.
 
@@ -246,6 +248,10 @@ def pld_grid_points(
     return int(math.ceil(max(widths) / value_discretization_interval)) + 2
 
 
+#: Tail mass the PLD self-composition may truncate (dp_accounting's default).
+_PLD_TAIL = 1e-15
+
+
 def _composed_grid_points(pld, steps: int) -> int | None:
     """Length of the FFT that dp_accounting's ``self_compose(steps)`` will allocate (its own
     Chernoff truncation bounds, ``common.compute_self_convolve_bounds``), or ``None`` when this
@@ -257,7 +263,7 @@ def _composed_grid_points(pld, steps: int) -> int | None:
         probs = getattr(getattr(pld, name, None), "_probs", None)
         if probs is None:
             return None
-        lo, hi = common.compute_self_convolve_bounds(probs, int(steps), 1e-15)
+        lo, hi = common.compute_self_convolve_bounds(probs, int(steps), _PLD_TAIL)
         sizes.append(max(hi - lo + 1, len(probs)))
     return max(sizes)
 
@@ -280,7 +286,7 @@ def dpsgd_pld(
 
     limit = max_grid_points_limit(max_grid_points)
     setting = _setting(sigma, q, steps)
-    single = pld_grid_points(sigma, q, steps, value_discretization_interval)
+    single = pld_grid_points(sigma, q, value_discretization_interval)
     check_grid("pld", single, limit, setting, "one step's privacy-loss grid")
     pld = pld_lib.from_gaussian_mechanism(
         standard_deviation=float(sigma),
@@ -290,7 +296,7 @@ def dpsgd_pld(
     composed = _composed_grid_points(pld, steps)
     if composed is not None:
         check_grid("pld", composed, limit, setting, f"the {steps}-fold composition's FFT grid")
-    return pld.self_compose(int(steps))
+    return pld.self_compose(int(steps), tail_mass_truncation=_PLD_TAIL)
 
 
 def epsilon_pld(
