@@ -6,25 +6,98 @@ import contextlib
 import errno
 import json
 import os
+import re
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+#: Marker in every temporary file name a dpaudit writer creates beside its destination.
+TEMP_MARKER = "dpaudit-"
+
+
+def _host() -> str:
+    """This machine's name, reduced to characters safe in a file name."""
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+
+def temp_prefix(path: Path) -> str:
+    """Prefix of the temporary files written for ``path``: hidden, recognisable, and naming the
+    writer (``.<name>.dpaudit-<host>-<pid>-``), so that a later writer can tell whether it is
+    still alive (:func:`remove_stale_temporaries`)."""
+    return f".{path.name}.{TEMP_MARKER}{_host()}-{os.getpid()}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str | Path, suffix: str = ".tmp") -> list[Path]:
+    """Delete the temporary files of ``path`` left by writers that are gone; return them.
+
+    A temporary file of ``path`` is named ``temp_prefix(path) + <random> + suffix`` by a writer
+    on host ``<host>`` with process id ``<pid>``. It is stale when that host is this one and no
+    process ``<pid>`` runs (a writer killed by SIGKILL, or a crashed machine). A file from
+    another host (a shared file system) or of a live process is left alone, as is every file
+    not named this way.
+    """
+    path = Path(path)
+    pattern = re.compile(
+        rf"^\.{re.escape(path.name)}\.{TEMP_MARKER}(?P<host>.+)-(?P<pid>\d+)-[a-z0-9_]+"
+        rf"{re.escape(suffix)}$"
+    )
+    removed = []
+    try:
+        entries = list(os.scandir(path.parent))
+    except FileNotFoundError:
+        return removed
+    host = _host()
+    for entry in entries:
+        m = pattern.match(entry.name)
+        if not m or m["host"] != host or _pid_alive(int(m["pid"])):
+            continue
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        with contextlib.suppress(FileNotFoundError):  # another writer removed it first
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+    return removed
+
+
+def _with_destination(exc: OSError, path: Path) -> OSError:
+    """``exc`` re-made to name the destination ``path`` (errno kept, so the subclass too)."""
+    what = exc.strerror or str(exc)
+    if exc.filename is not None:
+        what = f"{what}: {exc.filename!r}"
+    return OSError(exc.errno, f"cannot write {path} ({what}); its temporary file was removed")
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
 
-    A job killed half-way leaves at most a ``.tmp`` file, never a half-written output. The
-    file's data is flushed to disk (``fsync``) before the rename and the directory entry after
-    it, so that a crash of the machine does not leave an empty or partial file under ``path``.
+    A job killed half-way leaves at most a hidden temporary file
+    (``.<name>.dpaudit-<host>-<pid>-<random>.tmp``), never a half-written output, and the next
+    atomic write of ``path`` deletes such leftovers of writers that are gone
+    (:func:`remove_stale_temporaries`). The file's data is flushed to disk (``fsync``) before
+    the rename and the directory entry after it, so that a crash of the machine does not leave
+    an empty or partial file under ``path``. An ``OSError`` while writing (a full disk, a
+    quota) is raised again naming ``path``, with the same errno, after the temporary file is
+    removed.
     """
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -35,9 +108,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         _fsync_file(tmp_path)
         os.replace(tmp_path, path)
         _fsync_dir(path.parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp_path.unlink(missing_ok=True)
+        raise _with_destination(exc, path) from exc
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        with contextlib.suppress(OSError):
+            tmp_path.unlink(missing_ok=True)
 
 
 def _fsync_file(path: Path) -> None:

@@ -221,7 +221,7 @@ def test_missing_everywhere_is_a_download_error_not_checksum(tmp_path):
     assert not dest.exists()
 
 
-def test_existing_good_file_is_kept_and_bad_file_replaced(tmp_path, payload):
+def test_existing_good_file_is_kept_and_bad_file_left_alone(tmp_path, payload):
     mirror, data = payload
     dest = tmp_path / "out" / "payload.bin"
     dest.parent.mkdir()
@@ -232,13 +232,12 @@ def test_existing_good_file_is_kept_and_bad_file_replaced(tmp_path, payload):
     fetch(UPSTREAM, dest, _sha(data), mirror=str(tmp_path / "absent"))  # not even resolved
     fetch(UPSTREAM, dest, _sha(data))  # no network contacted either
     assert dest.read_bytes() == data
+    # a file with another checksum may be the user's only copy: it is never replaced
     dest.write_bytes(b"stale")
-    fetch(UPSTREAM, dest, _sha(data), mirror=str(mirror))
-    assert dest.read_bytes() == data
-    dest.write_bytes(b"stale")
-    with pytest.raises(DownloadError):
-        fetch(UPSTREAM, dest, _sha(data), mirror=str(empty))
-    assert not dest.exists()  # the bad file was deleted, not left behind
+    with pytest.raises(ChecksumError, match="left as it is"):
+        fetch(UPSTREAM, dest, _sha(data), mirror=str(mirror))
+    assert dest.read_bytes() == b"stale"
+    assert _leftovers(dest.parent) == []
 
 
 @pytest.mark.parametrize(
@@ -460,8 +459,6 @@ def test_unreadable_cifar_archive_is_named(tmp_path):
 def test_purchase_requires_a_sha256(tmp_path):
     with pytest.raises(ValueError, match="sha256"):
         tabular.load_tabular("purchase", tmp_path, str(tmp_path))
-
-
 
 
 def test_real_location30_archive(shared_data):

@@ -11,8 +11,14 @@ a central-limit *approximation*, not a bound):
          end of its error bracket.
 ``gdp``  Opacus ``GaussianAccountant``: Bu, Dong, Long, Su (2020) CLT, mu = q sqrt(T (e^{1/sigma^2}
          - 1)) for Poisson sampling, then mu-GDP -> (epsilon, delta) (Dong, Roth, Su, Cor. 2.13).
-``pld``  Google ``dp_accounting`` PLD accountant (Meiser and Mohammadi 2018; Koskela et al.),
-         pessimistic discretisation, interval 1e-4 (see docs/accounting.md).
+``pld``  Google ``dp_accounting`` privacy-loss distribution of the event, self-composed as its
+         ``PLDAccountant`` does (Meiser and Mohammadi 2018; Koskela et al.), pessimistic
+         discretisation, interval 1e-4 (see docs/accounting.md).
+
+PRV and PLD discretise on grids whose size grows without bound as the noise shrinks (sigma 0.1,
+q 1, 1000 steps: about 10^9 PRV points, tens of GB). Both grids are computed first and a grid
+above :data:`MAX_GRID_POINTS` raises :class:`GridTooLargeError` before anything is allocated;
+:func:`accountant_table` then reports that accountant's error and the others' values.
 
 :func:`accountant_table` puts them side by side; :func:`noise_multiplier` calibrates sigma for a
 target epsilon (Opacus' ``get_noise_multiplier`` for rdp/prv/gdp, the same bisection for pld).
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,6 +43,112 @@ PLD_DISCRETIZATION = 1e-4
 
 #: Largest noise multiplier the calibration tries (as Opacus' MAX_SIGMA).
 MAX_SIGMA = 1e6
+
+
+#: Largest grid (points) the PRV or PLD accountant may discretise on; the environment variable
+#: ``DPAUDIT_ACCOUNTANT_MAX_GRID_POINTS`` or a ``max_grid_points`` argument (CLI
+#: ``--max-grid-points``) replaces it. 2**25 points is about 2.1 GiB.
+MAX_GRID_POINTS = 2**25
+MAX_GRID_ENV = "DPAUDIT_ACCOUNTANT_MAX_GRID_POINTS"
+#: Peak resident bytes per grid point (growth of ``ru_maxrss`` over one call, grids of 10-14
+#: million points; opacus 1.6, dp_accounting 0.4): PRV's discretisation and FFT composition,
+#: PLD's FFT self-composition. Both about 67.
+BYTES_PER_POINT = {"prv": 68, "pld": 68}
+
+
+class GridTooLargeError(ValueError):
+    """An accountant would discretise on a grid above the limit; raised before allocating."""
+
+
+def max_grid_points_limit(max_grid_points: int | None = None) -> int:
+    """The grid limit in force: ``max_grid_points`` if given, else the environment variable
+    :data:`MAX_GRID_ENV`, else :data:`MAX_GRID_POINTS`."""
+    source = "max_grid_points"
+    if max_grid_points is None:
+        env = os.environ.get(MAX_GRID_ENV, "").strip()
+        if not env:
+            return MAX_GRID_POINTS
+        source, max_grid_points = MAX_GRID_ENV, env
+    try:
+        limit = int(max_grid_points)
+    except (TypeError, ValueError):
+        limit = 0
+    if limit < 1:
+        raise ValueError(f"{source} must be an integer >= 1, got {max_grid_points!r}")
+    return limit
+
+
+def _setting(sigma: float, q: float, steps: int) -> str:
+    return f"noise multiplier {sigma:g}, sample rate {q:g}, {steps} steps"
+
+
+def check_grid(accountant: str, points: int, limit: int, setting: str, what: str) -> None:
+    """Raise :class:`GridTooLargeError` when ``points`` exceeds ``limit``, naming the grid
+    size, its estimated memory and the ways out."""
+    if points <= limit:
+        return
+    gib = points * BYTES_PER_POINT[accountant] / 2**30
+    raise GridTooLargeError(
+        f"{accountant} accountant ({setting}): {what} would have {points:,} points "
+        f"(about {gib:,.1f} GiB), above the limit of {limit:,} points. Such a setting has tiny "
+        "noise or a huge epsilon; use the rdp accountant (config key train.accountant; "
+        "`dpaudit accountant` reports rdp and gdp beside it), or raise the limit "
+        f"(--max-grid-points, or the environment variable {MAX_GRID_ENV}) if the machine "
+        "has the memory"
+    )
+
+
+@functools.cache
+def _guarded_prv_class():
+    """Opacus' ``PRVAccountant`` that checks its domain's size before discretising on it."""
+    import_opacus()
+    from opacus.accountants import PRVAccountant
+
+    class GuardedPRVAccountant(PRVAccountant):
+        """PRV accountant whose grid is checked against :func:`max_grid_points_limit`."""
+
+        max_grid_points: int | None = None
+
+        def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):
+            domain = super()._get_domain(prvs, num_self_compositions, eps_error, delta_error)
+            sigma, q, _ = self.history[-1] if self.history else (math.nan, math.nan, 0)
+            steps = sum(num_self_compositions)
+            check_grid(
+                "prv",
+                int(domain.size),
+                max_grid_points_limit(self.max_grid_points),
+                _setting(sigma, q, steps),
+                f"its domain at eps_error {eps_error:g}",
+            )
+            return domain
+
+    return GuardedPRVAccountant
+
+
+def guarded_prv_accountant(max_grid_points: int | None = None):
+    """A fresh Opacus PRV accountant whose grid is checked before it is allocated."""
+    acc = _guarded_prv_class()()
+    acc.max_grid_points = max_grid_points
+    return acc
+
+
+#: The name under which the guarded PRV accountant is registered with Opacus, for Opacus'
+#: ``get_noise_multiplier`` (which creates accountants by name).
+GUARDED_PRV = "dpaudit_prv"
+
+
+def guarded_accountant_name(accountant: str) -> str:
+    """The Opacus mechanism name to calibrate with: the guarded PRV for ``"prv"`` (registered
+    on first use; the default grid limit applies), else ``accountant`` itself."""
+    if accountant != "prv":
+        return accountant
+    import_opacus()
+    try:
+        from opacus.accountants.registry import register_accountant
+    except ImportError:  # an Opacus without the registry: its own PRV, unguarded
+        return accountant
+    register_accountant(GUARDED_PRV, _guarded_prv_class(), force=True)
+    return GUARDED_PRV
 
 
 def check_dpsgd(sigma: float, q: float, steps: int, delta: float) -> None:
@@ -63,13 +176,21 @@ def epsilon_rdp(
     return float(acc.get_epsilon(delta=delta, alphas=None if orders is None else list(orders)))
 
 
-def epsilon_prv(sigma: float, q: float, steps: int, delta: float, eps_error: float = 0.01) -> float:
-    """PRV accountant (Opacus): the upper end of its estimate, within ``eps_error``."""
-    import_opacus()
-    from opacus.accountants import PRVAccountant
+def epsilon_prv(
+    sigma: float,
+    q: float,
+    steps: int,
+    delta: float,
+    eps_error: float = 0.01,
+    max_grid_points: int | None = None,
+) -> float:
+    """PRV accountant (Opacus): the upper end of its estimate, within ``eps_error``.
 
+    Raises :class:`GridTooLargeError` before discretising when its grid would exceed
+    ``max_grid_points`` (default: :func:`max_grid_points_limit`).
+    """
     check_dpsgd(sigma, q, steps, delta)
-    acc = PRVAccountant()
+    acc = guarded_prv_accountant(max_grid_points)
     acc.history = [(float(sigma), float(q), int(steps))]
     return float(acc.get_epsilon(delta=delta, eps_error=eps_error))
 
@@ -104,22 +225,78 @@ def dpsgd_gdp_mu(sigma: float, q: float, steps: int, poisson: bool = True) -> fl
     return mu
 
 
-def pld_accountant(
-    sigma: float, q: float, steps: int, value_discretization_interval: float = PLD_DISCRETIZATION
-):
-    """A dp_accounting ``PLDAccountant`` that has composed the DP-SGD event."""
-    import dp_accounting
-    from dp_accounting.pld import pld_privacy_accountant
+def pld_grid_points(
+    sigma: float, q: float, value_discretization_interval: float = PLD_DISCRETIZATION
+) -> int:
+    """Points of one step's discretised privacy-loss distribution, computed without building it.
 
-    event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(float(q), dp_accounting.GaussianDpEvent(float(sigma))),
-        int(steps),
+    dp_accounting discretises the loss between its values at the noise's truncation points
+    (``GaussianPrivacyLoss.privacy_loss_tail``, the truncation it uses itself), for the
+    remove and the add direction; the larger of the two, divided by the interval.
+    """
+    from dp_accounting.pld import privacy_loss_mechanism as plm
+
+    widths = []
+    for adjacency in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD):
+        loss = plm.GaussianPrivacyLoss(
+            float(sigma), sampling_prob=float(q), adjacency_type=adjacency
+        )
+        tail = loss.privacy_loss_tail()
+        lo = loss.privacy_loss(tail.upper_x_truncation)
+        hi = loss.privacy_loss(tail.lower_x_truncation)
+        widths.append(abs(hi - lo))
+    return int(math.ceil(max(widths) / value_discretization_interval)) + 2
+
+
+#: Tail mass the PLD self-composition may truncate (dp_accounting's default).
+_PLD_TAIL = 1e-15
+
+
+def _composed_grid_points(pld, steps: int) -> int | None:
+    """Length of the FFT that dp_accounting's ``self_compose(steps)`` will allocate (its own
+    Chernoff truncation bounds, ``common.compute_self_convolve_bounds``), or ``None`` when this
+    dp_accounting version stores its PMFs differently."""
+    from dp_accounting.pld import common
+
+    sizes = []
+    for name in ("_pmf_remove", "_pmf_add"):
+        probs = getattr(getattr(pld, name, None), "_probs", None)
+        if probs is None:
+            return None
+        lo, hi = common.compute_self_convolve_bounds(probs, int(steps), _PLD_TAIL)
+        sizes.append(max(hi - lo + 1, len(probs)))
+    return max(sizes)
+
+
+def dpsgd_pld(
+    sigma: float,
+    q: float,
+    steps: int,
+    value_discretization_interval: float = PLD_DISCRETIZATION,
+    max_grid_points: int | None = None,
+):
+    """The dp_accounting ``PrivacyLossDistribution`` of ``steps`` Poisson-subsampled Gaussian
+    steps (pessimistic, connect-the-dots; what its ``PLDAccountant`` composes for this event).
+
+    Both grids are checked before they are allocated: one step's (:func:`pld_grid_points`)
+    and the composition's FFT; either above ``max_grid_points`` raises
+    :class:`GridTooLargeError`.
+    """
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    limit = max_grid_points_limit(max_grid_points)
+    setting = _setting(sigma, q, steps)
+    single = pld_grid_points(sigma, q, value_discretization_interval)
+    check_grid("pld", single, limit, setting, "one step's privacy-loss grid")
+    pld = pld_lib.from_gaussian_mechanism(
+        standard_deviation=float(sigma),
+        value_discretization_interval=value_discretization_interval,
+        sampling_prob=float(q),
     )
-    acc = pld_privacy_accountant.PLDAccountant(
-        value_discretization_interval=value_discretization_interval
-    )
-    acc.compose(event)
-    return acc
+    composed = _composed_grid_points(pld, steps)
+    if composed is not None:
+        check_grid("pld", composed, limit, setting, f"the {steps}-fold composition's FFT grid")
+    return pld.self_compose(int(steps), tail_mass_truncation=_PLD_TAIL)
 
 
 def epsilon_pld(
@@ -128,11 +305,12 @@ def epsilon_pld(
     steps: int,
     delta: float,
     value_discretization_interval: float = PLD_DISCRETIZATION,
+    max_grid_points: int | None = None,
 ) -> float:
     """PLD accountant (dp_accounting), pessimistic estimate, so an upper bound."""
     check_dpsgd(sigma, q, steps, delta)
-    acc = pld_accountant(sigma, q, steps, value_discretization_interval)
-    return float(acc.get_epsilon(delta))
+    pld = dpsgd_pld(sigma, q, steps, value_discretization_interval, max_grid_points)
+    return float(pld.get_epsilon_for_delta(delta))
 
 
 def delta_pld(
@@ -141,13 +319,14 @@ def delta_pld(
     steps: int,
     epsilon: float,
     value_discretization_interval: float = PLD_DISCRETIZATION,
+    max_grid_points: int | None = None,
 ) -> float:
     """delta(epsilon) of DP-SGD from the PLD accountant."""
     check_dpsgd(sigma, q, steps, 0.5)
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    acc = pld_accountant(sigma, q, steps, value_discretization_interval)
-    return float(acc.get_delta(epsilon))
+    pld = dpsgd_pld(sigma, q, steps, value_discretization_interval, max_grid_points)
+    return float(pld.get_delta_for_epsilon(epsilon))
 
 
 EPSILON_FUNCTIONS: dict[str, Callable[..., float]] = {
@@ -158,14 +337,24 @@ EPSILON_FUNCTIONS: dict[str, Callable[..., float]] = {
 }
 
 
-def epsilon(accountant: str, sigma: float, q: float, steps: int, delta: float) -> float:
-    """Epsilon of DP-SGD under the named accountant (one of :data:`ACCOUNTANTS`)."""
+def epsilon(
+    accountant: str,
+    sigma: float,
+    q: float,
+    steps: int,
+    delta: float,
+    max_grid_points: int | None = None,
+) -> float:
+    """Epsilon of DP-SGD under the named accountant (one of :data:`ACCOUNTANTS`);
+    ``max_grid_points`` bounds the grids of ``prv`` and ``pld`` (:class:`GridTooLargeError`)."""
     try:
         fn = EPSILON_FUNCTIONS[accountant]
     except KeyError:
         raise ValueError(
             f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}"
         ) from None
+    if accountant in BYTES_PER_POINT:
+        return fn(sigma, q, steps, delta, max_grid_points=max_grid_points)
     return fn(sigma, q, steps, delta)
 
 
@@ -175,22 +364,26 @@ def accountant_table(
     steps: int,
     delta: float,
     accountants: Sequence[str] = ACCOUNTANTS,
+    max_grid_points: int | None = None,
 ):
     """One row per accountant for one DP-SGD setting (a pandas DataFrame).
 
     Columns: accountant, epsilon, is_upper_bound (False for the GDP approximation), error (why
-    an accountant gave no value, e.g. the GDP mu overflowing for tiny sigma; epsilon is then
-    NaN), ratio_to_pld (when pld is among ``accountants``), and the setting (noise_multiplier,
-    sample_rate, steps, delta).
+    an accountant gave no value, e.g. the GDP mu overflowing for tiny sigma, or a PRV/PLD grid
+    above ``max_grid_points`` (:class:`GridTooLargeError`, raised before allocating); epsilon is
+    then NaN and the other accountants still answer), ratio_to_pld (when pld is among
+    ``accountants``), and the setting (noise_multiplier, sample_rate, steps, delta).
     """
     import pandas as pd
 
     check_dpsgd(sigma, q, steps, delta)
+    max_grid_points_limit(max_grid_points)  # a bad limit is an error, not a row's
     rows = []
     for name in accountants:
         try:
-            eps, err = epsilon(name, sigma, q, steps, delta), ""
-        except (ValueError, OverflowError, FloatingPointError) as exc:
+            eps, err = epsilon(name, sigma, q, steps, delta, max_grid_points), ""
+        except (ValueError, OverflowError, FloatingPointError, RuntimeError) as exc:
+            # RuntimeError: Opacus' PRV gives up on its own numerics for some tiny noise
             if name not in EPSILON_FUNCTIONS:
                 raise
             eps, err = math.nan, str(exc)
@@ -240,7 +433,7 @@ def noise_multiplier(
                 target_delta=delta,
                 sample_rate=q,
                 steps=int(steps),
-                accountant=accountant,
+                accountant=guarded_accountant_name(accountant),
                 epsilon_tolerance=epsilon_tolerance,
             )
         )
@@ -311,12 +504,12 @@ def dpsgd_profile(
     epsilons from 0 to where delta(epsilon) falls below 1e-12, and their deltas (cached: one
     PLD composition per setting)."""
     check_dpsgd(sigma, q, steps, 0.5)
-    acc = pld_accountant(sigma, q, steps, value_discretization_interval)
+    pld = dpsgd_pld(sigma, q, steps, value_discretization_interval)
     top = 1.0
-    while acc.get_delta(top) > 1e-12 and top < 200:
+    while pld.get_delta_for_epsilon(top) > 1e-12 and top < 200:
         top *= 2.0
     epsilons = tuple(float(e) for e in np.linspace(0.0, top, points))
-    return epsilons, tuple(float(acc.get_delta(e)) for e in epsilons)
+    return epsilons, tuple(float(pld.get_delta_for_epsilon(e)) for e in epsilons)
 
 
 def dpsgd_tradeoff(alpha: float | np.ndarray, sigma: float, q: float, steps: int) -> np.ndarray:

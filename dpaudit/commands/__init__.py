@@ -16,13 +16,29 @@ def emit(result: dict[str, Any], as_json: bool, text: str) -> None:
     print(json.dumps(result, sort_keys=True) if as_json else text)
 
 
+def claim_delta(text: str) -> float:
+    """argparse type of ``--delta`` for a claim audited from counts: a number in [0, 1) (0 is
+    pure DP; 1 would claim nothing). The accountant, which needs delta > 0, checks (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"delta must be a number in [0, 1), got {text!r}"
+        ) from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"delta must lie in [0, 1), got {text}")
+    return value
+
+
 def add_claim_arguments(p: argparse.ArgumentParser, estimator: str, joint: bool = False) -> None:
     """``--delta`` (required), ``--confidence`` with the config schema's default for
     ``estimator`` (so the CLI and the pipeline share one default) and ``--json``: the options of
     a bound computed from counts. ``joint``: the confidence covers two bounds at once."""
     from dpaudit.defaults import estimator_defaults
 
-    p.add_argument("--delta", type=float, required=True, help="delta of the audited claim")
+    p.add_argument(
+        "--delta", type=claim_delta, required=True, help="delta of the audited claim, in [0, 1)"
+    )
     p.add_argument(
         "--confidence",
         type=float,

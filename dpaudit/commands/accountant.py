@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 
-from dpaudit.accounting.dpsgd import ACCOUNTANTS, accountant_table
+from dpaudit.accounting.dpsgd import (
+    ACCOUNTANTS,
+    MAX_GRID_ENV,
+    MAX_GRID_POINTS,
+    accountant_table,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-rate", type=float, required=True, help="Poisson sample rate q")
     p.add_argument("--steps", type=int, required=True, help="number of DP-SGD steps T")
     p.add_argument("--delta", type=float, required=True, help="target delta")
+    p.add_argument(
+        "--max-grid-points",
+        type=int,
+        default=None,
+        help="largest grid PRV and PLD may discretise on (default: the environment variable "
+        f"{MAX_GRID_ENV}, else {MAX_GRID_POINTS:,}); a larger one is reported as that "
+        "accountant's error, before it is allocated, and the other accountants still answer",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -27,7 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpaudit.commands import emit
 
-    df = accountant_table(args.noise_multiplier, args.sample_rate, args.steps, args.delta)
+    df = accountant_table(
+        args.noise_multiplier,
+        args.sample_rate,
+        args.steps,
+        args.delta,
+        max_grid_points=args.max_grid_points,
+    )
     eps = {
         row.accountant: float(row.epsilon) if math.isfinite(row.epsilon) else None
         for row in df.itertuples()
@@ -51,5 +70,6 @@ def run(args: argparse.Namespace) -> int:
         f"DP-SGD: sigma={args.noise_multiplier}, q={args.sample_rate}, T={args.steps}, "
         f"delta={args.delta}\n" + df[cols].to_string(index=False, float_format="%.4f")
     )
+    text += "".join(f"\n{name}: {why}" for name, why in result["errors"].items())
     emit(result, args.json, text)
     return 0

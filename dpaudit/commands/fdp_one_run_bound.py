@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from dpaudit.commands import claim_delta
 from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators.fdp_one_run import TAILS, epsilon_lower_bound
 
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--delta",
-        type=float,
+        type=claim_delta,
         default=1e-5,
         help="delta of the approx-dp null and of the (epsilon, delta) report (default 1e-5)",
     )

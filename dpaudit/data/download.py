@@ -8,8 +8,10 @@ One function does the work: :func:`fetch`. It
   base URL (``file://``, ``http://``, ``https://``) to which the basename is appended. An optional
   ``subdir`` is tried first (``<mirror>/<subdir>/<basename>``, then ``<mirror>/<basename>``), so
   one mirror can hold data sets whose files share a basename (MNIST and FashionMNIST);
-* streams each source into a temporary file beside the destination while hashing it, and renames
-  it onto the destination (``os.replace``, atomic on POSIX) only when the checksum matches;
+* streams each source into a temporary file beside the destination while hashing it
+  (``.<name>.dpaudit-<host>-<pid>-<random>.part``; leftovers of killed fetches are removed, see
+  :func:`dpaudit.io.remove_stale_temporaries`), and puts it at the destination only when the
+  checksum matches;
 * on a checksum mismatch or a read error, deletes the temporary file and tries the next source;
   every source is tried once, and only network (http/https) sources are tried again, cycled,
   up to ``attempts`` tries in all (a local mirror file gives the same bytes every time, so a
@@ -18,9 +20,14 @@ One function does the work: :func:`fetch`. It
   :class:`DownloadError` (no source could be read), naming every source tried, the expected
   checksum and, for mismatches, the actual one.
 
-A destination that already exists with the right checksum is reused; one with the wrong checksum
-is deleted and fetched again. No code path leaves a half-written or unverified file at the
-destination.
+A destination that already exists with the right checksum is reused. One with the wrong checksum
+is **never** deleted or overwritten: it may be the user's only copy (the data root can be the
+mirror folder itself), and the likelier fault is a mistyped checksum. :class:`ChecksumError` is
+raised at once, naming the file, the expected and the actual checksum, the config key the
+expected one came from, and the two fixes (correct that key, or delete the file yourself). A
+verified download is put in place with a hard link (``os.link``), which fails rather than replace
+a file that appeared meanwhile; where links are not supported, with ``os.replace``. No code path
+leaves a half-written or unverified file at the destination.
 
 Checksums are SHA-256 by default; MD5 is accepted because it is the only checksum that
 torchvision publishes for its data sets (``resources``/``tgz_md5``/``split_list``).
@@ -39,6 +46,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+
+from dpaudit.io import remove_stale_temporaries, temp_prefix
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +182,40 @@ def _copy_source(source: str, fh, algorithm: str, timeout: float) -> str:
     return h.hexdigest()
 
 
+def _existing_mismatch(dest: Path, algorithm: str, expected: str, actual: str, key: str) -> str:
+    return (
+        f"checksum mismatch: {dest} already exists, but its {algorithm} is {actual} and "
+        f"{expected} was expected "
+        f"({key}). The file was left as it is (it may be your only copy). If the file is the "
+        f"right one, correct {key} to {actual}; if it is not, delete {dest} yourself and rerun "
+        "to fetch it again."
+    )
+
+
+def _check_existing(dest: Path, algorithm: str, expected: str, key: str) -> None:
+    """Return if ``dest`` has the expected checksum, else raise :class:`ChecksumError` (the
+    file is not touched)."""
+    actual = file_digest(dest, algorithm)
+    if actual != expected:
+        raise ChecksumError(_existing_mismatch(dest, algorithm, expected, actual, key))
+
+
+def _place_new(tmp: Path, dest: Path, algorithm: str, expected: str, key: str) -> None:
+    """Put the verified ``tmp`` at ``dest`` without ever replacing a file already there.
+
+    ``os.link`` fails if ``dest`` exists (another job, or the user, put one there meanwhile):
+    then that file is checked like a pre-existing one. A file system without hard links falls
+    back to ``os.replace`` (atomic; it could replace a file created in the instant since the
+    caller found none).
+    """
+    try:
+        os.link(tmp, dest)
+    except FileExistsError:
+        _check_existing(dest, algorithm, expected, key)
+    except OSError:
+        os.replace(tmp, dest)
+
+
 def fetch(
     url: str | Sequence[str],
     dest: str | os.PathLike,
@@ -183,6 +226,7 @@ def fetch(
     subdir: str | None = None,
     attempts: int = DEFAULT_ATTEMPTS,
     timeout: float = DEFAULT_TIMEOUT,
+    checksum_key: str = "the checksum passed to fetch",
 ) -> Path:
     """Make ``dest`` hold the file published at ``url`` with checksum ``checksum``; return its path.
 
@@ -206,11 +250,14 @@ def fetch(
         directories, ``file://``) are never retried. Must be >= 1.
     timeout:
         Socket timeout in seconds for http(s) sources.
+    checksum_key:
+        Where ``checksum`` came from (a config key), named in errors as the thing to correct.
 
     Raises
     ------
     ChecksumError
-        If some source delivered bytes with the wrong checksum and none delivered the right ones.
+        If ``dest`` already exists with another checksum (it is left as it is), or if some source
+        delivered bytes with the wrong checksum and none delivered the right ones.
     DownloadError
         If no source could be read at all.
     """
@@ -224,28 +271,20 @@ def fetch(
     filename = _basename_of(urls[0])
 
     if dest.is_file():
-        actual = file_digest(dest, algorithm)
-        if actual == expected:
-            log.debug("%s already present with the expected %s", dest, algorithm)
-            return dest
-        log.warning(
-            "%s exists with %s %s, expected %s: deleting and fetching again",
-            dest,
-            algorithm,
-            actual,
-            expected,
-        )
-        dest.unlink()
+        _check_existing(dest, algorithm, expected, checksum_key)
+        log.debug("%s already present with the expected %s", dest, algorithm)
+        return dest
 
     sources = urls if mirror is None else mirror_sources(mirror, filename, subdir)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(dest, ".part")  # left by a fetch killed with SIGKILL
     order = try_order(sources, int(attempts))
     failures: list[str] = []
     mismatch = False
     for i, source in enumerate(order):
         if i >= len(sources):
             time.sleep(_RETRY_PAUSE)  # a repeated network try: give a transient fault a moment
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(dest), suffix=".part", dir=dest.parent)
         tmp = Path(tmp_name)
         try:
             try:
@@ -259,7 +298,7 @@ def fetch(
                 continue
             if actual != expected:
                 mismatch = True
-                local = "" if _is_network(source) else " (a local file: not retried; replace it)"
+                local = "" if _is_network(source) else " (a local file: not retried)"
                 failures.append(
                     f"try {i + 1}: {source}: checksum mismatch, expected {algorithm} {expected}, "
                     f"got {actual}{local}"
@@ -267,7 +306,7 @@ def fetch(
                 log.warning("fetch %s: %s mismatch (got %s)", source, algorithm, actual)
                 continue
             os.chmod(tmp, 0o644)  # mkstemp creates 0600
-            os.replace(tmp, dest)
+            _place_new(tmp, dest, algorithm, expected, checksum_key)
             log.info("fetched %s -> %s (%s ok)", source, dest, algorithm)
             return dest
         finally:
@@ -276,9 +315,15 @@ def fetch(
 
     n_tries = len(order)
     kind = ChecksumError if mismatch else DownloadError
+    fix = (
+        "\nEither the source is damaged (replace it) or the expected checksum is wrong: "
+        f"check {checksum_key}."
+        if mismatch
+        else ""
+    )
     raise kind(
         f"could not obtain {filename!r} for {str(dest)!r} with {algorithm} {expected} "
-        f"after {n_tries} {'try' if n_tries == 1 else 'tries'}:\n  " + "\n  ".join(failures)
+        f"after {n_tries} {'try' if n_tries == 1 else 'tries'}:\n  " + "\n  ".join(failures) + fix
     )
 
 

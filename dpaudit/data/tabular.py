@@ -159,7 +159,12 @@ def load_tabular(
             f"(config: datasets params 'sha256') after checking the file you trust"
         )
     dest = Path(root) / name / spec.filename
-    fetch(list(spec.urls), dest, checksum, "sha256", mirror, subdir=name)
+    key = (
+        "the config key experiments.<experiment>.dataset.sha256"
+        if sha256 is not None
+        else f"the SHA-256 pinned in dpaudit for {name} (override: dataset.sha256)"
+    )
+    fetch(list(spec.urls), dest, checksum, "sha256", mirror, subdir=name, checksum_key=key)
     x, y = parse_table(dest, spec.features, spec.classes, spec.rows)
     return {
         "x": x,

@@ -202,7 +202,12 @@ def _place(name: str, cls, root: Path, r: Resource, md5: str, mirror: Mirror) ->
     dest = root / r.dest
     if name == "cifar10" and _cifar_extracted_ok(cls, root):
         return record
-    fetch(list(r.urls), dest, md5, "md5", mirror, subdir=cls.__name__)
+    key = (
+        f"the config key experiments.<experiment>.dataset.checksums[{r.filename!r}]"
+        if md5 != r.md5
+        else f"torchvision's published MD5 (override: dataset.checksums[{r.filename!r}])"
+    )
+    fetch(list(r.urls), dest, md5, "md5", mirror, subdir=cls.__name__, checksum_key=key)
     if name in ("mnist", "fashionmnist"):
         plain = dest.with_suffix("")
         if not _decompressed_ok(dest, plain):  # absent, stale, or truncated

@@ -35,7 +35,10 @@ def poisson_epsilon(
     import_opacus()
     from opacus.accountants import create_accountant
 
-    acc = create_accountant(accountant)
+    from dpaudit.accounting.dpsgd import guarded_accountant_name
+
+    # prv: checked against the grid limit before it allocates (GridTooLargeError)
+    acc = create_accountant(guarded_accountant_name(accountant))
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -54,13 +57,17 @@ def calibrate_noise(
 
     A target the accountant cannot reach with any noise Opacus searches raises ``ValueError``
     naming the target, delta, sample rate and steps (Opacus says only "The privacy budget is
-    too low.").
+    too low."). With ``prv``, a noise level whose PRV grid would exceed the limit (tiny noise,
+    a huge target) raises :class:`dpaudit.accounting.dpsgd.GridTooLargeError` before the
+    grid is allocated.
     """
     _check(accountant, delta)
     if not target_epsilon > 0:
         raise ValueError(f"target_epsilon must be > 0, got {target_epsilon}")
     import_opacus()
     from opacus.accountants.utils import get_noise_multiplier
+
+    from dpaudit.accounting.dpsgd import GridTooLargeError, guarded_accountant_name
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -70,8 +77,10 @@ def calibrate_noise(
                 target_delta=delta,
                 sample_rate=sample_rate,
                 steps=steps,
-                accountant=accountant,
+                accountant=guarded_accountant_name(accountant),
             )
+        except GridTooLargeError:
+            raise  # names its own grid, limit and fix
         except ValueError as exc:
             raise ValueError(
                 f"target_epsilon {target_epsilon} at delta {delta} cannot be reached by the "
