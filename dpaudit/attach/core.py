@@ -194,8 +194,10 @@ class GradientCanaries(_Audited):
         self._score = np.zeros(self.m)
         self._epoch_slot: np.ndarray | None = None
         self.steps = 0
+        self.draws = 0
         self.sampled_counts = np.zeros(self.m, dtype=np.int64)
         self.first_nonfinite_step: int | None = None
+        self.last_draw = np.zeros(self.m, dtype=bool)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -209,12 +211,14 @@ class GradientCanaries(_Audited):
             hit = self._rng.random(self.m) < self.sample_rate
         else:
             k = self.steps_per_epoch
-            pos = self.steps % k
+            pos = self.draws % k
             if pos == 0 or self._epoch_slot is None:
                 self._epoch_slot = self._rng.integers(0, k, size=self.m)
             hit = self._epoch_slot == pos
         draw = hit & (self.membership == 1)
         self.sampled_counts += draw
+        self.last_draw = draw
+        self.draws += 1
         return draw
 
     def canary_gradient(self, draw: np.ndarray) -> np.ndarray:
