@@ -28,6 +28,7 @@ __all__ = [
     "audit_file",
     "audit_scores",
     "largest_detectable_epsilon",
+    "low_gradient_coordinates",
     "opacus",
     "resolve_claim",
 ]
@@ -39,6 +40,10 @@ def __getattr__(name: str):
         from dpaudit.attach.opacus_adapter import opacus
 
         return opacus
+    if name == "low_gradient_coordinates":
+        from dpaudit.attach.placement import low_gradient_coordinates
+
+        return low_gradient_coordinates
     if name == "CanaryDataset":
         from dpaudit.attach.dataset import CanaryDataset
 

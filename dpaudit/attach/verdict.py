@@ -258,12 +258,18 @@ class AuditResult:
         v = self.verdict.iloc[0]
         claim = v["claimed_epsilon"]
         claim_text = "none (no guarantee)" if not math.isfinite(claim) else f"{claim:.3g}"
-        return (
+        text = (
             f"claimed epsilon {claim_text} at delta {v['delta']:.3g} ({v['accountant']}); "
             f"largest valid lower bound {v['epsilon_lower_bound']:.3g} ({v['estimator']}, "
             f"joint confidence {v['joint_confidence']:.3g}); this run can certify at most "
             f"{v['largest_detectable_epsilon']:.3g}; verdict: {v['verdict']}"
         )
+        if math.isfinite(claim) and claim >= v["largest_detectable_epsilon"]:
+            text += (
+                f" (the claim is above what {int(v['m'])} canaries can certify: this run could "
+                "not have flagged it; use more canaries)"
+            )
+        return text
 
 
 def audit_file(
