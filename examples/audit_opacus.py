@@ -37,7 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--placement", default="low_gradient", choices=["low_gradient", "random"])
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=600, help="expected (Poisson) batch size")
-    p.add_argument("--noise-multiplier", type=float, default=1.0)
+    p.add_argument("--noise-multiplier", type=float, default=3.0)
+    p.add_argument(
+        "--claim-noise-multiplier",
+        type=float,
+        help="plant a bug: claim the epsilon of this noise multiplier (default: the one used)",
+    )
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results/own_training")
@@ -75,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
             nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
     claimed = engine.get_epsilon(args.delta)
+    if args.claim_noise_multiplier is not None:  # the planted bug: noise for another setting
+        from dpaudit.accounting.dpsgd import epsilon
+
+        steps = args.epochs * len(train_loader)
+        q = 1 / len(train_loader)
+        claimed = epsilon("prv", args.claim_noise_multiplier, q, steps, args.delta)
 
     if args.kind == "mislabeled":  # dpaudit (black box)
         train_set.score(model)  # dpaudit
