@@ -188,3 +188,14 @@ def test_non_finite_update_is_an_error_naming_the_step() -> None:
         c.audit(1.0, delta=1e-5)
     with pytest.raises(ValueError, match="no step was observed"):
         GradientCanaries(3, 10, 1.0, 1.0).score_file(1.0, delta=1e-5)
+
+
+def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:
+    from dpaudit.tables import NO_CLAIM
+
+    c = GradientCanaries(100, 1000, sample_rate=1.0, clip_norm=1.0, seed=0)
+    _simulate(c, 3, sigma=0.0)
+    res = c.audit(delta=1e-5, accountant="rdp", noise_multiplier=0.0)
+    assert res.score_file.meta["claimed_epsilon"] is None
+    assert res.verdict["verdict"].iloc[0] == NO_CLAIM and not res.flagged
+    assert res.lower_bound > 0  # the noiseless run is still bounded from below
