@@ -16,6 +16,7 @@ from dpaudit.attach import (
     InputCanaries,
     audit_scores,
     largest_detectable_epsilon,
+    make_score_file,
     resolve_claim,
 )
 from dpaudit.attach.verdict import OUTSIDE_VERDICT
@@ -130,11 +131,10 @@ def test_rows_outside_the_verdict_set_never_flag() -> None:
 def test_largest_detectable_epsilon_is_the_ceiling() -> None:
     member = np.arange(100) % 2
     ceiling = largest_detectable_epsilon(100, 1e-5)
-    perfect = audit_scores(member.astype(float), member, ceiling + 0.01, delta=1e-5)
-    from dpaudit.attach import audit_file
-
-    assert not audit_file(perfect).flagged
-    assert audit_file(audit_scores(member * 1.0, member, ceiling - 0.3, delta=1e-5)).flagged
+    assert not audit_scores(member * 1.0, member, ceiling + 0.01, delta=1e-5).flagged
+    res = audit_scores(member * 1.0, member, ceiling - 0.3, delta=1e-5)
+    assert res.flagged and res.lower_bound == pytest.approx(ceiling)
+    assert res.verdict["largest_detectable_epsilon"].iloc[0] == pytest.approx(ceiling)
 
 
 def test_input_canaries_mislabeled_and_random() -> None:
@@ -159,11 +159,11 @@ def test_input_canaries_mislabeled_and_random() -> None:
         (lambda: GradientCanaries(5, 10, 0.1, float("nan")), "clip_norm"),
         (lambda: GradientCanaries(3, 10, 0.1, 1.0, coordinates=[1, 1, 2]), "distinct"),
         (
-            lambda: audit_scores([0.0, np.nan, 1.0], [0, 1, 1], 1.0, delta=1e-5),
+            lambda: make_score_file([0.0, np.nan, 1.0], [0, 1, 1], 1.0, delta=1e-5),
             "score of canary 1 is nan",
         ),
-        (lambda: audit_scores([0.0, 1.0], [0, 1, 1], 1.0, delta=1e-5), "2 scores for 3"),
-        (lambda: audit_scores([0.0, 1.0], [0, 2], 1.0, delta=1e-5), "membership"),
+        (lambda: make_score_file([0.0, 1.0], [0, 1, 1], 1.0, delta=1e-5), "2 scores for 3"),
+        (lambda: make_score_file([0.0, 1.0], [0, 2], 1.0, delta=1e-5), "membership"),
         (lambda: resolve_claim(delta=1e-5, noise_multiplier=1.0), "missing: sample_rate, steps"),
         (lambda: resolve_claim(1.0, delta=0), "delta must"),
         (lambda: resolve_claim(-1.0, delta=1e-5), "claimed_epsilon must"),

@@ -27,7 +27,7 @@ verdict (:meth:`audit`, see :mod:`dpaudit.attach.verdict`). Any framework drives
 Opacus adapter (:mod:`dpaudit.attach.opacus_adapter`), the dataset wrapper
 (:mod:`dpaudit.attach.dataset`), a hand-written PyTorch loop (``examples/audit_handwritten.py``)
 or a JAX loop (hand in the noisy update as a NumPy array, or final scores to
-:func:`dpaudit.attach.verdict.audit_scores`).
+:func:`dpaudit.attach.verdict.make_score_file`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attach.verdict import AuditResult, audit_file, audit_scores
+from dpaudit.attach.verdict import AuditResult, audit_file, make_score_file
 from dpaudit.canaries import input_space
 from dpaudit.canaries.gradient_space import dirac_coordinates
 from dpaudit.canaries.inclusion import fair_coins
@@ -103,7 +103,7 @@ class _Audited:
         if unknown:
             raise TypeError(f"unknown keyword argument(s) {unknown}")
         claim_settings = {} if claimed_epsilon is not None else {**self._claim_settings(), **given}
-        return audit_scores(
+        return make_score_file(
             self._scores(scores),
             self.membership,
             claimed_epsilon,

@@ -2,9 +2,9 @@
 
 :func:`resolve_claim` turns what the user knows about their training (an epsilon, or the DP-SGD
 settings their accountant used) into the claimed (epsilon, delta) and names its source;
-:func:`audit_scores` turns final per-canary scores into an ordinary score file
-(:mod:`dpaudit.scores`, design ``one_run``) and :func:`audit_file` runs the estimators on it and
-reads the verdict.
+:func:`make_score_file` turns final per-canary scores into an ordinary score file
+(:mod:`dpaudit.scores`, design ``one_run``), :func:`audit_file` runs the estimators on it and
+reads the verdict, and :func:`audit_scores` does both.
 
 **The verdict uses only bounds that hold for every mechanism meeting the claim.** A bound that
 assumes a trade-off family (the GDP or Laplace nulls of ``fdp_one_run`` / ``fdp_abstention``,
@@ -150,7 +150,7 @@ def check_scores(scores: Any, membership: Any) -> tuple[np.ndarray, np.ndarray]:
     return score, member.astype(np.int8)
 
 
-def audit_scores(
+def make_score_file(
     scores: Any,
     membership: Any,
     claimed_epsilon: float | None = None,
@@ -202,6 +202,23 @@ def audit_scores(
         raise ValueError(str(exc)) from exc
 
 
+def audit_scores(
+    scores: Any,
+    membership: Any,
+    claimed_epsilon: float | None = None,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    extra_estimators: Mapping[str, Mapping[str, Any]] | None = None,
+    **kwargs: Any,
+) -> AuditResult:
+    """The audit table and verdict (:func:`audit_file`) of final per-canary ``scores`` and
+    their fair-coin ``membership`` from any framework (a JAX loop included); the claim and the
+    other keywords as in :func:`make_score_file`."""
+    sf = make_score_file(scores, membership, claimed_epsilon, delta=delta, **kwargs)
+    return audit_file(sf, confidence, extra_estimators)
+
+
 def verdict_specs(confidence: float) -> dict[str, dict[str, Any]]:
     """:data:`VERDICT_ESTIMATORS`, each at confidence 1 - (1 - ``confidence``) / (their
     number), so that the largest of their bounds holds at ``confidence`` (union bound)."""
@@ -222,7 +239,7 @@ def largest_detectable_epsilon(
     if membership is None:
         membership = np.arange(m) % 2
     member = np.asarray(membership, dtype=np.int8)
-    perfect = audit_scores(member.astype(float), member, math.inf, delta=delta)
+    perfect = make_score_file(member.astype(float), member, math.inf, delta=delta)
     table = audit([perfect], verdict_specs(confidence))
     eps = pd.to_numeric(table["epsilon"])
     return float(eps[table["valid"].astype(bool)].max())
