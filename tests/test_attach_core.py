@@ -14,6 +14,7 @@ from dpaudit.attach import (
     VERDICT_ESTIMATORS,
     GradientCanaries,
     InputCanaries,
+    audit_file,
     audit_scores,
     largest_detectable_epsilon,
     make_score_file,
@@ -100,6 +101,20 @@ def test_score_file_round_trips_and_the_cli_audits_it(tmp_path, capsys) -> None:
     assert back.meta["design"] == "one_run" and back.meta["claim_source"] == "given"
     assert main(["audit", str(path), "--csv"]) == 0
     assert "one_run" in capsys.readouterr().out
+    assert audit_file(back).verdict.equals(
+        c.audit(4.0, delta=1e-5, setting="eps4", experiment="mine").verdict
+    )
+    two = scores.concat(
+        [
+            back,
+            scores.ScoreFile(
+                **{k: getattr(back, k) for k in ("score", "membership", "canary_id")},
+                meta={**back.meta, "seed": 1},
+            ),
+        ]
+    )
+    with pytest.raises(ValueError, match="design 'one_run' and 2 trial"):
+        audit_file(two)
 
 
 def test_verdict_flags_too_little_noise_and_not_the_honest_claim() -> None:

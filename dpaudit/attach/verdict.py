@@ -299,6 +299,11 @@ def audit_file(
     from dpaudit.audit import audit
     from dpaudit.tables import NO_CLAIM, add_verdicts, verdict_table
 
+    if sf.meta["design"] != "one_run" or sf.n_trials != 1:
+        raise ValueError(
+            f"{sf.source}: the verdict audits one run (design one_run, one trial); this file "
+            f"has design {sf.meta['design']!r} and {sf.n_trials} trial(s): use dpaudit audit"
+        )
     specs = verdict_specs(confidence)
     extra = dict(extra_estimators or {})
     clash = sorted(set(extra) & set(specs))
