@@ -1,0 +1,195 @@
+"""Attach white-box gradient canaries to an Opacus ``DPOptimizer`` (Opacus 1.4-1.6).
+
+``auditor = dpaudit.attach.opacus(optimizer, data_loader=train_loader, m=1000, seed=0)``
+after ``PrivacyEngine.make_private``; the training loop stays as it is. Opacus'
+``DPOptimizer.pre_step`` runs ``clip_and_accumulate`` (the clipped per-example gradients summed
+into ``p.summed_grad``), returns early on the virtual steps of ``BatchMemoryManager``
+(``_check_skip_next_step``), and otherwise calls ``add_noise`` (``p.grad = p.summed_grad +
+noise``) and ``scale_grad``. The auditor wraps ``add_noise`` of this one optimizer, which runs
+once per *logical* step: before it, the gradients of the IN canaries sampled this step
+(:meth:`GradientCanaries.draw_step`) are added to ``p.summed_grad``; after it, the noisy sum at
+the canary coordinates is observed (before ``scale_grad`` and the learning rate). See
+:mod:`dpaudit.attach.core` for the score.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from dpaudit.attach.core import GradientCanaries, _check_rate
+from dpaudit.opacus_import import import_opacus
+
+
+def _supported_types() -> tuple[type, ...]:
+    import_opacus()
+    from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
+
+    return DPOptimizer, DPOptimizerFastGradientClipping
+
+
+def _loader_sampling(data_loader: Any) -> tuple[float, str]:
+    """(sample rate, sampling) of the training as Opacus accounts it: a ``DPDataLoader``
+    (Poisson) has ``sample_rate``; any other loader draws batches without replacement, 1 /
+    ``len(data_loader)`` per step (Opacus' ``make_private`` with ``poisson_sampling=False``)."""
+    import_opacus()
+    from opacus.data_loader import DPDataLoader
+
+    if isinstance(data_loader, DPDataLoader):
+        return float(data_loader.sample_rate), "poisson"
+    try:
+        steps = len(data_loader)
+    except TypeError:
+        raise ValueError(
+            "data_loader has no length: give sample_rate= (the training's sampling rate)"
+        ) from None
+    if steps < 1:
+        raise ValueError("data_loader is empty")
+    return 1.0 / steps, "shuffle"
+
+
+class OpacusAuditor(GradientCanaries):
+    """Dirac gradient canaries attached to an Opacus optimizer (see :func:`opacus`).
+
+    :meth:`score_file` and :meth:`audit` fill in the claim's DP-SGD settings from what the
+    auditor saw: the optimizer's ``noise_multiplier``, the sample rate and the logical steps
+    (so ``auditor.audit(delta=1e-5, accountant="prv")`` audits the epsilon those settings
+    imply; pass ``claimed_epsilon=`` to audit the epsilon the user's own accountant reports).
+    """
+
+    def __init__(
+        self,
+        optimizer: Any,
+        m: int,
+        seed: int,
+        sample_rate: float,
+        sampling: str,
+        coordinates: Any = None,
+    ) -> None:
+        params = [p for p in optimizer.params if p.requires_grad]
+        sizes = [p.numel() for p in params]
+        n_params = int(sum(sizes))
+        if isinstance(m, int) and not isinstance(m, bool) and m > n_params:
+            raise ValueError(
+                f"m = {m} Dirac canaries need {m} distinct coordinates, but the optimizer's "
+                f"model has {n_params} trainable parameters: lower m"
+            )
+        super().__init__(
+            m, n_params, sample_rate, float(optimizer.max_grad_norm), seed, coordinates, sampling
+        )
+        self.optimizer = optimizer
+        self._params = params
+        offsets = np.cumsum([0, *sizes])
+        owner = np.searchsorted(offsets, self.coordinates, side="right") - 1
+        self._groups: list[tuple[torch.nn.Parameter, torch.Tensor, np.ndarray]] = []
+        for k, p in enumerate(params):
+            ids = np.flatnonzero(owner == k)
+            if ids.size:
+                local = torch.from_numpy(self.coordinates[ids] - offsets[k]).to(p.device)
+                self._groups.append((p, local, ids))
+        # running sums and first non-finite step on each parameter's device: no host sync
+        self._acc = [
+            torch.zeros(len(ids), dtype=torch.float64, device=p.device)
+            for p, _, ids in self._groups
+        ]
+        self._bad = [
+            torch.zeros((), dtype=torch.int64, device=p.device) for p, _, _ in self._groups
+        ]
+        self._original_add_noise = optimizer.add_noise
+        optimizer.add_noise = self._add_noise
+        optimizer._dpaudit_auditor = self
+
+    def _add_noise(self) -> None:
+        draw = self.draw_step()
+        for p, local, ids in self._groups:
+            if p.summed_grad is None:
+                raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
+            vals = torch.as_tensor(draw[ids] * self.clip_norm, dtype=p.summed_grad.dtype)
+            flat = p.summed_grad.view(-1)  # summed_grad is contiguous (Opacus' einsum / clone)
+            flat.index_add_(0, local, vals.to(flat.device, non_blocking=True))
+        self._original_add_noise()
+        self.steps += 1
+        for (p, local, _), acc, bad in zip(self._groups, self._acc, self._bad, strict=True):
+            noisy = p.grad.detach().reshape(-1)[local].double()
+            acc += noisy
+            first = (bad == 0) & ~torch.isfinite(noisy).all()
+            bad.copy_(torch.where(first, self.steps, bad))
+
+    @property
+    def scores(self) -> np.ndarray:
+        """The scores so far (m,), gathered from the devices (see the core)."""
+        out = np.empty(self.m)
+        for (_, _, ids), acc in zip(self._groups, self._acc, strict=True):
+            out[ids] = acc.cpu().numpy() / self.clip_norm
+        return out
+
+    @property
+    def first_nonfinite_step(self) -> int | None:
+        steps = [int(b) for b in self._bad if int(b) > 0]
+        return min(steps) if steps else None
+
+    def detach(self) -> None:
+        """Stop auditing: the optimizer's own ``add_noise`` again."""
+        self.optimizer.add_noise = self._original_add_noise
+        del self.optimizer._dpaudit_auditor
+
+    def _claim_settings(self) -> dict[str, Any]:
+        return {**super()._claim_settings(), "noise_multiplier": self.optimizer.noise_multiplier}
+
+    def _meta(self) -> dict[str, Any]:
+        return {
+            **super()._meta(),
+            "noise_multiplier": float(self.optimizer.noise_multiplier),
+            "framework": "opacus",
+            "optimizer": type(self.optimizer.original_optimizer).__name__,
+        }
+
+
+def opacus(
+    optimizer: Any,
+    m: int = 1000,
+    seed: int = 0,
+    *,
+    data_loader: Any = None,
+    sample_rate: float | None = None,
+    sampling: str | None = None,
+    coordinates: Any = None,
+) -> OpacusAuditor:
+    """Attach ``m`` Dirac gradient canaries to the ``DPOptimizer`` that Opacus'
+    ``PrivacyEngine.make_private`` returned; returns the :class:`OpacusAuditor`.
+
+    The canaries are sampled like the training's records: give ``data_loader`` (the loader
+    ``make_private`` returned; with ``BatchMemoryManager``, that loader, not the memory
+    manager's) or ``sample_rate`` (then ``sampling`` is ``poisson`` unless given). Works with
+    and without ``BatchMemoryManager`` (one canary draw per logical step) and with Poisson
+    sampling on (``DPDataLoader``) or off (each IN canary once per epoch). Flat clipping only
+    (``clipping="flat"``, also with ``grad_sample_mode="ghost"``), one process.
+    """
+    supported = _supported_types()
+    if not isinstance(optimizer, supported[0]):
+        raise TypeError(
+            "dpaudit.attach.opacus needs the Opacus DPOptimizer returned by "
+            f"PrivacyEngine.make_private, got {type(optimizer).__module__}."
+            f"{type(optimizer).__name__}; for a loop without Opacus use "
+            "dpaudit.attach.GradientCanaries"
+        )
+    if type(optimizer) not in supported:
+        raise TypeError(
+            f"dpaudit.attach.opacus supports flat clipping in one process (DPOptimizer, "
+            f"DPOptimizerFastGradientClipping), not {type(optimizer).__name__} (per-layer, "
+            "adaptive or distributed clipping)"
+        )
+    if getattr(optimizer, "_dpaudit_auditor", None) is not None:
+        raise ValueError("this optimizer already has an auditor attached (detach() it first)")
+    if (data_loader is None) == (sample_rate is None):
+        raise ValueError(
+            "give data_loader= (the loader PrivacyEngine.make_private returned) or "
+            "sample_rate= (the training's sampling rate), exactly one"
+        )
+    if data_loader is not None:
+        rate, loader_sampling = _loader_sampling(data_loader)
+    else:
+        rate, loader_sampling = _check_rate(sample_rate), "poisson"
+    return OpacusAuditor(optimizer, m, seed, rate, sampling or loader_sampling, coordinates)

@@ -1,0 +1,346 @@
+"""The claim, the audit table and the verdict of an audit of a user's own training.
+
+:func:`resolve_claim` turns what the user knows about their training (an epsilon, or the DP-SGD
+settings their accountant used) into the claimed (epsilon, delta) and names its source;
+:func:`make_score_file` turns final per-canary scores into an ordinary score file
+(:mod:`dpaudit.scores`, design ``one_run``), :func:`audit_file` runs the estimators on it and
+reads the verdict, and :func:`audit_scores` does both.
+
+**The verdict uses only bounds that hold for every mechanism meeting the claim.** A bound that
+assumes a trade-off family (the GDP or Laplace nulls of ``fdp_one_run`` / ``fdp_abstention``,
+or ``fdp_one_run``'s ``approx_dp`` null with delta > 0, see docs/estimators/fdp_one_run.md)
+can exceed the claim of a correct but non-Gaussian training. The verdict set is therefore
+chosen here explicitly, :data:`VERDICT_ESTIMATORS`: Steinke, Nasr, Jagielski 2023
+(arXiv:2305.08846, Theorem 3.1; ``one_run``) and Mahloujifar, Melis, Chaudhuri 2025
+(arXiv:2410.22235; ``fdp_abstention`` with the ``approx_dp`` null, which that recursion tests
+for every (epsilon, delta)-DP mechanism), each with a valid selection of its guess count
+(``bonferroni``). Both are tested at confidence 1 - (1 - confidence) / 2, so the verdict (a
+maximum over the two) holds at ``confidence`` by the union bound. Other estimators may be added
+to the table (``extra_estimators``); their rows are marked ``in_verdict`` False and never flag.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.scores import FORMAT_VERSION, ScoreFile, ScoreFileError
+
+#: The family-free estimators the verdict reads (name -> estimator block, as in a config);
+#: ``confidence`` is set by :func:`verdict_specs`.
+VERDICT_ESTIMATORS: dict[str, dict[str, Any]] = {
+    "one_run": {"method": "one_run", "selections": ["bonferroni"]},
+    "fdp_abstention_approx_dp": {
+        "method": "fdp_abstention",
+        "family": "approx_dp",
+        "selections": ["bonferroni"],
+    },
+}
+
+#: The ``verdict`` of a table row outside :data:`VERDICT_ESTIMATORS`.
+OUTSIDE_VERDICT = "not used by the verdict: not a family-free estimator of this audit"
+
+#: Accountant used when the claim is computed from DP-SGD settings (Opacus' default).
+DEFAULT_ACCOUNTANT = "prv"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The claimed guarantee of the audited training: ``epsilon`` at ``delta`` (``None``: no
+    guarantee, e.g. no noise), who computed it (``accountant``) and how (``source``: ``given``
+    by the user, or ``accountant`` from the DP-SGD ``settings``)."""
+
+    epsilon: float | None
+    delta: float
+    accountant: str
+    source: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def meta(self) -> dict[str, Any]:
+        """The score-file metadata of the claim."""
+        return {
+            "claimed_epsilon": self.epsilon,
+            "delta": self.delta,
+            "accountant": self.accountant,
+            "claim_source": self.source,
+            **({"claim_settings": self.settings} if self.settings else {}),
+        }
+
+
+def resolve_claim(
+    claimed_epsilon: float | None = None,
+    *,
+    delta: float,
+    accountant: str | None = None,
+    noise_multiplier: float | None = None,
+    sample_rate: float | None = None,
+    steps: int | None = None,
+) -> Claim:
+    """The claim from an epsilon (``claimed_epsilon``; ``accountant`` then only names who
+    computed it, default ``"user"``) or from DP-SGD's (``noise_multiplier``, ``sample_rate``,
+    ``steps``) at ``delta`` with the library's accountant (:mod:`dpaudit.accounting.dpsgd`;
+    ``accountant`` one of pld, prv, rdp, gdp, default prv). A noise multiplier of 0 claims no
+    guarantee (epsilon ``None``)."""
+    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
+        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+    delta = float(delta)
+    if claimed_epsilon is not None:
+        eps = claimed_epsilon
+        if isinstance(eps, bool) or not isinstance(eps, int | float | np.floating):
+            raise ValueError(f"claimed_epsilon must be a number >= 0, got {eps!r}")
+        if math.isnan(eps) or eps < 0:
+            raise ValueError(f"claimed_epsilon must be a number >= 0, got {eps!r}")
+        value = None if math.isinf(eps) else float(eps)
+        return Claim(value, delta, accountant or "user", "given")
+    missing = [
+        name
+        for name, value in (
+            ("noise_multiplier", noise_multiplier),
+            ("sample_rate", sample_rate),
+            ("steps", steps),
+        )
+        if value is None
+    ]
+    if missing:
+        raise ValueError(
+            "give claimed_epsilon, or the DP-SGD settings noise_multiplier, sample_rate and "
+            f"steps to compute it (missing: {', '.join(missing)})"
+        )
+    from dpaudit.accounting import dpsgd
+
+    name = accountant or DEFAULT_ACCOUNTANT
+    settings = {
+        "noise_multiplier": float(noise_multiplier),  # type: ignore[arg-type]
+        "sample_rate": float(sample_rate),  # type: ignore[arg-type]
+        "steps": int(steps),  # type: ignore[arg-type]
+    }
+    if settings["noise_multiplier"] == 0:
+        return Claim(None, delta, name, "accountant", settings)
+    eps = dpsgd.epsilon(
+        name, settings["noise_multiplier"], settings["sample_rate"], int(steps), delta
+    )
+    return Claim(float(eps), delta, name, "accountant", settings)
+
+
+def check_scores(scores: Any, membership: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``scores`` (m,) finite floats and ``membership`` (m,) 0/1, else a clear error naming the
+    first bad canary."""
+    score = np.asarray(scores, dtype=np.float64).ravel()
+    member = np.asarray(membership).ravel()
+    if score.shape != member.shape:
+        raise ValueError(
+            f"{score.size} scores for {member.size} canaries: give one score per canary"
+        )
+    if score.size < 2:
+        raise ValueError(f"an audit needs at least 2 canaries, got {score.size}")
+    bad = ~np.isfinite(score)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"score of canary {i} is {score[i]} ({int(bad.sum())} non-finite score(s) in all): "
+            "the training diverged or the scores were computed wrongly; no bound can be drawn"
+        )
+    if not np.isin(member, (0, 1)).all():
+        raise ValueError("membership must hold 0 (OUT) or 1 (IN) for every canary")
+    return score, member.astype(np.int8)
+
+
+def make_score_file(
+    scores: Any,
+    membership: Any,
+    claimed_epsilon: float | None = None,
+    *,
+    delta: float,
+    accountant: str | None = None,
+    noise_multiplier: float | None = None,
+    sample_rate: float | None = None,
+    steps: int | None = None,
+    threat_model: str = "black_box_loss",
+    experiment: str = "own_training",
+    setting: str = "default",
+    seed: int = 0,
+    extra_meta: Mapping[str, Any] | None = None,
+) -> ScoreFile:
+    """The ``one_run`` score file of final per-canary ``scores`` (m,; higher means IN, e.g.
+    minus the loss) and their fair-coin ``membership`` (m,), computed by any framework (a JAX
+    loop included); the claim as in :func:`resolve_claim`. Audit it with :func:`audit_file`,
+    write it with :func:`dpaudit.scores.write` (then ``dpaudit audit`` reads it)."""
+    score, member = check_scores(scores, membership)
+    claim = resolve_claim(
+        claimed_epsilon,
+        delta=delta,
+        accountant=accountant,
+        noise_multiplier=noise_multiplier,
+        sample_rate=sample_rate,
+        steps=steps,
+    )
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "experiment": experiment,
+        "setting": setting,
+        "seed": seed,
+        "design": "one_run",
+        "threat_model": threat_model,
+        "m": int(score.size),
+        **(dict(extra_meta) if extra_meta else {}),
+        **claim.meta(),
+    }
+    try:
+        return ScoreFile(
+            score=score[None, :],
+            membership=member[None, :],
+            canary_id=np.arange(score.size)[None, :],
+            meta=meta,
+            source=f"audit of {experiment!r}",
+        )
+    except ScoreFileError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def audit_scores(
+    scores: Any,
+    membership: Any,
+    claimed_epsilon: float | None = None,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    extra_estimators: Mapping[str, Mapping[str, Any]] | None = None,
+    **kwargs: Any,
+) -> AuditResult:
+    """The audit table and verdict (:func:`audit_file`) of final per-canary ``scores`` and
+    their fair-coin ``membership`` from any framework (a JAX loop included); the claim and the
+    other keywords as in :func:`make_score_file`."""
+    sf = make_score_file(scores, membership, claimed_epsilon, delta=delta, **kwargs)
+    return audit_file(sf, confidence, extra_estimators)
+
+
+def verdict_specs(confidence: float) -> dict[str, dict[str, Any]]:
+    """:data:`VERDICT_ESTIMATORS`, each at confidence 1 - (1 - ``confidence``) / (their
+    number), so that the largest of their bounds holds at ``confidence`` (union bound)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    each = 1.0 - (1.0 - confidence) / len(VERDICT_ESTIMATORS)
+    return {name: {**spec, "confidence": each} for name, spec in VERDICT_ESTIMATORS.items()}
+
+
+def largest_detectable_epsilon(
+    m: int, delta: float, confidence: float = 0.95, membership: Any = None
+) -> float:
+    """The largest bound the verdict estimators can give with ``m`` canaries (every guess
+    right): a claim above it can never be flagged by one run at this m. ``membership``: the
+    run's coins (default: half IN)."""
+    from dpaudit.audit import audit
+
+    if membership is None:
+        membership = np.arange(m) % 2
+    member = np.asarray(membership, dtype=np.int8)
+    perfect = make_score_file(member.astype(float), member, math.inf, delta=delta)
+    table = audit([perfect], verdict_specs(confidence))
+    eps = pd.to_numeric(table["epsilon"])
+    return float(eps[table["valid"].astype(bool)].max())
+
+
+@dataclass
+class AuditResult:
+    """What :func:`audit_file` returns.
+
+    ``table``: the audit table (:func:`dpaudit.audit.audit`, one row per estimator and
+    selection) with ``in_verdict`` (True for :data:`VERDICT_ESTIMATORS`) and, from
+    :func:`dpaudit.tables.add_verdicts`, ``exceeds_claim`` and ``verdict`` per row.
+    ``verdict``: one row (:func:`dpaudit.tables.verdict_table` over the verdict rows) with the
+    claimed epsilon, the largest valid lower bound, its estimator, ``joint_confidence`` (at
+    which the maximum holds), ``flagged`` and ``verdict``, and ``largest_detectable_epsilon``.
+    """
+
+    table: pd.DataFrame
+    verdict: pd.DataFrame
+    score_file: ScoreFile
+
+    @property
+    def flagged(self) -> bool:
+        """True when a valid, family-free lower bound exceeds the claimed epsilon."""
+        return bool(self.verdict["flagged"].iloc[0])
+
+    @property
+    def lower_bound(self) -> float:
+        """The largest valid, family-free lower bound on epsilon."""
+        return float(self.verdict["epsilon_lower_bound"].iloc[0])
+
+    def __str__(self) -> str:
+        v = self.verdict.iloc[0]
+        claim = v["claimed_epsilon"]
+        claim_text = "none (no guarantee)" if not math.isfinite(claim) else f"{claim:.3g}"
+        text = (
+            f"claimed epsilon {claim_text} at delta {v['delta']:.3g} ({v['accountant']}); "
+            f"largest valid lower bound {v['epsilon_lower_bound']:.3g} ({v['estimator']}, "
+            f"joint confidence {v['joint_confidence']:.3g}); this run can certify at most "
+            f"{v['largest_detectable_epsilon']:.3g}; verdict: {v['verdict']}"
+        )
+        if math.isfinite(claim) and claim >= v["largest_detectable_epsilon"]:
+            text += (
+                f" (the claim is above what {int(v['m'])} canaries can certify: this run could "
+                "not have flagged it; use more canaries)"
+            )
+        return text
+
+
+def audit_file(
+    sf: ScoreFile,
+    confidence: float = 0.95,
+    extra_estimators: Mapping[str, Mapping[str, Any]] | None = None,
+) -> AuditResult:
+    """Run the verdict estimators (and ``extra_estimators``, name -> estimator block, shown but
+    never used by the verdict) on the one-run score file ``sf``; see :class:`AuditResult`."""
+    from dpaudit.audit import audit
+    from dpaudit.tables import NO_CLAIM, add_verdicts, verdict_table
+
+    if sf.meta["design"] != "one_run" or sf.n_trials != 1:
+        raise ValueError(
+            f"{sf.source}: the verdict audits one run (design one_run, one trial); this file "
+            f"has design {sf.meta['design']!r} and {sf.n_trials} trial(s): use dpaudit audit"
+        )
+    specs = verdict_specs(confidence)
+    extra = dict(extra_estimators or {})
+    clash = sorted(set(extra) & set(specs))
+    if clash:
+        raise ValueError(f"extra_estimators may not reuse the verdict's names {clash}")
+    table = audit([sf], {**specs, **extra})
+    table["in_verdict"] = table["estimator"].isin(list(specs))
+    table = add_verdicts(table)
+    outside = ~table["in_verdict"]  # shown, never flagging
+    table.loc[outside, "exceeds_claim"] = 0
+    table.loc[outside, "verdict"] = OUTSIDE_VERDICT
+    rows = table[table["in_verdict"]]
+    by = ["experiment", "setting"]
+    ceiling = largest_detectable_epsilon(sf.n_canaries, sf.delta, confidence, sf.membership[0])
+    if sf.meta["claimed_epsilon"] is None:
+        best = rows.loc[pd.to_numeric(rows["epsilon"]).idxmax()]
+        verdict = pd.DataFrame(
+            [
+                {
+                    "experiment": sf.meta["experiment"],
+                    "setting": sf.meta["setting"],
+                    "claimed_epsilon": math.inf,
+                    "epsilon_lower_bound": float(best["epsilon"]),
+                    "confidence": float(best["confidence"]),
+                    "rows_combined": len(rows),
+                    "joint_confidence": confidence,
+                    "flagged": 0,
+                    "verdict": NO_CLAIM,
+                }
+            ]
+        )
+    else:
+        verdict = verdict_table(rows, by)
+    best_idx = pd.to_numeric(rows["epsilon"]).idxmax()
+    verdict.insert(3, "delta", sf.delta)
+    verdict.insert(4, "accountant", sf.meta["accountant"])
+    verdict["estimator"] = rows.loc[best_idx, "estimator"]
+    verdict["largest_detectable_epsilon"] = ceiling
+    verdict["m"] = sf.n_canaries
+    return AuditResult(table=table, verdict=verdict, score_file=sf)

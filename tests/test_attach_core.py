@@ -1,0 +1,216 @@
+"""dpaudit.attach core: canaries against their definition, the claim, the score file and the
+verdict (pure NumPy; fast)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpaudit import scores
+from dpaudit.accounting import dpsgd
+from dpaudit.attach import (
+    VERDICT_ESTIMATORS,
+    GradientCanaries,
+    InputCanaries,
+    audit_file,
+    audit_scores,
+    largest_detectable_epsilon,
+    make_score_file,
+    resolve_claim,
+)
+from dpaudit.attach.verdict import OUTSIDE_VERDICT
+from dpaudit.cli import main
+from dpaudit.tables import CONSISTENT, FLAGGED
+
+
+def _simulate(c: GradientCanaries, steps: int, sigma: float, seed: int = 0) -> None:
+    """DP-SGD on a model whose data gradients are 0 at the canary coordinates."""
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        draw = c.draw_step()
+        c.observe(c.canary_gradient(draw) + sigma * c.clip_norm * rng.standard_normal(c.n_params))
+
+
+def test_canary_gradient_is_clip_norm_at_each_sampled_in_canary() -> None:
+    c = GradientCanaries(50, 400, sample_rate=0.5, clip_norm=2.5, seed=3)
+    for _ in range(5):
+        draw = c.draw_step()
+        assert not (draw & (c.membership == 0)).any()  # only IN canaries are ever sampled
+        vec = c.canary_gradient(draw)
+        want = np.zeros(400)
+        want[c.coordinates[draw]] = 2.5
+        np.testing.assert_array_equal(vec, want)
+    assert len(np.unique(c.coordinates)) == 50
+
+
+def test_poisson_and_shuffle_sampling_of_in_canaries() -> None:
+    c = GradientCanaries(400, 1000, sample_rate=0.1, clip_norm=1.0, seed=0)
+    for _ in range(200):
+        c.draw_step()
+    inn = c.membership == 1
+    assert (c.sampled_counts[~inn] == 0).all()
+    mean = c.sampled_counts[inn].mean()  # Binomial(200, 0.1): mean 20, sd of the mean ~0.3
+    assert abs(mean - 20) < 1.5
+    s = GradientCanaries(400, 1000, sample_rate=0.1, clip_norm=1.0, seed=0, sampling="shuffle")
+    for _ in range(30):  # three epochs of 10 steps: each IN canary exactly once per epoch
+        s.draw_step()
+    np.testing.assert_array_equal(s.sampled_counts, 3 * s.membership)
+
+
+def test_observe_sums_the_noisy_update_at_the_coordinates_over_clip_norm() -> None:
+    c = GradientCanaries(4, 10, sample_rate=1.0, clip_norm=2.0, seed=1, coordinates=[7, 0, 3, 5])
+    a, b = np.arange(10.0), np.ones(10)
+    c.observe(a)
+    c.observe(b)
+    np.testing.assert_allclose(c.scores, (a[[7, 0, 3, 5]] + 1) / 2.0)
+    assert c.steps == 2
+
+
+def test_score_law_without_data_gradient() -> None:
+    """IN: Binomial(T, q) + sigma sqrt(T) Z; OUT: sigma sqrt(T) Z (module docstring)."""
+    c = GradientCanaries(2000, 4000, sample_rate=0.2, clip_norm=3.0, seed=2)
+    _simulate(c, 50, sigma=0.5)
+    s, inn = c.scores, c.membership == 1
+    assert abs(s[inn].mean() - 10) < 0.3 and abs(s[~inn].mean()) < 0.3
+    assert abs(s[~inn].std() - 0.5 * math.sqrt(50)) < 0.3
+    assert abs(s[inn].std() - math.sqrt(50 * 0.2 * 0.8 + 0.25 * 50)) < 0.3
+
+
+def test_claim_from_settings_is_the_library_accountant() -> None:
+    claim = resolve_claim(
+        delta=1e-5, accountant="rdp", noise_multiplier=1.1, sample_rate=0.01, steps=500
+    )
+    assert claim.epsilon == pytest.approx(dpsgd.epsilon_rdp(1.1, 0.01, 500, 1e-5))
+    assert claim.source == "accountant" and claim.accountant == "rdp"
+    given = resolve_claim(2.0, delta=1e-5)
+    assert (given.epsilon, given.source, given.accountant) == (2.0, "given", "user")
+    assert resolve_claim(delta=1e-5, noise_multiplier=0, sample_rate=0.1, steps=3).epsilon is None
+
+
+def test_score_file_round_trips_and_the_cli_audits_it(tmp_path, capsys) -> None:
+    c = GradientCanaries(200, 1000, sample_rate=0.2, clip_norm=1.0, seed=0)
+    _simulate(c, 20, sigma=1.0)
+    sf = c.score_file(4.0, delta=1e-5, experiment="mine", setting="eps4")
+    path = scores.write(tmp_path / "mine.npz", sf)
+    back = scores.read(path)
+    np.testing.assert_array_equal(back.score, sf.score)
+    np.testing.assert_array_equal(back.membership[0], c.membership)
+    assert back.meta["claimed_epsilon"] == 4.0 and back.meta["steps"] == 20
+    assert back.meta["design"] == "one_run" and back.meta["claim_source"] == "given"
+    assert main(["audit", str(path), "--csv"]) == 0
+    assert "one_run" in capsys.readouterr().out
+    assert audit_file(back).verdict.equals(
+        c.audit(4.0, delta=1e-5, setting="eps4", experiment="mine").verdict
+    )
+    two = scores.concat(
+        [
+            back,
+            scores.ScoreFile(
+                **{k: getattr(back, k) for k in ("score", "membership", "canary_id")},
+                meta={**back.meta, "seed": 1},
+            ),
+        ]
+    )
+    with pytest.raises(ValueError, match="design 'one_run' and 2 trial"):
+        audit_file(two)
+
+
+def test_verdict_flags_too_little_noise_and_not_the_honest_claim() -> None:
+    # the training runs at sigma = 0.3 but claims the epsilon of sigma = 3
+    c = GradientCanaries(1000, 5000, sample_rate=1.0, clip_norm=1.0, seed=0)
+    _simulate(c, 5, sigma=0.3)
+    claimed = dpsgd.epsilon_rdp(3.0, 1.0, 5, 1e-5)
+    bad = c.audit(claimed, delta=1e-5)
+    assert bad.flagged and bad.verdict["verdict"].iloc[0] == FLAGGED
+    assert bad.lower_bound > claimed
+    honest = c.audit(delta=1e-5, accountant="rdp", noise_multiplier=0.3)
+    assert not honest.flagged and honest.verdict["verdict"].iloc[0] == CONSISTENT
+    assert honest.verdict["joint_confidence"].iloc[0] == pytest.approx(0.95)
+    assert set(honest.table["estimator"]) == set(VERDICT_ESTIMATORS)
+    assert (honest.table["confidence"] == 0.975).all()
+
+
+def test_rows_outside_the_verdict_set_never_flag() -> None:
+    c = GradientCanaries(1000, 5000, sample_rate=1.0, clip_norm=1.0, seed=0)
+    _simulate(c, 5, sigma=0.3)
+    extra = {"gdp": {"method": "fdp_one_run", "family": "gdp", "selections": ["bonferroni"]}}
+    res = c.audit(0.01, delta=1e-5, extra_estimators=extra)
+    row = res.table[res.table["estimator"] == "gdp"].iloc[0]
+    assert row["epsilon"] > 0.01 and not row["in_verdict"]  # above the claim, yet
+    assert row["exceeds_claim"] == 0 and row["verdict"] == OUTSIDE_VERDICT
+    assert res.verdict["estimator"].iloc[0] in VERDICT_ESTIMATORS
+
+
+def test_largest_detectable_epsilon_is_the_ceiling() -> None:
+    member = np.arange(100) % 2
+    ceiling = largest_detectable_epsilon(100, 1e-5)
+    assert not audit_scores(member * 1.0, member, ceiling + 0.01, delta=1e-5).flagged
+    res = audit_scores(member * 1.0, member, ceiling - 0.3, delta=1e-5)
+    assert res.flagged and res.lower_bound == pytest.approx(ceiling)
+    assert res.verdict["largest_detectable_epsilon"].iloc[0] == pytest.approx(ceiling)
+
+
+def test_input_canaries_mislabeled_and_random() -> None:
+    x = np.arange(300, dtype=np.float32).reshape(100, 3)
+    y = np.arange(100) % 4
+    c = InputCanaries(20, "mislabeled", seed=1, x_pool=x, y_pool=y)
+    orig = {tuple(r): lab for r, lab in zip(x, y, strict=True)}
+    assert all(orig[tuple(r)] != lab for r, lab in zip(c.x, c.y, strict=True))
+    xi, _ = c.members
+    assert len(xi) == int(c.membership.sum())
+    r = InputCanaries(10, "random_input", input_shape=(2, 5), n_classes=3)
+    assert r.x.shape == (10, 2, 5) and set(r.y) <= {0, 1, 2}
+    sf = r.score_file(1.0, delta=1e-5, scores=np.linspace(0, 1, 10))
+    assert sf.meta["threat_model"] == "black_box_loss" and sf.meta["canary_type"] == "random_input"
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: GradientCanaries(11, 10, 0.1, 1.0), "m = 11 Dirac canaries need 11 distinct"),
+        (lambda: GradientCanaries(5, 10, 0.0, 1.0), "sample_rate must be"),
+        (lambda: GradientCanaries(5, 10, 0.1, float("nan")), "clip_norm"),
+        (lambda: GradientCanaries(3, 10, 0.1, 1.0, coordinates=[1, 1, 2]), "distinct"),
+        (
+            lambda: make_score_file([0.0, np.nan, 1.0], [0, 1, 1], 1.0, delta=1e-5),
+            "score of canary 1 is nan",
+        ),
+        (lambda: make_score_file([0.0, 1.0], [0, 1, 1], 1.0, delta=1e-5), "2 scores for 3"),
+        (lambda: make_score_file([0.0, 1.0], [0, 2], 1.0, delta=1e-5), "membership"),
+        (lambda: resolve_claim(delta=1e-5, noise_multiplier=1.0), "missing: sample_rate, steps"),
+        (lambda: resolve_claim(1.0, delta=0), "delta must"),
+        (lambda: resolve_claim(-1.0, delta=1e-5), "claimed_epsilon must"),
+        (lambda: InputCanaries(5, "mislabeled"), "need held-out records"),
+        (
+            lambda: InputCanaries(5, "mislabeled", x_pool=np.zeros((9, 2)), y_pool=np.zeros(9)),
+            "integer class labels",
+        ),
+        (lambda: InputCanaries(5, "shuffled"), "canary kind must be one of"),
+    ],
+)
+def test_bad_inputs_give_clear_errors(call, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_non_finite_update_is_an_error_naming_the_step() -> None:
+    c = GradientCanaries(3, 10, 1.0, 1.0, coordinates=[0, 1, 2])
+    c.observe(np.zeros(10))
+    c.observe(np.r_[0.0, np.inf, np.zeros(8)])
+    with pytest.raises(ValueError, match="canary 1's coordinate 1 was not finite at step 2"):
+        c.audit(1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="no step was observed"):
+        GradientCanaries(3, 10, 1.0, 1.0).score_file(1.0, delta=1e-5)
+
+
+def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:
+    from dpaudit.tables import NO_CLAIM
+
+    c = GradientCanaries(100, 1000, sample_rate=1.0, clip_norm=1.0, seed=0)
+    _simulate(c, 3, sigma=0.0)
+    res = c.audit(delta=1e-5, accountant="rdp", noise_multiplier=0.0)
+    assert res.score_file.meta["claimed_epsilon"] is None
+    assert res.verdict["verdict"].iloc[0] == NO_CLAIM and not res.flagged
+    assert res.lower_bound > 0  # the noiseless run is still bounded from below
