@@ -42,7 +42,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         data = read_yaml(path)
     except ValueError as err:  # read_yaml's message starts with the path
         raise ConfigError(f"config file {err}") from None
-    from dpaudit.config_guards import GuardError, check_duplicate_keys
+    from dpaudit.pipeline.guards import GuardError, check_duplicate_keys
 
     try:
         check_duplicate_keys(path)
@@ -140,7 +140,7 @@ def validate_config(
         lines = "\n".join(f"  - {m}" for m in messages)
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
     if cross_checks:
-        from dpaudit.config_guards import GuardError, check_guards
+        from dpaudit.pipeline.guards import GuardError, check_guards
 
         try:
             check_guards(config)  # the job count first, before any grid is expanded

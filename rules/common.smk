@@ -9,7 +9,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
-from dpaudit.config_guards import SETTING_PATTERN, GuardError, check_duplicate_keys
+from dpaudit.pipeline.guards import SETTING_PATTERN, GuardError, check_duplicate_keys
 from dpaudit.pipeline import applicable_estimators, canonical, paths
 from dpaudit.pipeline import cluster as pipeline_cluster
 from dpaudit.pipeline import params as pipeline_params

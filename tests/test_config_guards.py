@@ -12,7 +12,6 @@ import time
 import pytest
 
 from dpaudit.config import ConfigError, load_config_file, validate_config
-from dpaudit.config_guards import SETTING_PATTERN, duplicate_keys
 from dpaudit.pipeline import train_settings
 from tests.test_config import SCHEMA, _exp_cfg
 
@@ -67,12 +66,14 @@ estimators:
 def test_duplicate_keys_are_named_with_both_lines(tmp_path):
     path = tmp_path / "dup.yaml"
     path.write_text(_DUPLICATES)
+    with pytest.raises(ConfigError, match=r"config file .*dup\.yaml: duplicate key\(s\)"):
+        load_config_file(path)  # what dpaudit audit --config reads
+    from dpaudit.pipeline.guards import duplicate_keys
+
     found = duplicate_keys(path)
     assert "experiments.a (lines 2 and 8)" in found  # an experiment
     assert "experiments.a.seeds (lines 6 and 7)" in found  # an inner key
     assert "estimators.o (lines 11 and 12)" in found  # an estimator
-    with pytest.raises(ConfigError, match=r"config file .*dup\.yaml: duplicate key\(s\)"):
-        load_config_file(path)  # what dpaudit audit --config reads
 
 
 def test_merge_keys_may_be_overridden_and_aliases_are_walked_once(tmp_path):
@@ -81,8 +82,10 @@ def test_merge_keys_may_be_overridden_and_aliases_are_walked_once(tmp_path):
         "base: &b {confidence: 0.9, method: one_run}\n"
         "estimators:\n  o: {<<: *b, confidence: 0.95}\n  p: *b\n"
     )
-    assert duplicate_keys(path) == []
     assert load_config_file(path)["estimators"]["o"]["confidence"] == 0.95
+    from dpaudit.pipeline.guards import duplicate_keys
+
+    assert duplicate_keys(path) == []
 
 
 @pytest.mark.slow
@@ -117,6 +120,8 @@ def test_targets_equal_to_six_digits_are_an_error_naming_both():
 def test_targets_with_an_exponent_make_safe_setting_names(target, name):
     exp = {"kind": "train", "train": {"target_epsilons": [target], "accountant": "gdp"}}
     assert list(train_settings(exp)) == [name]
+    from dpaudit.pipeline.guards import SETTING_PATTERN
+
     assert re.fullmatch(SETTING_PATTERN, name)  # the setting wildcard's constraint
 
 

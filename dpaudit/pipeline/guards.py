@@ -166,9 +166,18 @@ def check_no_nan(config: dict[str, Any]) -> None:
             raise GuardError(f"config key {where}: NaN (.nan) is not a value; allowed: a number")
 
 
+def _varies_settings(block: dict[str, Any]) -> bool:
+    """Whether a train experiment's grid or points set the keys that make its settings (an
+    error of the cross-key checks, which name it; the guards leave such an experiment alone)."""
+    from dpaudit.defaults import SETTING_KEYS
+
+    keys = set(block.get("grid") or {}).union(*(block.get("points") or [{}]))
+    return block.get("kind") == "train" and any(f"train.{k}" in keys for k in SETTING_KEYS)
+
+
 def _train_blocks(config: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     for exp, block in (config.get("experiments") or {}).items():
-        if block.get("kind") == "train":
+        if block.get("kind") == "train" and not _varies_settings(block):
             yield exp, block
 
 
@@ -206,7 +215,7 @@ def check_setting_names(config: dict[str, Any]) -> None:
     from dpaudit.pipeline import experiment_settings
 
     for exp, block in (config.get("experiments") or {}).items():
-        if block.get("kind") not in ("train", "simulate"):
+        if block.get("kind") not in ("train", "simulate") or _varies_settings(block):
             continue
         values = [(f"grid.{k}", v) for k, vs in (block.get("grid") or {}).items() for v in vs]
         for i, point in enumerate(block.get("points") or []):
@@ -255,17 +264,23 @@ def _one_run_sizes(block: dict[str, Any]) -> dict[str, int]:
 
 def check_one_run_k_values(config: dict[str, Any]) -> None:
     """A one_run estimator's ``k_values`` keep only k <= m: all above m leave no guess count
-    (the estimator would divide its confidence by an empty grid)."""
-    from dpaudit.pipeline import applicable_estimators
+    (the estimator would divide its confidence by an empty grid). Names the cross-key checks
+    reject (an unknown estimator or mechanism) are left to them."""
+    from dpaudit.mechanisms.registry import MECHANISMS
 
     estimators = config.get("estimators") or {}
     for exp, block in (config.get("experiments") or {}).items():
         if block.get("kind") not in ("train", "simulate"):
             continue
+        if block["kind"] == "simulate" and block.get("mechanism") not in MECHANISMS:
+            continue
+        if _varies_settings(block):
+            continue
         names = [
             n
-            for n in applicable_estimators(config, exp)
-            if estimators[n]["method"] == "one_run"
+            for n in block.get("estimators") or sorted(estimators)
+            if n in estimators
+            and estimators[n]["method"] == "one_run"
             and estimators[n].get("k_values")
             and not estimators[n].get("grid")
         ]
