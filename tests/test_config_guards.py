@@ -94,12 +94,15 @@ def test_snakemake_configfile_with_a_duplicate_key_fails_naming_it(tmp_path):
     from tests.test_pipeline_e2e import snakemake
 
     path = tmp_path / "dup.yaml"
-    path.write_text("estimators:\n  one_run: {method: one_run}\n  one_run: {method: lidp}\n")
+    path.write_text(
+        "experiments:\n  s: {kind: simulate, mechanism: one_run_rr, params: {m: 10, epsilon: 1}}\n"
+        "estimators:\n  one_run: {method: one_run}\n  one_run: {method: attack_metrics}\n"
+    )  # a valid config once YAML has dropped the first one_run block
     workdir = tmp_path / "w"
     workdir.mkdir()
     done = snakemake(workdir, "-n", "--nolock", configfile=path, check=False)
     assert done.returncode != 0
-    assert "duplicate key(s) estimators.one_run (lines 2 and 3)" in done.stdout + done.stderr
+    assert "duplicate key(s) estimators.one_run (lines 4 and 5)" in done.stdout + done.stderr
 
 
 # ------------------------------------------------------------------ 7: setting names
