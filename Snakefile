@@ -57,5 +57,6 @@ rule report:
     params:
         targets=["all_results"],
         config=canonical(config),
+        code=library_code("report"),
     script:
         "scripts/report.py"

@@ -42,6 +42,12 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         data = read_yaml(path)
     except ValueError as err:  # read_yaml's message starts with the path
         raise ConfigError(f"config file {err}") from None
+    from dpaudit.pipeline.guards import GuardError, check_duplicate_keys
+
+    try:
+        check_duplicate_keys(path)
+    except GuardError as err:
+        raise ConfigError(str(err)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -134,6 +140,12 @@ def validate_config(
         lines = "\n".join(f"  - {m}" for m in messages)
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
     if cross_checks:
+        from dpaudit.pipeline.guards import GuardError, check_guards
+
+        try:
+            check_guards(config)  # the job count first, before any grid is expanded
+        except GuardError as err:
+            raise ConfigError(str(err)) from None
         _check_references(config, validator)
     return config
 

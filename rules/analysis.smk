@@ -21,5 +21,6 @@ rule analysis:
         **JOB_RESOURCES,
     params:
         run=analysis_params,
+        code=library_code("analysis"),
     script:
         "../scripts/analysis.py"

@@ -19,6 +19,7 @@ rule audit:
         **JOB_RESOURCES,
     params:
         estimators=audit_estimators,
+        code=library_code("audit"),
     script:
         "../scripts/audit.py"
 
@@ -45,5 +46,6 @@ rule audit_table:
         settings=setting_table,
         labels=estimator_labels,
         estimators=estimator_order,
+        code=library_code("audit_table"),
     script:
         "../scripts/audit_table.py"

@@ -4,16 +4,27 @@
 # (which parameters); the functions here only pass the config and the job's wildcards.
 
 import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
+from dpaudit.pipeline.guards import SETTING_PATTERN, GuardError, check_duplicate_keys
 from dpaudit.pipeline import applicable_estimators, canonical, paths
 from dpaudit.pipeline import cluster as pipeline_cluster
 from dpaudit.pipeline import params as pipeline_params
 from dpaudit.pipeline import resources as pipeline_resources
 from dpaudit.pipeline import targets as pipeline_targets
+from dpaudit.pipeline.codehash import code_hash
 from dpaudit.report import FULL_REPORT, ReportError, make_report, targeted_report_path
+
+try:
+    # Snakemake's YAML loader keeps the last of two equal keys: re-read every config file it
+    # read (the Snakefile's and each --configfile) with one that names both lines
+    for path in dict.fromkeys(workflow.configfiles):
+        check_duplicate_keys(path)
+except GuardError as err:
+    raise ValueError(str(err)) from None
 
 try:
     # the package's schema (dpaudit/schema.yaml), the one `dpaudit audit --config` uses. The
@@ -55,11 +66,18 @@ def slurm_preflight():
 
 wildcard_constraints:
     experiment="[A-Za-z][A-Za-z0-9_]*",
-    setting="[A-Za-z0-9_.]+",
+    setting=SETTING_PATTERN,
     seed="[0-9]+",
     paper="[a-z0-9_]+",
     figure="[A-Za-z0-9_]+",
-    variant="[A-Za-z0-9_.]+",
+    variant=SETTING_PATTERN,
+
+
+def library_code(script):
+    """The ``code`` param of the jobs of scripts/<script>.py, a hash of the dpaudit modules
+    (and package data) the script can import, so that a library edit reruns the jobs it can
+    affect (dpaudit.pipeline.codehash; Snakemake's params trigger)."""
+    return code_hash(Path(workflow.basedir) / "scripts" / f"{script}.py")
 
 
 def kind_pattern(*kinds):

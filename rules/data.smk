@@ -15,5 +15,6 @@ rule prepare_dataset:
         dataset=dataset_params,
         root=config["data"]["root"],
         mirror=config["data"]["mirror"],
+        code=library_code("prepare_dataset"),
     script:
         "../scripts/prepare_dataset.py"

@@ -28,6 +28,7 @@ rule figure_eps:
     params:
         figure=figure_params,
         caption=eps_figure_caption,
+        code=library_code("plot_eps"),
     script:
         "../scripts/plot_eps.py"
 
@@ -59,6 +60,7 @@ rule figure:
     params:
         figure=figure_params,
         caption=figure_caption,
+        code=library_code("plot_figure"),
     script:
         "../scripts/plot_figure.py"
 
@@ -91,6 +93,7 @@ rule figure_roc:
         **JOB_RESOURCES,
     params:
         figure=roc_figure_params,
+        code=library_code("plot_roc"),
     script:
         "../scripts/plot_roc.py"
 
@@ -127,6 +130,7 @@ rule verdict_table:
         **JOB_RESOURCES,
     params:
         verdict=verdict_params,
+        code=library_code("verdict_table"),
     script:
         "../scripts/verdict_table.py"
 
@@ -160,6 +164,7 @@ rule figure_tradeoff:
         **JOB_RESOURCES,
     params:
         tradeoff=tradeoff_params,
+        code=library_code("plot_tradeoff"),
     script:
         "../scripts/plot_tradeoff.py"
 
@@ -180,6 +185,8 @@ rule paper_target:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
+    params:
+        code=library_code("paper_target"),
     script:
         "../scripts/paper_target.py"
 
@@ -202,5 +209,6 @@ rule reproduction:
         **JOB_RESOURCES,
     params:
         checks=reproduction_params,
+        code=library_code("reproduction"),
     script:
         "../scripts/reproduction.py"

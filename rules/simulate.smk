@@ -14,5 +14,6 @@ rule simulate:
         **JOB_RESOURCES,
     params:
         run=simulate_params,
+        code=library_code("simulate"),
     script:
         "../scripts/simulate.py"

@@ -51,7 +51,7 @@ def train_points(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for point in _product(experiment.get("grid") or {}, experiment.get("points")):
         name = _point_name(point)
         if name in out:
-            raise ValueError(f"two grid points are both named {name!r}")
+            raise ValueError(f"grid points {out[name]} and {point} are both named {name!r}")
         out[name] = point
     return out
 
@@ -66,12 +66,13 @@ def apply_point(experiment: dict[str, Any], point: dict[str, Any]) -> dict[str, 
 
 
 def setting_name(target_epsilon: float | None, point: str = "") -> str:
-    """``eps4``, ``eps0.5``, ... or ``nonprivate`` for a run without noise; prefixed by the
-    grid point's name (``m10_eps4``) in an experiment with a grid."""
+    """``eps4``, ``eps0.5``, ``eps1e06`` (6 significant digits, no sign characters), ... or
+    ``nonprivate`` for a run without noise; prefixed by the grid point's name (``m10_eps4``) in
+    an experiment with a grid."""
     if target_epsilon is None or math.isinf(target_epsilon):
         name = NONPRIVATE
     else:
-        name = f"eps{target_epsilon:g}"
+        name = f"eps{_fmt(float(target_epsilon))}"
     return f"{point}_{name}" if point else name
 
 
@@ -85,7 +86,12 @@ def train_setting_specs(experiment: dict[str, Any]) -> dict[str, tuple[str, floa
         if train.get("nonprivate"):
             targets.append(None)
         for target in targets:
-            out[setting_name(target, point_name)] = (point_name, target)
+            name = setting_name(target, point_name)
+            if name in out:  # the same target twice, or equal to 6 significant digits
+                raise ValueError(
+                    f"target epsilons {out[name][1]!r} and {target!r} both name setting {name!r}"
+                )
+            out[name] = (point_name, target)
     return out
 
 
@@ -129,7 +135,8 @@ def simulate_settings(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for varying in _product(experiment.get("grid") or {}, experiment.get("points")):
         name = "_".join(f"{k}{_fmt(v)}" for k, v in varying.items()) or "base"
         if name in out:
-            raise ValueError(f"two settings are both named {name!r}")
+            first = {k: out[name].get(k) for k in varying}
+            raise ValueError(f"points {first} and {varying} both name setting {name!r}")
         out[name] = {**base, **varying}
     return out
 
