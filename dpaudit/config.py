@@ -135,6 +135,12 @@ def validate_config(
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
     if cross_checks:
         _check_references(config, validator)
+        from dpaudit.attach.pipeline import EntryPointError, check_entry_points
+
+        try:
+            check_entry_points(config)
+        except EntryPointError as err:
+            raise ConfigError(str(err)) from None
     return config
 
 
