@@ -89,6 +89,14 @@ class OpacusAuditor(GradientCanaries):
             if ids.size:
                 local = torch.from_numpy(self.coordinates[ids] - offsets[k]).to(p.device)
                 self._groups.append((p, local, ids))
+        # running sums and first non-finite step on each parameter's device: no host sync
+        self._acc = [
+            torch.zeros(len(ids), dtype=torch.float64, device=p.device)
+            for p, _, ids in self._groups
+        ]
+        self._bad = [
+            torch.zeros((), dtype=torch.int64, device=p.device) for p, _, _ in self._groups
+        ]
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
         optimizer._dpaudit_auditor = self
@@ -100,12 +108,27 @@ class OpacusAuditor(GradientCanaries):
                 raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
             vals = torch.as_tensor(draw[ids] * self.clip_norm, dtype=p.summed_grad.dtype)
             flat = p.summed_grad.view(-1)  # summed_grad is contiguous (Opacus' einsum / clone)
-            flat.index_add_(0, local, vals.to(flat.device))
+            flat.index_add_(0, local, vals.to(flat.device, non_blocking=True))
         self._original_add_noise()
-        values = np.empty(self.m)
-        for p, local, ids in self._groups:
-            values[ids] = p.grad.detach().reshape(-1)[local].double().cpu().numpy()
-        self.observe_values(values)
+        self.steps += 1
+        for (p, local, _), acc, bad in zip(self._groups, self._acc, self._bad, strict=True):
+            noisy = p.grad.detach().reshape(-1)[local].double()
+            acc += noisy
+            first = (bad == 0) & ~torch.isfinite(noisy).all()
+            bad.copy_(torch.where(first, self.steps, bad))
+
+    @property
+    def scores(self) -> np.ndarray:
+        """The scores so far (m,), gathered from the devices (see the core)."""
+        out = np.empty(self.m)
+        for (_, _, ids), acc in zip(self._groups, self._acc, strict=True):
+            out[ids] = acc.cpu().numpy() / self.clip_norm
+        return out
+
+    @property
+    def first_nonfinite_step(self) -> int | None:
+        steps = [int(b) for b in self._bad if int(b) > 0]
+        return min(steps) if steps else None
 
     def detach(self) -> None:
         """Stop auditing: the optimizer's own ``add_noise`` again."""
