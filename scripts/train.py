@@ -34,4 +34,5 @@ sf = trainer(
     max_physical_batch=snakemake.params.max_physical_batch,
 )
 log.info("claimed epsilon %s, test accuracy %.4f; %d trial(s) x %d canaries",
-         sf.meta["claimed_epsilon"], sf.meta["test_accuracy"], sf.n_trials, sf.n_canaries)
+         sf.meta["claimed_epsilon"], sf.meta.get("test_accuracy", float("nan")), sf.n_trials,
+         sf.n_canaries)

@@ -163,6 +163,7 @@ def test_a_good_entry_point_validates_and_gives_an_ordinary_score_file(user_modu
     assert sf.meta["target_epsilon"] == 1.0
     given = _run("dpaudit_user_train:eps")
     assert given.meta["claimed_epsilon"] == 3.0 and given.meta["claim_source"] == "given"
+    assert "test_accuracy" not in given.meta  # not given: not invented (JSON has no NaN)
 
 
 @pytest.mark.parametrize(

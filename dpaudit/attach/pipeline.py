@@ -39,7 +39,6 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
-import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -303,12 +302,9 @@ def run_entry_point(
         raise EntryPointError(f"config key {key}: {spec!r}: {exc}") from exc
     acc = result.get("test_accuracy")
     sf.meta.update(dict(result.get("meta") or {}))
-    sf.meta.update(
-        entry_point=spec,
-        shard=shard,
-        target_epsilon=audit.target_epsilon,
-        test_accuracy=math.nan if acc is None else float(acc),
-    )
+    sf.meta.update(entry_point=spec, shard=shard, target_epsilon=audit.target_epsilon)
+    if acc is not None:
+        sf.meta["test_accuracy"] = float(acc)
     return sf
 
 
