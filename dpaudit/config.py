@@ -147,6 +147,12 @@ def validate_config(
         except GuardError as err:
             raise ConfigError(str(err)) from None
         _check_references(config, validator)
+        from dpaudit.attach.pipeline import EntryPointError, check_entry_points
+
+        try:
+            check_entry_points(config)
+        except EntryPointError as err:
+            raise ConfigError(str(err)) from None
     return config
 
 

@@ -4,6 +4,7 @@ import os
 
 import torch
 
+from dpaudit.attach.pipeline import train_entry_point
 from dpaudit.data.prepare import load_prepared
 from dpaudit.joblog import job_log
 from dpaudit.training.device import training_device
@@ -19,7 +20,9 @@ log.info("experiment=%s setting=%s seed=%s shard=%s run=%s", wc.experiment, wc.s
 device = training_device(snakemake.params.device, snakemake.resources.gpu)
 log.info("device %s (CUDA_VISIBLE_DEVICES=%s)", device, os.environ.get("CUDA_VISIBLE_DEVICES"))
 log.info("max_physical_batch %s", snakemake.params.max_physical_batch)
-sf = train_job(
+# train.entry_point: the user's own training function trains (dpaudit.attach.pipeline)
+trainer = train_entry_point if run["train"].get("entry_point") else train_job
+sf = trainer(
     load_prepared(snakemake.input.dataset)[0],
     experiment=wc.experiment,
     setting=wc.setting,
@@ -31,4 +34,5 @@ sf = train_job(
     max_physical_batch=snakemake.params.max_physical_batch,
 )
 log.info("claimed epsilon %s, test accuracy %.4f; %d trial(s) x %d canaries",
-         sf.meta["claimed_epsilon"], sf.meta["test_accuracy"], sf.n_trials, sf.n_canaries)
+         sf.meta["claimed_epsilon"], sf.meta.get("test_accuracy", float("nan")), sf.n_trials,
+         sf.n_canaries)

@@ -17,6 +17,7 @@ NONPRIVATE = "nonprivate"
 
 def _fmt(value: Any) -> str:
     text = f"{value:g}" if isinstance(value, float) else str(value)
+    text = text.rpartition(":")[2]  # train.entry_point "package.module:function" -> function
     return text.replace("-", "m").replace("+", "")
 
 

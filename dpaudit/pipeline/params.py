@@ -42,6 +42,10 @@ def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any
     train = {
         k: v for k, v in exp["train"].items() if k not in SETTING_KEYS and k != "max_physical_batch"
     }
+    if train.get("entry_point"):  # Snakemake reruns the jobs when the user's module changes
+        from dpaudit.attach.pipeline import source_hash
+
+        train["entry_point_sha256"] = source_hash(train["entry_point"])
     spec = {
         "design": exp["design"],
         "threat_model": exp["threat_model"],

@@ -180,6 +180,8 @@ def train_job(
         raise ValueError(f"run spec: unknown key(s) {unknown}; allowed: {list(RUN_SPEC_KEYS)}")
     run_spec = complete_run_spec(run_spec)
     job = JobId(experiment, setting, seed, shard)
+    if run_spec["train"].get("entry_point"):  # the user's own function trains, not an engine
+        raise ValueError("run spec key train.entry_point: run by dpaudit.attach.pipeline")
     if run_spec.get("selection") is not None:  # a tuning audit (training.tuning)
         from dpaudit.training.tuning import run_tuning
 
