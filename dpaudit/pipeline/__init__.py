@@ -15,7 +15,9 @@ from typing import Any
 NONPRIVATE = "nonprivate"
 
 
-def _fmt(value: Any) -> str:
+def setting_text(value: Any) -> str:
+    """How a grid or target value appears in a setting name (a path component): floats by
+    ``:g``, an entry point by its function name, ``-`` as ``m`` and no ``+``."""
     text = f"{value:g}" if isinstance(value, float) else str(value)
     text = text.rpartition(":")[2]  # train.entry_point "package.module:function" -> function
     return text.replace("-", "m").replace("+", "")
@@ -38,7 +40,7 @@ def _product(grid: dict[str, list], points: list[dict] | None) -> list[dict[str,
 
 def _point_name(point: dict[str, Any]) -> str:
     """``m10_steps100`` from ``{"canaries.m": 10, "train.steps": 100}`` (last key components)."""
-    return "_".join(f"{k.rsplit('.', 1)[-1]}{_fmt(v)}" for k, v in point.items())
+    return "_".join(f"{k.rsplit('.', 1)[-1]}{setting_text(v)}" for k, v in point.items())
 
 
 def train_points(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -73,7 +75,7 @@ def setting_name(target_epsilon: float | None, point: str = "") -> str:
     if target_epsilon is None or math.isinf(target_epsilon):
         name = NONPRIVATE
     else:
-        name = f"eps{_fmt(float(target_epsilon))}"
+        name = f"eps{setting_text(float(target_epsilon))}"
     return f"{point}_{name}" if point else name
 
 
@@ -134,7 +136,7 @@ def simulate_settings(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
     base = dict(experiment.get("params") or {})
     out: dict[str, dict[str, Any]] = {}
     for varying in _product(experiment.get("grid") or {}, experiment.get("points")):
-        name = "_".join(f"{k}{_fmt(v)}" for k, v in varying.items()) or "base"
+        name = "_".join(f"{k}{setting_text(v)}" for k, v in varying.items()) or "base"
         if name in out:
             first = {k: out[name].get(k) for k in varying}
             raise ValueError(f"points {first} and {varying} both name setting {name!r}")

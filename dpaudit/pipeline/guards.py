@@ -212,7 +212,7 @@ def check_setting_names(config: dict[str, Any]) -> None:
     """Every setting name (a path component and the ``setting`` wildcard) uses only
     ``[A-Za-z0-9_.]`` and at most :data:`MAX_SETTING_LENGTH` characters: a grid string with
     ``/`` or a space would otherwise make paths no rule matches."""
-    from dpaudit.pipeline import experiment_settings
+    from dpaudit.pipeline import experiment_settings, setting_text
 
     for exp, block in (config.get("experiments") or {}).items():
         if block.get("kind") not in ("train", "simulate") or _varies_settings(block):
@@ -221,7 +221,7 @@ def check_setting_names(config: dict[str, Any]) -> None:
         for i, point in enumerate(block.get("points") or []):
             values += [(f"points[{i}].{k}", v) for k, v in point.items()]
         for where, value in values:
-            text = value.replace("-", "").replace("+", "") if isinstance(value, str) else ""
+            text = setting_text(value) if isinstance(value, str) else ""
             if text and not _SETTING.fullmatch(text):
                 raise GuardError(
                     f"config key experiments.{exp}.{where}: {value!r} goes into setting names "
