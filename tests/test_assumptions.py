@@ -220,6 +220,12 @@ def test_cli_audit_defaults_are_family_free(tmp_path, capsys):
     assert main(["audit", str(path), "--config", config, "--json"]) == 0
     names = {r["estimator"] for r in json.loads(capsys.readouterr().out)["rows"]}
     assert "one_run" in names and not names & set(GDP_TESTS)
+    gdp_only = tmp_path / "gdp.yaml"
+    gdp_only.write_text("estimators:\n  g: {method: fdp_one_run, family: gdp}\n")
+    assert main(["audit", str(path), "--config", str(gdp_only)]) == 2
+    err = capsys.readouterr().err
+    assert "every estimator block assumes a trade-off family ({'g': 'gdp'})" in err
+    assert main(["audit", str(path), "--config", str(gdp_only), "--estimator", "g"]) == 0
 
 
 # ---- dpaudit audit --json: the joint confidence of the maximum, infinity as "inf" -----------
