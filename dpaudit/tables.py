@@ -192,7 +192,8 @@ def _text(table: pd.DataFrame, column: str) -> pd.Series:
     """``column`` as strings, ``""`` where it is missing or empty (a CSV reads ``""`` as NaN)."""
     if column not in table:
         return pd.Series("", index=table.index)
-    return table[column].fillna("").astype(str)
+    values = table[column].astype(object)
+    return values.where(values.notna(), "").astype(str)
 
 
 def _is_valid(table: pd.DataFrame) -> pd.Series:
