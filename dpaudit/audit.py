@@ -4,8 +4,13 @@ One row per (score file, estimator, parameters, selection): the setting's identi
 privacy from the file's metadata (``claimed_epsilon_<accountant>`` for each of
 ``meta["claimed_epsilons"]``, ``reference_<name>`` for each of ``meta["references"]``), the
 estimator's name and method, ``test_accuracy`` (train experiments: the models' mean test
-accuracy), ``epsilon`` (the lower bound) and ``valid`` (False for
-uncorrected or point estimates), then each method's diagnostics.
+accuracy), ``epsilon`` (the lower bound), ``valid`` (False for uncorrected or point estimates)
+and ``assumes`` (what the bound assumes of the mechanism: ``""`` for a bound that holds for
+every mechanism, else a trade-off family, :data:`dpaudit.estimators.registry.ASSUMPTIONS`),
+then each method's diagnostics. ``tradeoff_family`` is the family the score file declares the
+mechanism's trade-off curve to have (``meta["tradeoff_family"]``, e.g. ``gdp`` for a simulated
+Gaussian mechanism; ``""`` when it declares none): a verdict may use a row that assumes that
+same family (:func:`dpaudit.tables.add_verdicts`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     if not method.applies(sf):
         return pd.DataFrame(columns=ID_COLUMNS)
     rows = method.run(sf, spec)
+    missing = [i for i, row in enumerate(rows) if "assumes" not in row]
+    if missing:  # the runner contract of dpaudit.estimators.registry
+        raise ValueError(f"estimator method {method.name!r}: row {missing[0]} has no 'assumes'")
+    rows = [_assumes_after_valid(row) for row in rows]
     if sf.meta.get("canaries_inserted") == "none":
         rows = [_control_row(row) for row in rows]
     ident = {
@@ -60,6 +69,7 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         "estimator": name,
         "method": method.name,
         "params": json.dumps(spec, sort_keys=True),
+        "tradeoff_family": tradeoff_family(sf),
     }
     for accountant, eps in sorted((sf.meta.get("claimed_epsilons") or {}).items()):
         ident[f"claimed_epsilon_{accountant}"] = float("inf") if eps is None else eps
@@ -71,6 +81,34 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         ident[f"reference_{name}"] = float("nan") if value is None else float(value)
     frame = pd.DataFrame([{**ident, **row} for row in rows])
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
+
+
+def tradeoff_family(sf: ScoreFile) -> str:
+    """The trade-off family a score file declares its mechanism to have
+    (``meta["tradeoff_family"]``, one of :data:`dpaudit.estimators.registry.ASSUMPTIONS`), or
+    ``""`` when it declares none (every trained model: DP-SGD's curve is not of one family).
+    Any other value is an error naming the file and the allowed values."""
+    value = sf.meta.get("tradeoff_family")
+    if value is None or value == "":
+        return ""
+    if value not in estimators.ASSUMPTIONS:
+        raise ScoreFileError(
+            f"{sf.source}: meta tradeoff_family {value!r} is not a known trade-off family; "
+            f"allowed: {sorted(estimators.ASSUMPTIONS)} (or leave it out)"
+        )
+    return str(value)
+
+
+def _assumes_after_valid(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with its ``assumes`` key moved right after ``valid`` (the table's column order)."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key != "assumes":
+            out[key] = value
+        if key == "valid":
+            out["assumes"] = row["assumes"]
+    out.setdefault("assumes", row["assumes"])
+    return out
 
 
 #: Why a no-canary control's rows carry no bound.

@@ -405,6 +405,11 @@ def _check_estimators_apply(config: dict[str, Any], exp: str, block: dict[str, A
             f"{'/'.join(sorted(designs))!r}; define one under 'estimators' with a method among "
             f"{sorted(m for m, f in estimators.METHODS.items() if designs & set(f.designs))}"
         )
+    if not block.get("estimators") and not any(estimators.family_free(blocks[n]) for n in fits):
+        raise ConfigError(
+            f"config key experiments.{exp}.estimators: not given, so the blocks that assume no "
+            f"trade-off family run, and none of {fits} does; list the ones to run"
+        )
 
 
 def _check_settings(exp: str, block: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import io
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dpaudit.audit import ID_COLUMNS, NO_CANARY_NOTE
@@ -179,32 +180,88 @@ def add_setting_columns(table: pd.DataFrame, settings: dict[str, dict]) -> pd.Da
 FLAGGED = "flagged: the valid lower bound exceeds the claim"
 CONSISTENT = "consistent with the claim"
 NOT_A_BOUND = "no verdict: not a valid bound"
-NO_CLAIM = "no verdict: no claimed epsilon"
+NO_CLAIM = "no verdict: no privacy claimed"
+#: A valid bound that holds only under a trade-off family the score file does not declare:
+#: ``ASSUMES.format(family=...)`` (a key of :data:`dpaudit.estimators.registry.ASSUMPTIONS`).
+ASSUMES = "no verdict: assumes a {family} trade-off"
+#: A valid bound at a smaller delta than the claim's: it bounds another epsilon than the claimed.
+SMALLER_DELTA = "no verdict: the bound is at a smaller delta than the claim"
+
+
+def _text(table: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` as strings, ``""`` where it is missing or empty (a CSV reads ``""`` as NaN)."""
+    if column not in table:
+        return pd.Series("", index=table.index)
+    values = table[column].astype(object)
+    return values.where(values.notna(), "").astype(str)
+
+
+def _is_valid(table: pd.DataFrame) -> pd.Series:
+    return table["valid"].astype(str).str.lower().isin(["true", "1"])
+
+
+def verdict_reasons(table: pd.DataFrame) -> pd.Series:
+    """Why each row of an audit table may not decide a verdict: ``""`` where it may (a valid
+    bound, family-free or of the score file's declared family, at the claim's delta or larger,
+    against a finite claim), else the verdict text that says why not.
+
+    A row's ``assumes`` (``""``: a bound for every mechanism) is admitted when it is empty or
+    equals the row's ``tradeoff_family`` (the family the score file declares the mechanism's
+    trade-off curve to have, :func:`dpaudit.audit.tradeoff_family`): a mu-GDP test converted to
+    (epsilon, delta) refutes a claim only of a mechanism whose curve is Gaussian. A table
+    without these columns (written before they existed) counts every row as family-free. A
+    bound computed at a delta (``delta_used``) below the claim's bounds epsilon at that smaller
+    delta, which may exceed the claimed epsilon of an honest mechanism. Precedence: no claim,
+    then not a valid bound, then the assumed family, then the delta."""
+    claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
+    assumed = _text(table, "assumes")
+    declared = _text(table, "tradeoff_family")
+    reasons = pd.Series("", index=table.index, dtype=object)
+    if "delta_used" in table and "delta" in table:
+        used = pd.to_numeric(table["delta_used"], errors="coerce")
+        claim_delta = pd.to_numeric(table["delta"], errors="coerce")
+        reasons[used < claim_delta * (1 - 1e-12)] = SMALLER_DELTA
+    foreign = (assumed != "") & (assumed != declared)
+    reasons[foreign] = [ASSUMES.format(family=f) for f in assumed[foreign]]
+    reasons[~_is_valid(table)] = NOT_A_BOUND
+    reasons[~np.isfinite(claimed.fillna(np.inf))] = NO_CLAIM  # none, or inf: no guarantee
+    return reasons
+
+
+def usable_for_verdict(table: pd.DataFrame) -> pd.Series:
+    """Rows that may decide a verdict or a "largest valid bound" headline
+    (:func:`verdict_reasons` is empty): valid, family-free or of the declared family."""
+    if table.empty:
+        return pd.Series(False, index=table.index)
+    return verdict_reasons(table) == ""
 
 
 def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
-    """Add ``exceeds_claim`` (1 where a *valid* lower bound is above the claimed epsilon, else
-    0) and ``verdict`` (one of :data:`FLAGGED`, :data:`CONSISTENT`, :data:`NOT_A_BOUND`,
-    :data:`NO_CLAIM`) to an audit table. A valid lower bound above the claim refutes the claim
-    at the bound's confidence: the implementation does not deliver the epsilon it reports
-    (Annamalai et al. 2024, §7, the buggy data loaders)."""
+    """Add ``exceeds_claim`` (1 where a usable lower bound is above the claimed epsilon, else
+    0) and ``verdict`` (:data:`FLAGGED`, :data:`CONSISTENT`, or why there is none:
+    :data:`NO_CLAIM` for a row without a finite claim, e.g. the noise-free control,
+    :data:`NOT_A_BOUND`, :data:`ASSUMES` and :data:`SMALLER_DELTA`; :func:`verdict_reasons`)
+    to an audit table. A usable lower bound above the claim refutes the claim at the bound's
+    confidence: the implementation does not deliver the epsilon it reports (Annamalai et al.
+    2024, §7, the buggy data loaders)."""
     if table.empty or "claimed_epsilon" not in table or "valid" not in table:
         return table
     claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
     eps = pd.to_numeric(table["epsilon"], errors="coerce")
-    valid = table["valid"].astype(str).str.lower().isin(["true", "1"])
-    exceeds = valid & claimed.notna() & (eps > claimed)
-    verdict = pd.Series(CONSISTENT, index=table.index)
-    verdict[~valid] = NOT_A_BOUND
-    verdict[claimed.isna()] = NO_CLAIM
+    reasons = verdict_reasons(table)
+    usable = reasons == ""
+    exceeds = usable & (eps > claimed)
+    verdict = reasons.where(~usable, CONSISTENT)
     verdict[exceeds] = FLAGGED
     return table.assign(exceeds_claim=exceeds.astype(int), verdict=verdict)
 
 
 def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = None) -> pd.DataFrame:
     """A practitioner's table, one row per implementation (the columns ``by``, e.g. sampler
-    and buffer_size) and claimed epsilon: the largest valid lower bound over its rows, its
-    confidence and the verdict (flagged when that bound exceeds the claim).
+    and buffer_size) and claimed epsilon: the largest valid lower bound over its rows that may
+    decide a verdict (:func:`usable_for_verdict`: family-free, or of the score file's declared
+    trade-off family), its confidence and the verdict (flagged when that bound exceeds the
+    claim).
 
     Several valid rows of one implementation (seeds, or the partial-shuffle adversary's
     prefixes k) are combined by their maximum: that maximum is a bound at the stated

@@ -63,7 +63,9 @@ def _design(method: str) -> str:
 
 def _records(frame) -> list[dict]:
     """Rows as ``dpaudit audit --json`` prints them."""
-    return json.loads(frame.to_json(orient="records", double_precision=15))
+    from dpaudit.commands.audit import json_rows
+
+    return json.loads(json.dumps(json_rows(frame), allow_nan=False))
 
 
 def _pipeline_rows(sf: ScoreFile, config: dict, name: str) -> list[dict]:

@@ -155,7 +155,7 @@ def test_styles_colours_controls_and_paper_values_of_the_eps_figure():
     main, side = fig.axes  # the no-noise control in its own narrow panel
     texts = [t.replace("\n", " ") for t in _legend_texts(fig)]
     assert "One run (Steinke et al.), best of grid (uncorrected)" in texts
-    assert "Tight f-DP (Xiang et al.), Bonferroni" in texts
+    assert "Tight f-DP (Xiang et al.), assumes GDP, Bonferroni" in texts  # GDP: labelled
     assert "paper (printed value)" in texts and not [t for t in texts if "noise" in t]
     assert main.get_ylabel() == "ε lower bound (95% confidence)"
     lines = {line.get_label(): line for line in main.get_lines()}
@@ -212,7 +212,7 @@ def test_library_labels():
         "LiDP, 2nd-order Wilson"
     )
     assert estimator_label({"method": "fdp_one_run", "family": "laplace"}) == (
-        "Tight f-DP (Xiang et al.), Laplace null"
+        "Tight f-DP (Xiang et al.), assumes Laplace"
     )
     assert estimator_label({"method": "one_run", "label": "Mine"}) == "Mine"
     assert value_label("selection", "grid_max_uncorrected") == "best of grid"

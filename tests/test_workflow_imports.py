@@ -46,6 +46,9 @@ def test_every_method_resolves_to_its_runner():
         "experiments": {"e": {"kind": "train", "design": "multi_run"}},
         "estimators": {n: {"method": n} for n in METHODS},
     }
+    # listing none runs the family-free blocks (not the GDP fit, which assumes a GDP curve)
+    assert applicable_estimators(config, "e") == ["attack_metrics", "multi_run_cp"]
+    config["experiments"]["e"]["estimators"] = sorted(METHODS)
     assert applicable_estimators(config, "e") == ["attack_metrics", "gdp_fit", "multi_run_cp"]
 
 

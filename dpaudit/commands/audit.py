@@ -13,7 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run estimators on score files and print the audit table",
         description="Every chosen estimator on every score file it applies to. Without "
         "--config, each --estimator names a method run with its default parameters; with "
-        "--config, names refer to the config's estimator blocks (default: all of them).",
+        "--config, names refer to the config's estimator blocks. Default: every method (or "
+        "block) whose bounds assume no trade-off family (column 'assumes' empty); name the "
+        "others (e.g. the GDP tests) to run them.",
     )
     p.add_argument("scorefiles", nargs="+", metavar="SCOREFILE", help="score files (.npz)")
     p.add_argument(
@@ -21,14 +23,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="estimator to run (repeatable); default: all",
+        help="estimator to run (repeatable); default: all that assume no trade-off family",
     )
     p.add_argument("--config", help="a dpaudit config file whose 'estimators' blocks to use")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a text table")
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: epsilon (the largest valid bound) and the rows",
+        help="print one JSON object: epsilon (the largest valid, family-free bound), the "
+        "union-bound joint_confidence at which that maximum holds, and the rows; infinite "
+        'values are the strings "inf" / "-inf", NaN is null',
     )
     p.set_defaults(func=run)
 
@@ -60,16 +64,36 @@ def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict
                 )
         if not specs:
             raise ValueError(f"{config_path}: the config has no 'estimators' block")
-        names = names or sorted(specs)
+        names = names or [n for n in sorted(specs) if estimators.family_free(specs[n])]
+        if not names:
+            assumed = {n: estimators.block_assumes(b) for n, b in sorted(specs.items())}
+            raise ValueError(
+                f"{config_path}: every estimator block assumes a trade-off family ({assumed}); "
+                "name the ones to run with --estimator"
+            )
     else:
         for name in names:
             if name not in estimators.METHODS:
                 raise ValueError(
                     f"unknown estimator method {name!r}; allowed: {sorted(estimators.METHODS)}"
                 )
-        names = names or sorted(estimators.METHODS)
+        names = names or default_methods()
         config = default_estimator_config(names)
     return {n: estimator_block(config, n) for n in names}
+
+
+def default_methods() -> list[str]:
+    """The methods ``dpaudit audit`` runs when none is named: those whose rows at the schema's
+    default parameters assume no trade-off family (not the GDP tests of ``fdp_one_run`` and
+    ``fdp_abstention``, whose default null family is ``gdp``, nor the ``gdp_fit`` estimate)."""
+    from dpaudit import estimators
+    from dpaudit.defaults import estimator_defaults
+
+    return [
+        name
+        for name in sorted(estimators.METHODS)
+        if estimators.family_free({"method": name, **estimator_defaults(name)})
+    ]
 
 
 def check_applicable(files: list, specs: dict[str, dict], chosen: bool) -> None:
@@ -102,10 +126,7 @@ def run(args: argparse.Namespace) -> int:
     check_applicable(files, specs, chosen=bool(args.estimator))
     table = audit(files, specs)
     if args.json:
-        valid = table[table["valid"].astype(bool)] if len(table) else table
-        best = float(valid["epsilon"].max()) if len(valid) else 0.0
-        rows = json.loads(table.to_json(orient="records", double_precision=15))
-        print(json.dumps({"epsilon": best if math.isfinite(best) else None, "rows": rows}))
+        print(json.dumps({**headline(table), "rows": json_rows(table)}, allow_nan=False))
     elif args.csv:
         print(table.to_csv(index=False), end="")
     else:
@@ -118,9 +139,59 @@ def run(args: argparse.Namespace) -> int:
                 "selection",
                 "epsilon",
                 "valid",
+                "assumes",
                 "claimed_epsilon",
             )
             if c in table.columns
         ]
         print(table[cols].to_string(index=False) if len(table) else "no estimator applies")
     return 0
+
+
+def headline(table) -> dict:
+    """The headline of ``dpaudit audit --json``: ``epsilon``, the largest bound over the rows
+    that may decide a verdict (:func:`dpaudit.tables.usable_for_verdict`: valid, assuming no
+    trade-off family the file does not declare, at the claim's delta or larger), over every
+    file, estimator and selection rule; ``rows_combined``, how many rows that maximum ranges
+    over; and ``joint_confidence``, the union bound 1 - sum(1 - confidence) over them (clipped at
+    0), the confidence at which the maximum is a lower bound. Each row's own ``confidence`` holds
+    for that row alone: the maximum of N rows at 95% each holds at 1 - 0.05 N only (on 40 files
+    of a mechanism whose true epsilon is 0 the largest of them exceeds 0 by chance). Without a
+    usable row ``epsilon`` is 0 (a trivial bound) at ``joint_confidence`` 1."""
+    from dpaudit.tables import usable_for_verdict
+
+    usable = table[usable_for_verdict(table)] if len(table) else table
+    if not len(usable):
+        return {"epsilon": 0.0, "joint_confidence": 1.0, "rows_combined": 0}
+    conf = usable["confidence"] if "confidence" in usable else None
+    if conf is None or conf.isna().any():
+        raise ValueError("a valid row has no confidence: cannot state the joint confidence")
+    joint = 1.0 - float((1.0 - conf.astype(float)).sum())
+    return {
+        "epsilon": _json_value(float(usable["epsilon"].astype(float).max())),
+        "joint_confidence": max(joint, 0.0),
+        "rows_combined": len(usable),
+    }
+
+
+def _json_value(value):
+    """A value JSON can hold: infinities as the strings "inf" / "-inf", NaN as null, NumPy
+    scalars as Python ones."""
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+    return value
+
+
+def json_rows(table) -> list[dict]:
+    """The rows of an audit table as ``dpaudit audit --json`` prints them: one object per row,
+    infinite values as the strings "inf" / "-inf" (JSON has no infinity), missing values as
+    null."""
+    return [
+        {key: _json_value(value) for key, value in row.items()}
+        for row in table.to_dict(orient="records")
+    ]

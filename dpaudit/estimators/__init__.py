@@ -4,6 +4,22 @@ One module per family holds the math; its ``*_audit.py`` holds the runner that r
 file, and :mod:`.registry` lists every runner by name.
 """
 
-from dpaudit.estimators.registry import METHODS, get
+from dpaudit.estimators.registry import (
+    ASSUMPTIONS,
+    FAMILY_FREE,
+    METHODS,
+    assumes,
+    block_assumes,
+    family_free,
+    get,
+)
 
-__all__ = ["METHODS", "get"]
+__all__ = [
+    "ASSUMPTIONS",
+    "FAMILY_FREE",
+    "METHODS",
+    "assumes",
+    "block_assumes",
+    "family_free",
+    "get",
+]

@@ -20,6 +20,7 @@ import numpy as np
 
 from dpaudit.defaults import fill_defaults
 from dpaudit.estimators import attack_metrics
+from dpaudit.estimators.registry import FAMILY_FREE
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -38,7 +39,7 @@ def _metrics(sf: ScoreFile, p: dict[str, Any], score, member, cluster=None) -> d
         )
     except ValueError as exc:
         raise ScoreFileError(f"{sf.source}: attack_metrics: {exc}") from exc
-    return res.as_row()
+    return {**res.as_row(), "assumes": FAMILY_FREE}  # estimates (valid False), of any mechanism
 
 
 def run_attack_metrics(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:

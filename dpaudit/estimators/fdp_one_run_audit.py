@@ -27,6 +27,7 @@ from dpaudit.defaults import estimator_defaults, fill_defaults
 from dpaudit.estimators import fdp_abstention, multi_split
 from dpaudit.estimators import fdp_one_run as fdp
 from dpaudit.estimators import selection_rules as rules
+from dpaudit.estimators.registry import assumes
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 SELECTIONS = rules.ONE_RUN_SELECTIONS
@@ -226,6 +227,7 @@ def run_released_guess_audit(
         "bound": bound,
     }
     confidence = float(p["confidence"])
+    tag = assumes(method, family, delta)  # the family the (epsilon, delta) report assumes
     rows = []
     for t in range(sf.n_trials):
         plain_rows = audit_scores(
@@ -249,5 +251,5 @@ def run_released_guess_audit(
                 )
             else:
                 row = by_selection[sel]
-            rows.append({"trial": t, **row})
+            rows.append({"trial": t, **row, "assumes": tag})
     return rows

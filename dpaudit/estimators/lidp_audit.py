@@ -44,6 +44,7 @@ import numpy as np
 
 from dpaudit.defaults import estimator_defaults, fill_defaults
 from dpaudit.estimators import lidp
+from dpaudit.estimators.registry import FAMILY_FREE
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 #: What to do with a file whose K (or m) is smaller than ``order``: ``error`` (default), or
@@ -156,6 +157,7 @@ def _audit(
 
 def _row(res: lidp.LiDPAudit, sf: ScoreFile, source: str | None = None) -> dict:
     row = res.as_row()
+    row["assumes"] = FAMILY_FREE  # a bound on the LiDP epsilon of any mechanism
     row["asymptotic"] = res.interval == "wilson"
     row["lidp_variant"] = sf.meta.get("lidp_variant", "")
     if source is not None:

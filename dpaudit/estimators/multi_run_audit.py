@@ -20,6 +20,7 @@ from typing import Any
 
 from dpaudit.defaults import fill_defaults
 from dpaudit.estimators import multi_run, multi_split
+from dpaudit.estimators.registry import assumes
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -49,6 +50,13 @@ def _common(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rows(estimate: str, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the threshold audit with ``estimate`` (``cp``: Clopper-Pearson, family-free;
+    ``gdp``: the GDP fit, which assumes a GDP curve), one per selection rule."""
+    tag = assumes("gdp_fit" if estimate == "gdp" else "multi_run_cp")
+    return [{**row, "assumes": tag} for row in _selection_rows(estimate, sf, p)]
+
+
+def _selection_rows(estimate: str, sf: ScoreFile, p: dict[str, Any]) -> list[dict[str, Any]]:
     score, member = _columns(sf)
     rows = []
     for sel in p["selections"]:

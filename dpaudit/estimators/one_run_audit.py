@@ -9,6 +9,7 @@ from typing import Any
 
 from dpaudit.defaults import fill_defaults
 from dpaudit.estimators import multi_split, one_run
+from dpaudit.estimators.registry import FAMILY_FREE
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -67,5 +68,5 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
                 )
             else:
                 row = by_selection[sel]
-            rows.append({"trial": t, **row})
+            rows.append({"trial": t, **row, "assumes": FAMILY_FREE})  # (eps, delta)-DP itself
     return rows

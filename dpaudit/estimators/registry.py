@@ -16,9 +16,10 @@ from typing import Any
 from dpaudit.scores import ScoreFile
 
 #: A runner takes a score file and the estimator's parameters and returns table rows. Every
-#: row must carry ``epsilon`` (the lower bound, or the estimate) and ``valid`` (True when the
+#: row must carry ``epsilon`` (the lower bound, or the estimate), ``valid`` (True when the
 #: number is a statistically valid lower bound at the stated confidence, False for an
-#: uncorrected or point estimate), plus any diagnostics of the method.
+#: uncorrected or point estimate) and ``assumes`` (:func:`assumes`: ``""`` for a bound that
+#: holds for every mechanism, else the trade-off family it holds for), plus any diagnostics.
 Runner = Callable[[ScoreFile, dict[str, Any]], list[dict[str, Any]]]
 
 
@@ -44,6 +45,74 @@ class Method:
 
     def applies(self, sf: ScoreFile) -> bool:
         return sf.meta["design"] in self.designs
+
+
+#: Values of the ``assumes`` column of an audit row, and what the row's epsilon then assumes of
+#: the audited mechanism. ``""`` (:data:`FAMILY_FREE`): nothing, the bound holds for every
+#: mechanism. The others are the f-DP tests of a one-parameter null family {f_theta} whose
+#: rejected theta is converted to (epsilon, delta): that epsilon bounds the mechanism's epsilon
+#: only if its trade-off curve has the family's shape (Xiang et al. 2025, arXiv:2509.08704,
+#: Sec. 5.4 and Alg. 2; Mahloujifar, Melis, Chaudhuri 2025, arXiv:2410.22235).
+ASSUMPTIONS: dict[str, str] = {
+    "gdp": "a Gaussian (mu-GDP) trade-off curve",
+    "laplace": "a Laplace trade-off curve",
+    "subsampled_gaussian": "a one-step subsampled-Gaussian trade-off curve",
+    "approx_dp_delta>0": (
+        "delta-events independent per canary (Xiang et al.'s Theorem 1 at f_{eps,delta}, "
+        "delta > 0, does not hold for every (eps, delta)-DP mechanism)"
+    ),
+}
+
+#: The ``assumes`` value of a bound that holds for every mechanism.
+FAMILY_FREE = ""
+
+#: Methods whose bounds assume the null family they test (``family``), and the families each
+#: tests without assuming them (any (eps, delta)-DP mechanism is f_{eps,delta}-DP).
+_FAMILY_METHODS: dict[str, tuple[str, ...]] = {
+    "fdp_one_run": (),  # approx_dp only at delta = 0 (below)
+    "fdp_abstention": ("approx_dp",),  # the recursion holds for every f (the paper's Thm.)
+}
+
+
+def assumes(method: str, family: str | None = None, delta: float | None = None) -> str:
+    """What the bounds of estimator ``method`` assume of the mechanism (a key of
+    :data:`ASSUMPTIONS`, or :data:`FAMILY_FREE`).
+
+    ``family`` is the null family of the f-DP methods (``fdp_one_run``, ``fdp_abstention``;
+    ``None``: the schema's default) and ``delta`` the delta their bound is computed at
+    (``None``: not known yet, e.g. a block whose delta is the score file's). ``gdp_fit``
+    fits a GDP curve (an estimate, never valid) and assumes ``gdp``. ``fdp_one_run``'s
+    ``approx_dp`` at delta = 0 tests pure epsilon-DP and assumes nothing; at delta > 0 (or a
+    delta not known yet) it assumes independent delta-events (docs/estimators/fdp_one_run.md,
+    finding 1).
+    """
+    if method == "gdp_fit":
+        return "gdp"
+    if method not in _FAMILY_METHODS:
+        return FAMILY_FREE
+    if family is None:
+        from dpaudit.defaults import estimator_defaults
+
+        family = estimator_defaults(method)["family"]
+    family = str(family).strip().lower().replace("-", "_")
+    if family in _FAMILY_METHODS[method]:
+        return FAMILY_FREE
+    if family == "approx_dp":
+        return FAMILY_FREE if delta is not None and float(delta) == 0.0 else "approx_dp_delta>0"
+    if family not in ASSUMPTIONS:
+        raise ValueError(f"{method}: unknown null family {family!r}")
+    return family
+
+
+def block_assumes(block: dict[str, Any]) -> str:
+    """What the rows of an estimator block (``method`` plus parameters) assume, before any score
+    file is read (a ``delta`` left null is the file's, so not known yet: see :func:`assumes`)."""
+    return assumes(block["method"], block.get("family"), block.get("delta"))
+
+
+def family_free(block: dict[str, Any]) -> bool:
+    """Whether every row of an estimator block holds for every mechanism (no family assumed)."""
+    return block_assumes(block) == FAMILY_FREE
 
 
 def _method(name: str, designs: tuple[str, ...], runner: str) -> Method:

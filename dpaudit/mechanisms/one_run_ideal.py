@@ -61,6 +61,7 @@ def gaussian_score_file(
         gdp_epsilon(delta, mu),
         delta,
         mechanism="gaussian",
+        tradeoff_family="gdp",  # exactly mu-GDP per canary: GDP-assuming bounds may decide
         mu=mu,
         sigma=sigma,
         m=m,

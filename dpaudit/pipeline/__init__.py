@@ -190,12 +190,16 @@ def experiment_designs(experiment: dict[str, Any]) -> set[str]:
 
 
 def applicable_estimators(config: dict[str, Any], experiment: str) -> list[str]:
-    """Names of the estimator blocks to run on ``experiment``: those it lists (default all),
+    """Names of the estimator blocks to run on ``experiment``: those it lists (default: every
+    block whose bounds assume no trade-off family, :func:`dpaudit.estimators.family_free`),
     restricted to the methods that apply to its designs."""
     from dpaudit import estimators
 
     exp = config["experiments"][experiment]
-    names = exp.get("estimators") or sorted(config.get("estimators", {}))
+    blocks = config.get("estimators", {})
+    names = exp.get("estimators") or [
+        n for n in sorted(blocks) if estimators.family_free(blocks[n])
+    ]
     designs = experiment_designs(exp)
     keep = []
     for name in names:

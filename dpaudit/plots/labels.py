@@ -18,6 +18,8 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from dpaudit.estimators.registry import block_assumes
+
 #: Estimator methods (``estimators.registry.METHODS``) -> display name.
 METHOD_LABELS = {
     "one_run": "One run (Steinke et al.)",
@@ -127,11 +129,15 @@ INTERNAL_NAME = re.compile(r"[A-Za-z0-9]+_[A-Za-z0-9_]+")
 
 _ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 _INTERVALS = {"wilson": "Wilson", "bernstein": "Bernstein", "clopper_pearson": "Clopper-Pearson"}
-_FDP_FAMILIES = {
-    "gdp": "",
-    "laplace": "Laplace null",
-    "approx_dp": "(ε, δ) null",
-    "subsampled_gaussian": "subsampled-Gaussian null",
+_FDP_FAMILIES = {"approx_dp": "(ε, δ) null"}  # the others are named by what they assume
+
+#: What an estimator block's bounds assume (``dpaudit.estimators.registry.ASSUMPTIONS``), as
+#: the end of its display name ("..., assumes GDP"): figures label every such line.
+ASSUMES_LABELS = {
+    "gdp": "GDP",
+    "laplace": "Laplace",
+    "subsampled_gaussian": "subsampled Gaussian",
+    "approx_dp_delta>0": "independent δ-events",
 }
 
 
@@ -157,11 +163,14 @@ def estimator_label(spec: Mapping[str, Any]) -> str:
         if isinstance(threshold, int | float) and not isinstance(threshold, bool):
             parts.append(f"threshold {threshold:g}")
     elif method in ("fdp_one_run", "fdp_abstention"):
-        family = _FDP_FAMILIES.get(spec.get("family", "gdp"), str(spec.get("family")))
+        family = _FDP_FAMILIES.get(str(spec.get("family", "gdp")).replace("-", "_"), "")
         if family:
             parts.append(family)
         if spec.get("tail") == "exact":
             parts.append("exact tail")
+        assumed = block_assumes(dict(spec))
+        if assumed:
+            parts.append(f"assumes {ASSUMES_LABELS.get(assumed, assumed)}")
     return ", ".join(parts)
 
 

@@ -1,8 +1,9 @@
 """The practitioner's verdict figure: per implementation, its valid lower bound against its claim.
 
 One row per row of :func:`dpaudit.tables.verdict_table`: a dot at the largest valid epsilon
-lower bound (filled and orange when it exceeds the claimed epsilon, i.e. the implementation is
-flagged; hollow and blue otherwise) and a grey tick at the claimed epsilon. It is the bar chart
+lower bound that assumes no trade-off family the score files do not declare (filled and orange
+when it exceeds the claimed epsilon, i.e. the implementation is flagged; hollow and blue
+otherwise) and a grey tick at the claimed epsilon. It is the bar chart
 of Annamalai, Balle, Hayes, De Cristofaro (2024, arXiv:2411.10614, §7, Figs. 8-9) read as a
 verdict: which data loaders deliver the epsilon they report.
 """
