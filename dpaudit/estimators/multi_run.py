@@ -218,9 +218,12 @@ def _cp_floor(k: np.ndarray, n: float, level: float) -> np.ndarray:
     """A cheap lower bound on :func:`cp_upper` for level >= 1/2: max(k/n, bound at k = 0).
 
     The level-quantile of Beta(k+1, n-k) is at least its median, which is at least k/n (it
-    lies between the mode k/(n-1) and the mean (k+1)/(n+1)); the bound grows with k.
+    lies between the mode k/(n-1) and the mean (k+1)/(n+1)); the bound grows with k. The
+    k = 0 term, 1 - (1 - level)^(1/n), is the exact bound at k = 0; a relative 1e-12 below it
+    absorbs rounding (SciPy's Beta quantile may land an ulp lower).
     """
-    return np.maximum(np.asarray(k, dtype=np.float64) / n, -np.expm1(np.log1p(-level) / n))
+    at_zero = -np.expm1(np.log1p(-level) / n) * (1.0 - 1e-12)
+    return np.maximum(np.asarray(k, dtype=np.float64) / n, at_zero)
 
 
 #: Berry-Esseen constant for sums of i.i.d. variables: sup_x |P(S_n <= x) - Phi(x)| <=
