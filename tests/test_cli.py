@@ -127,6 +127,18 @@ def test_train_shard_yaml_error_names_the_file(tmp_path, capsys):
     assert not (tmp_path / "s.npz").exists()
 
 
+def test_train_shard_duplicate_key_names_the_file_and_both_lines(tmp_path, capsys):
+    # YAML keeps the last of two equal keys: the run file's first `steps` would vanish silently
+    run = tmp_path / "run.yaml"
+    run.write_text("design: one_run\ntrain:\n  steps: 3\n  steps: 5\n")
+    code = main(["train-shard", "--run", str(run), "--data", "synthetic", "--out",
+                 str(tmp_path / "s.npz")])
+    assert code == 2
+    err = _one_line_error(capsys, "train-shard")
+    assert "run.yaml: duplicate key(s) train.steps (lines 3 and 4)" in err
+    assert not (tmp_path / "s.npz").exists()
+
+
 def test_bad_zip_and_unreadable_files_give_one_line(tmp_path, rr_file, capsys):
     raw = rr_file.read_bytes()
     cut = tmp_path / "cut.npz"

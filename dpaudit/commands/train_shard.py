@@ -61,9 +61,11 @@ def read_run_spec(path: str) -> dict:
     (``model``, ``canaries``, ``train``) that is not a mapping raises ``ValueError`` naming the
     file and key."""
     from dpaudit.io import read_yaml
+    from dpaudit.pipeline.guards import check_duplicate_keys
     from dpaudit.training.job import RUN_SPEC_KEYS
 
     spec = read_yaml(path)  # a syntax error names the file, the line and the column
+    check_duplicate_keys(path)  # a key given twice names the file and both lines
     if not isinstance(spec, dict):
         raise ValueError(f"{path}: expected a mapping of run parameters")
     allowed = set(RUN_SPEC_KEYS)
