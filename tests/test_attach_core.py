@@ -214,3 +214,13 @@ def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:
     assert res.score_file.meta["claimed_epsilon"] is None
     assert res.verdict["verdict"].iloc[0] == NO_CLAIM and not res.flagged
     assert res.lower_bound > 0  # the noiseless run is still bounded from below
+
+
+def test_verdict_estimators_are_family_free():
+    # the verdict must hold for every mechanism meeting the claim: no block may assume a family
+    from dpaudit.attach.verdict import VERDICT_ESTIMATORS
+    from dpaudit.estimators.registry import block_assumes
+
+    assert {name: block_assumes(spec) for name, spec in VERDICT_ESTIMATORS.items()} == {
+        name: "" for name in VERDICT_ESTIMATORS
+    }
