@@ -81,30 +81,47 @@ class OpacusAuditor(GradientCanaries):
         )
         self.optimizer = optimizer
         self._params = params
+        # The hot path (once per logical step) works on the canaries grouped by parameter:
+        # canaries order[bounds[k]:bounds[k + 1]] sit on params[k], at its flat coordinates
+        # _local[bounds[k]:bounds[k + 1]]; _groups holds, for each parameter with canaries, those
+        # coordinates as a tensor on its device and a tensor of clip_norm of the same length.
         offsets = np.cumsum([0, *sizes])
         owner = np.searchsorted(offsets, self.coordinates, side="right") - 1
-        self._groups: list[tuple[torch.nn.Parameter, torch.Tensor, np.ndarray]] = []
+        self._order = np.argsort(owner, kind="stable")
+        self._local = self.coordinates[self._order] - offsets[owner[self._order]]
+        self._bounds = np.searchsorted(owner[self._order], np.arange(len(params) + 1))
+        self._groups: list[tuple[torch.nn.Parameter, torch.Tensor, torch.Tensor]] = []
         for k, p in enumerate(params):
-            ids = np.flatnonzero(owner == k)
-            if ids.size:
-                local = torch.from_numpy(self.coordinates[ids] - offsets[k]).to(p.device)
-                self._groups.append((p, local, ids))
+            a, b = int(self._bounds[k]), int(self._bounds[k + 1])
+            if b > a:
+                local = torch.from_numpy(self._local[a:b]).to(p.device)
+                clip = torch.full((b - a,), self.clip_norm, dtype=p.dtype, device=p.device)
+                self._groups.append((p, local, clip))
+        self._group_of = np.cumsum(np.diff(self._bounds) > 0) - 1  # params[k] -> its group
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
         optimizer._dpaudit_auditor = self
 
     def _add_noise(self) -> None:
-        draw = self.draw_step()
-        for p, local, ids in self._groups:
+        # Only the canaries sampled this step are added (the others would add 0); every
+        # canary's noisy value is gathered per parameter and crosses to NumPy once.
+        for p, _, _ in self._groups:
             if p.summed_grad is None:
                 raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
-            vals = torch.as_tensor(draw[ids] * self.clip_norm, dtype=p.summed_grad.dtype)
-            flat = p.summed_grad.view(-1)  # summed_grad is contiguous (Opacus' einsum / clone)
-            flat.index_add_(0, local, vals.to(flat.device))
+        hit = np.flatnonzero(self.draw_step()[self._order])
+        if hit.size:
+            cuts = np.searchsorted(hit, self._bounds).tolist()
+            for k in range(len(self._params)):
+                if cuts[k + 1] > cuts[k]:
+                    p, _, clip = self._groups[self._group_of[k]]
+                    flat = p.summed_grad.view(-1)  # contiguous (Opacus' einsum / clone)
+                    idx = torch.from_numpy(self._local[hit[cuts[k] : cuts[k + 1]]])
+                    vals = clip[: len(idx)].to(flat.dtype)
+                    flat.index_add_(0, idx.to(flat.device), vals)
         self._original_add_noise()
+        noisy = torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in self._groups])
         values = np.empty(self.m)
-        for p, local, ids in self._groups:
-            values[ids] = p.grad.detach().reshape(-1)[local].double().cpu().numpy()
+        values[self._order] = noisy.detach().double().cpu().numpy()
         self.observe_values(values)
 
     def detach(self) -> None:
