@@ -262,7 +262,9 @@ def _markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
+    ap.add_argument(
+        "--models", nargs="+", choices=sorted(MODELS), default=["logreg", "mlp", "lenet"]
+    )
     ap.add_argument("--ms", type=int, nargs="+", default=[100, 1000, 10000])
     ap.add_argument("--black-m", type=int, default=1000, help="0: no black-box variant")
     ap.add_argument("--batch", type=int, default=256, help="expected (logical) batch size")
