@@ -14,8 +14,10 @@ from dpaudit.attach import (
     VERDICT_ESTIMATORS,
     GradientCanaries,
     InputCanaries,
+    audit_file,
     audit_scores,
     largest_detectable_epsilon,
+    make_score_file,
     resolve_claim,
 )
 from dpaudit.attach.verdict import OUTSIDE_VERDICT
@@ -99,6 +101,20 @@ def test_score_file_round_trips_and_the_cli_audits_it(tmp_path, capsys) -> None:
     assert back.meta["design"] == "one_run" and back.meta["claim_source"] == "given"
     assert main(["audit", str(path), "--csv"]) == 0
     assert "one_run" in capsys.readouterr().out
+    assert audit_file(back).verdict.equals(
+        c.audit(4.0, delta=1e-5, setting="eps4", experiment="mine").verdict
+    )
+    two = scores.concat(
+        [
+            back,
+            scores.ScoreFile(
+                **{k: getattr(back, k) for k in ("score", "membership", "canary_id")},
+                meta={**back.meta, "seed": 1},
+            ),
+        ]
+    )
+    with pytest.raises(ValueError, match="design 'one_run' and 2 trial"):
+        audit_file(two)
 
 
 def test_verdict_flags_too_little_noise_and_not_the_honest_claim() -> None:
@@ -130,11 +146,10 @@ def test_rows_outside_the_verdict_set_never_flag() -> None:
 def test_largest_detectable_epsilon_is_the_ceiling() -> None:
     member = np.arange(100) % 2
     ceiling = largest_detectable_epsilon(100, 1e-5)
-    perfect = audit_scores(member.astype(float), member, ceiling + 0.01, delta=1e-5)
-    from dpaudit.attach import audit_file
-
-    assert not audit_file(perfect).flagged
-    assert audit_file(audit_scores(member * 1.0, member, ceiling - 0.3, delta=1e-5)).flagged
+    assert not audit_scores(member * 1.0, member, ceiling + 0.01, delta=1e-5).flagged
+    res = audit_scores(member * 1.0, member, ceiling - 0.3, delta=1e-5)
+    assert res.flagged and res.lower_bound == pytest.approx(ceiling)
+    assert res.verdict["largest_detectable_epsilon"].iloc[0] == pytest.approx(ceiling)
 
 
 def test_input_canaries_mislabeled_and_random() -> None:
@@ -159,11 +174,11 @@ def test_input_canaries_mislabeled_and_random() -> None:
         (lambda: GradientCanaries(5, 10, 0.1, float("nan")), "clip_norm"),
         (lambda: GradientCanaries(3, 10, 0.1, 1.0, coordinates=[1, 1, 2]), "distinct"),
         (
-            lambda: audit_scores([0.0, np.nan, 1.0], [0, 1, 1], 1.0, delta=1e-5),
+            lambda: make_score_file([0.0, np.nan, 1.0], [0, 1, 1], 1.0, delta=1e-5),
             "score of canary 1 is nan",
         ),
-        (lambda: audit_scores([0.0, 1.0], [0, 1, 1], 1.0, delta=1e-5), "2 scores for 3"),
-        (lambda: audit_scores([0.0, 1.0], [0, 2], 1.0, delta=1e-5), "membership"),
+        (lambda: make_score_file([0.0, 1.0], [0, 1, 1], 1.0, delta=1e-5), "2 scores for 3"),
+        (lambda: make_score_file([0.0, 1.0], [0, 2], 1.0, delta=1e-5), "membership"),
         (lambda: resolve_claim(delta=1e-5, noise_multiplier=1.0), "missing: sample_rate, steps"),
         (lambda: resolve_claim(1.0, delta=0), "delta must"),
         (lambda: resolve_claim(-1.0, delta=1e-5), "claimed_epsilon must"),
@@ -188,3 +203,14 @@ def test_non_finite_update_is_an_error_naming_the_step() -> None:
         c.audit(1.0, delta=1e-5)
     with pytest.raises(ValueError, match="no step was observed"):
         GradientCanaries(3, 10, 1.0, 1.0).score_file(1.0, delta=1e-5)
+
+
+def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:
+    from dpaudit.tables import NO_CLAIM
+
+    c = GradientCanaries(100, 1000, sample_rate=1.0, clip_norm=1.0, seed=0)
+    _simulate(c, 3, sigma=0.0)
+    res = c.audit(delta=1e-5, accountant="rdp", noise_multiplier=0.0)
+    assert res.score_file.meta["claimed_epsilon"] is None
+    assert res.verdict["verdict"].iloc[0] == NO_CLAIM and not res.flagged
+    assert res.lower_bound > 0  # the noiseless run is still bounded from below

@@ -217,3 +217,17 @@ def test_diverged_training_is_a_clear_error() -> None:
         _step(model, opt, xb, yb)
     with pytest.raises(ValueError, match="not finite at step 1 of 2"):
         aud.audit(1.0, delta=1e-5)
+
+
+def test_low_gradient_placement_picks_coordinates_no_record_moves() -> None:
+    from dpaudit.attach import low_gradient_coordinates
+
+    data = _data(zero=50)
+    net = nn.Linear(56, 3)
+    batches = DataLoader(data, batch_size=16)
+    coords = low_gradient_coordinates(net, batches, 100, clip_norm=1.0, seed=0)
+    rows, cols = coords // 56, coords % 56
+    assert len(set(coords)) == 100 and (rows < 3).all() and (cols >= 6).all()  # weights of 0s
+    _, model, _, _ = _private(net, data, 1.0)
+    with pytest.raises(ValueError, match="give the plain model, before PrivacyEngine"):
+        low_gradient_coordinates(model, batches, 10, clip_norm=1.0)

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analyses",),
     ("audit",),
     ("tables", "reproduction", "plots"),
+    ("attach",),
     ("pipeline", "report"),
     ("config",),
     ("commands",),

@@ -1,7 +1,8 @@
 """Audit your own DP training: canaries, a score file and a verdict in one run.
 
 Framework-neutral core (:mod:`.core`): :class:`GradientCanaries` (white box) and
-:class:`InputCanaries` (black box); :func:`audit_scores` for final scores from any framework.
+:class:`InputCanaries` (black box); :func:`audit_scores` (:func:`make_score_file`) for final
+scores from any framework.
 Adapters: :func:`opacus` (attach to an Opacus ``DPOptimizer``) and :class:`CanaryDataset`
 (wrap any map-style PyTorch dataset). The verdict reads only family-free bounds
 (:data:`VERDICT_ESTIMATORS`, :mod:`.verdict`). docs/own_training.md has the details.
@@ -15,6 +16,7 @@ from dpaudit.attach.verdict import (
     audit_file,
     audit_scores,
     largest_detectable_epsilon,
+    make_score_file,
     resolve_claim,
 )
 
@@ -28,6 +30,8 @@ __all__ = [
     "audit_file",
     "audit_scores",
     "largest_detectable_epsilon",
+    "low_gradient_coordinates",
+    "make_score_file",
     "opacus",
     "resolve_claim",
 ]
@@ -39,6 +43,10 @@ def __getattr__(name: str):
         from dpaudit.attach.opacus_adapter import opacus
 
         return opacus
+    if name == "low_gradient_coordinates":
+        from dpaudit.attach.placement import low_gradient_coordinates
+
+        return low_gradient_coordinates
     if name == "CanaryDataset":
         from dpaudit.attach.dataset import CanaryDataset
 

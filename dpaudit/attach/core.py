@@ -27,7 +27,7 @@ verdict (:meth:`audit`, see :mod:`dpaudit.attach.verdict`). Any framework drives
 Opacus adapter (:mod:`dpaudit.attach.opacus_adapter`), the dataset wrapper
 (:mod:`dpaudit.attach.dataset`), a hand-written PyTorch loop (``examples/audit_handwritten.py``)
 or a JAX loop (hand in the noisy update as a NumPy array, or final scores to
-:func:`dpaudit.attach.verdict.audit_scores`).
+:func:`dpaudit.attach.verdict.make_score_file`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attach.verdict import AuditResult, audit_file, audit_scores
+from dpaudit.attach.verdict import AuditResult, audit_file, make_score_file
 from dpaudit.canaries import input_space
 from dpaudit.canaries.gradient_space import dirac_coordinates
 from dpaudit.canaries.inclusion import fair_coins
@@ -103,7 +103,7 @@ class _Audited:
         if unknown:
             raise TypeError(f"unknown keyword argument(s) {unknown}")
         claim_settings = {} if claimed_epsilon is not None else {**self._claim_settings(), **given}
-        return audit_scores(
+        return make_score_file(
             self._scores(scores),
             self.membership,
             claimed_epsilon,
@@ -197,7 +197,7 @@ class GradientCanaries(_Audited):
         self.steps = 0
         self.draws = 0
         self.sampled_counts = np.zeros(self.m, dtype=np.int64)
-        self.first_nonfinite_step: int | None = None
+        self._first_bad: int | None = None
         self.last_draw = np.zeros(self.m, dtype=bool)
 
     @property
@@ -254,8 +254,8 @@ class GradientCanaries(_Audited):
                 f"expected the noisy sum at the {self.m} canary coordinates, got {vals.size} values"
             )
         self.steps += 1
-        if self.first_nonfinite_step is None and not np.isfinite(vals).all():
-            self.first_nonfinite_step = self.steps
+        if self._first_bad is None and not np.isfinite(vals).all():
+            self._first_bad = self.steps
         self._score += vals / self.clip_norm
 
     @property
@@ -263,17 +263,24 @@ class GradientCanaries(_Audited):
         """The scores so far (m,): the noisy sums at the canary coordinates / C, over steps."""
         return self._score.copy()
 
+    @property
+    def first_nonfinite_step(self) -> int | None:
+        """The first step (1-based) whose noisy sum was not finite at a canary coordinate."""
+        return self._first_bad
+
     def _scores(self, scores: Any) -> np.ndarray:
         if scores is not None:
             raise ValueError("gradient canaries score themselves (observe); do not pass scores")
         if self.steps == 0:
             raise ValueError("no step was observed: attach the canaries before training")
-        if self.first_nonfinite_step is not None:
-            bad = int(np.argmax(~np.isfinite(self._score)))
+        first_bad = self.first_nonfinite_step
+        if first_bad is not None:
+            score = self.scores
+            bad = int(np.argmax(~np.isfinite(score)))
             raise ValueError(
                 f"non-finite scores: the noisy update at canary {bad}'s coordinate "
                 f"{int(self.coordinates[bad])} was not finite at step "
-                f"{self.first_nonfinite_step} of {self.steps} (the training diverged); "
+                f"{first_bad} of {self.steps} (the training diverged); "
                 "no bound can be drawn"
             )
         return self.scores

@@ -81,48 +81,54 @@ class OpacusAuditor(GradientCanaries):
         )
         self.optimizer = optimizer
         self._params = params
-        # The hot path (once per logical step) works on the canaries grouped by parameter:
-        # canaries order[bounds[k]:bounds[k + 1]] sit on params[k], at its flat coordinates
-        # _local[bounds[k]:bounds[k + 1]]; _groups holds, for each parameter with canaries, those
-        # coordinates as a tensor on its device and a tensor of clip_norm of the same length.
         offsets = np.cumsum([0, *sizes])
         owner = np.searchsorted(offsets, self.coordinates, side="right") - 1
-        self._order = np.argsort(owner, kind="stable")
-        self._local = self.coordinates[self._order] - offsets[owner[self._order]]
-        self._bounds = np.searchsorted(owner[self._order], np.arange(len(params) + 1))
-        self._groups: list[tuple[torch.nn.Parameter, torch.Tensor, torch.Tensor]] = []
+        self._groups: list[tuple[torch.nn.Parameter, torch.Tensor, np.ndarray]] = []
         for k, p in enumerate(params):
-            a, b = int(self._bounds[k]), int(self._bounds[k + 1])
-            if b > a:
-                local = torch.from_numpy(self._local[a:b]).to(p.device)
-                clip = torch.full((b - a,), self.clip_norm, dtype=p.dtype, device=p.device)
-                self._groups.append((p, local, clip))
-        self._group_of = np.cumsum(np.diff(self._bounds) > 0) - 1  # params[k] -> its group
+            ids = np.flatnonzero(owner == k)
+            if ids.size:
+                local = torch.from_numpy(self.coordinates[ids] - offsets[k]).to(p.device)
+                self._groups.append((p, local, ids))
+        # running sums and first non-finite step on each parameter's device: no host sync
+        self._acc = [
+            torch.zeros(len(ids), dtype=torch.float64, device=p.device)
+            for p, _, ids in self._groups
+        ]
+        self._bad = [
+            torch.zeros((), dtype=torch.int64, device=p.device) for p, _, _ in self._groups
+        ]
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
         optimizer._dpaudit_auditor = self
 
     def _add_noise(self) -> None:
-        # Only the canaries sampled this step are added (the others would add 0); every
-        # canary's noisy value is gathered per parameter and crosses to NumPy once.
-        for p, _, _ in self._groups:
+        draw = self.draw_step()
+        for p, local, ids in self._groups:
             if p.summed_grad is None:
                 raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
-        hit = np.flatnonzero(self.draw_step()[self._order])
-        if hit.size:
-            cuts = np.searchsorted(hit, self._bounds).tolist()
-            for k in range(len(self._params)):
-                if cuts[k + 1] > cuts[k]:
-                    p, _, clip = self._groups[self._group_of[k]]
-                    flat = p.summed_grad.view(-1)  # contiguous (Opacus' einsum / clone)
-                    idx = torch.from_numpy(self._local[hit[cuts[k] : cuts[k + 1]]])
-                    vals = clip[: len(idx)].to(flat.dtype)
-                    flat.index_add_(0, idx.to(flat.device), vals)
+            vals = torch.as_tensor(draw[ids] * self.clip_norm, dtype=p.summed_grad.dtype)
+            flat = p.summed_grad.view(-1)  # summed_grad is contiguous (Opacus' einsum / clone)
+            flat.index_add_(0, local, vals.to(flat.device, non_blocking=True))
         self._original_add_noise()
-        noisy = torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in self._groups])
-        values = np.empty(self.m)
-        values[self._order] = noisy.detach().double().cpu().numpy()
-        self.observe_values(values)
+        self.steps += 1
+        for (p, local, _), acc, bad in zip(self._groups, self._acc, self._bad, strict=True):
+            noisy = p.grad.detach().reshape(-1)[local].double()
+            acc += noisy
+            first = (bad == 0) & ~torch.isfinite(noisy).all()
+            bad.copy_(torch.where(first, self.steps, bad))
+
+    @property
+    def scores(self) -> np.ndarray:
+        """The scores so far (m,), gathered from the devices (see the core)."""
+        out = np.empty(self.m)
+        for (_, _, ids), acc in zip(self._groups, self._acc, strict=True):
+            out[ids] = acc.cpu().numpy() / self.clip_norm
+        return out
+
+    @property
+    def first_nonfinite_step(self) -> int | None:
+        steps = [int(b) for b in self._bad if int(b) > 0]
+        return min(steps) if steps else None
 
     def detach(self) -> None:
         """Stop auditing: the optimizer's own ``add_noise`` again."""

@@ -2,9 +2,9 @@
 
 :func:`resolve_claim` turns what the user knows about their training (an epsilon, or the DP-SGD
 settings their accountant used) into the claimed (epsilon, delta) and names its source;
-:func:`audit_scores` turns final per-canary scores into an ordinary score file
-(:mod:`dpaudit.scores`, design ``one_run``) and :func:`audit_file` runs the estimators on it and
-reads the verdict.
+:func:`make_score_file` turns final per-canary scores into an ordinary score file
+(:mod:`dpaudit.scores`, design ``one_run``), :func:`audit_file` runs the estimators on it and
+reads the verdict, and :func:`audit_scores` does both.
 
 **The verdict uses only bounds that hold for every mechanism meeting the claim.** A bound that
 assumes a trade-off family (the GDP or Laplace nulls of ``fdp_one_run`` / ``fdp_abstention``,
@@ -150,7 +150,7 @@ def check_scores(scores: Any, membership: Any) -> tuple[np.ndarray, np.ndarray]:
     return score, member.astype(np.int8)
 
 
-def audit_scores(
+def make_score_file(
     scores: Any,
     membership: Any,
     claimed_epsilon: float | None = None,
@@ -202,6 +202,23 @@ def audit_scores(
         raise ValueError(str(exc)) from exc
 
 
+def audit_scores(
+    scores: Any,
+    membership: Any,
+    claimed_epsilon: float | None = None,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    extra_estimators: Mapping[str, Mapping[str, Any]] | None = None,
+    **kwargs: Any,
+) -> AuditResult:
+    """The audit table and verdict (:func:`audit_file`) of final per-canary ``scores`` and
+    their fair-coin ``membership`` from any framework (a JAX loop included); the claim and the
+    other keywords as in :func:`make_score_file`."""
+    sf = make_score_file(scores, membership, claimed_epsilon, delta=delta, **kwargs)
+    return audit_file(sf, confidence, extra_estimators)
+
+
 def verdict_specs(confidence: float) -> dict[str, dict[str, Any]]:
     """:data:`VERDICT_ESTIMATORS`, each at confidence 1 - (1 - ``confidence``) / (their
     number), so that the largest of their bounds holds at ``confidence`` (union bound)."""
@@ -222,7 +239,7 @@ def largest_detectable_epsilon(
     if membership is None:
         membership = np.arange(m) % 2
     member = np.asarray(membership, dtype=np.int8)
-    perfect = audit_scores(member.astype(float), member, math.inf, delta=delta)
+    perfect = make_score_file(member.astype(float), member, math.inf, delta=delta)
     table = audit([perfect], verdict_specs(confidence))
     eps = pd.to_numeric(table["epsilon"])
     return float(eps[table["valid"].astype(bool)].max())
@@ -258,12 +275,18 @@ class AuditResult:
         v = self.verdict.iloc[0]
         claim = v["claimed_epsilon"]
         claim_text = "none (no guarantee)" if not math.isfinite(claim) else f"{claim:.3g}"
-        return (
+        text = (
             f"claimed epsilon {claim_text} at delta {v['delta']:.3g} ({v['accountant']}); "
             f"largest valid lower bound {v['epsilon_lower_bound']:.3g} ({v['estimator']}, "
             f"joint confidence {v['joint_confidence']:.3g}); this run can certify at most "
             f"{v['largest_detectable_epsilon']:.3g}; verdict: {v['verdict']}"
         )
+        if math.isfinite(claim) and claim >= v["largest_detectable_epsilon"]:
+            text += (
+                f" (the claim is above what {int(v['m'])} canaries can certify: this run could "
+                "not have flagged it; use more canaries)"
+            )
+        return text
 
 
 def audit_file(
@@ -276,6 +299,11 @@ def audit_file(
     from dpaudit.audit import audit
     from dpaudit.tables import NO_CLAIM, add_verdicts, verdict_table
 
+    if sf.meta["design"] != "one_run" or sf.n_trials != 1:
+        raise ValueError(
+            f"{sf.source}: the verdict audits one run (design one_run, one trial); this file "
+            f"has design {sf.meta['design']!r} and {sf.n_trials} trial(s): use dpaudit audit"
+        )
     specs = verdict_specs(confidence)
     extra = dict(extra_estimators or {})
     clash = sorted(set(extra) & set(specs))
