@@ -5,8 +5,9 @@ same seed: same coins, coordinates and draws) to a twin of the training by the p
 the whole flat canary gradient :meth:`~GradientCanaries.canary_gradient` added to the summed
 clipped gradients, and the whole flat noisy sum handed to :meth:`~GradientCanaries.observe`.
 The twin sees the same batches and the same noise (the same torch seed; the canaries draw from
-NumPy only), so the scores must agree bit for bit, and so must the trained parameters: a
-canary put on another coordinate, or its value read from another one, fails.
+NumPy only), so the scores must agree bit for bit (C = 0.5, a power of two: the adapter's
+sum divided by C equals the core's sum of values divided by C exactly), and so must the trained
+parameters: a canary put on another coordinate, or its value read from another one, fails.
 """
 
 from __future__ import annotations
@@ -122,3 +123,26 @@ def test_a_canary_read_off_another_coordinate_fails() -> None:
     aud, _ = _train(30, True, False, reference=False, coordinates=coords)
     ref, _ = _train(30, True, False, reference=True, coordinates=coords + 1)
     assert not np.array_equal(aud.scores, ref.scores)
+
+
+def test_divergence_is_dated_to_its_first_step() -> None:
+    """Finite batches for two steps, then NaN inputs: the running sums on the device date the
+    divergence to step 3 of 4 (a non-finite sum stays non-finite)."""
+    x = torch.randn(32, 6)
+    x[16:] = float("nan")
+    net = _net()
+    model, opt, loader = PrivacyEngine(accountant="rdp").make_private(
+        module=net,
+        optimizer=torch.optim.SGD(net.parameters(), lr=0.1),
+        data_loader=DataLoader(TensorDataset(x, torch.zeros(32).long()), batch_size=8),
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        poisson_sampling=False,
+    )
+    aud = opacus(opt, m=20, seed=0, data_loader=loader)
+    for i, (xb, yb) in enumerate(loader):
+        _step(model, opt, xb, yb)
+        assert aud.first_nonfinite_step == (None if i < 2 else 3)
+    assert aud.steps == 4
+    with pytest.raises(ValueError, match="not finite at step 3 of 4"):
+        aud.audit(1.0, delta=1e-5)
