@@ -177,6 +177,7 @@ class GradientCanaries(_Audited):
                 f"has {self.n_params} trainable parameters: lower m"
             )
         self.membership = fair_coins(self.m, derive_seed(self.seed, "attach", "coins"))
+        self._in = self.membership == 1
         if coordinates is None:
             coords = dirac_coordinates(
                 self.m, self.n_params, derive_seed(self.seed, "attach", "coordinates")
@@ -215,7 +216,7 @@ class GradientCanaries(_Audited):
             if pos == 0 or self._epoch_slot is None:
                 self._epoch_slot = self._rng.integers(0, k, size=self.m)
             hit = self._epoch_slot == pos
-        draw = hit & (self.membership == 1)
+        draw = np.logical_and(hit, self._in, out=hit)
         self.sampled_counts += draw
         self.last_draw = draw
         self.draws += 1

@@ -81,54 +81,73 @@ class OpacusAuditor(GradientCanaries):
         )
         self.optimizer = optimizer
         self._params = params
+        # Canaries grouped by parameter, once: canaries order[bounds[k]:bounds[k + 1]] sit on
+        # params[k] at its flat coordinates _local[bounds[k]:bounds[k + 1]]. Each parameter
+        # with canaries is a group (p, those coordinates and clip_norm as tensors on p's
+        # device); the groups of one device form a bucket, whose running sums (float64, in
+        # the bucket's canary order ids) and count of steps with a non-finite sum stay on the
+        # device: no host sync per step.
         offsets = np.cumsum([0, *sizes])
         owner = np.searchsorted(offsets, self.coordinates, side="right") - 1
-        self._groups: list[tuple[torch.nn.Parameter, torch.Tensor, np.ndarray]] = []
+        self._order = np.argsort(owner, kind="stable")
+        self._local = self.coordinates[self._order] - offsets[owner[self._order]]
+        self._bounds = np.searchsorted(owner[self._order], np.arange(len(params) + 1))
+        self._group_of: dict[int, tuple[torch.nn.Parameter, torch.Tensor, torch.Tensor]] = {}
+        buckets: dict[torch.device, list[int]] = {}
         for k, p in enumerate(params):
-            ids = np.flatnonzero(owner == k)
-            if ids.size:
-                local = torch.from_numpy(self.coordinates[ids] - offsets[k]).to(p.device)
-                self._groups.append((p, local, ids))
-        # running sums and first non-finite step on each parameter's device: no host sync
-        self._acc = [
-            torch.zeros(len(ids), dtype=torch.float64, device=p.device)
-            for p, _, ids in self._groups
-        ]
-        self._bad = [
-            torch.zeros((), dtype=torch.int64, device=p.device) for p, _, _ in self._groups
-        ]
+            lo, hi = int(self._bounds[k]), int(self._bounds[k + 1])
+            if hi > lo:
+                local = torch.from_numpy(self._local[lo:hi]).to(p.device)
+                clip = torch.full((hi - lo,), self.clip_norm, dtype=p.dtype, device=p.device)
+                self._group_of[k] = (p, local, clip)
+                buckets.setdefault(p.device, []).append(k)
+        self._buckets = []
+        for device, ks in buckets.items():
+            ids = self._order[
+                np.concatenate([np.arange(self._bounds[k], self._bounds[k + 1]) for k in ks])
+            ]
+            acc = torch.zeros(len(ids), dtype=torch.float64, device=device)
+            nonfinite = torch.zeros((), dtype=torch.int64, device=device)
+            self._buckets.append(([self._group_of[k] for k in ks], ids, acc, nonfinite))
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
         optimizer._dpaudit_auditor = self
 
     def _add_noise(self) -> None:
-        draw = self.draw_step()
-        for p, local, ids in self._groups:
+        for p, _, _ in self._group_of.values():
             if p.summed_grad is None:
                 raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
-            vals = torch.as_tensor(draw[ids] * self.clip_norm, dtype=p.summed_grad.dtype)
-            flat = p.summed_grad.view(-1)  # summed_grad is contiguous (Opacus' einsum / clone)
-            flat.index_add_(0, local, vals.to(flat.device, non_blocking=True))
+        # only the canaries sampled this step are added (the others would add 0)
+        hit = np.flatnonzero(self.draw_step()[self._order])
+        if hit.size:
+            cuts = np.searchsorted(hit, self._bounds).tolist()
+            for k in range(len(self._params)):
+                if cuts[k + 1] > cuts[k]:
+                    p, _, clip = self._group_of[k]
+                    flat = p.summed_grad.view(-1)  # contiguous (Opacus' einsum / clone)
+                    idx = torch.from_numpy(self._local[hit[cuts[k] : cuts[k + 1]]])
+                    flat.index_add_(
+                        0, idx.to(flat.device, non_blocking=True), clip[: len(idx)].to(flat.dtype)
+                    )
         self._original_add_noise()
         self.steps += 1
-        for (p, local, _), acc, bad in zip(self._groups, self._acc, self._bad, strict=True):
-            noisy = p.grad.detach().reshape(-1)[local].double()
-            acc += noisy
-            first = (bad == 0) & ~torch.isfinite(noisy).all()
-            bad.copy_(torch.where(first, self.steps, bad))
+        for groups, _, acc, nonfinite in self._buckets:
+            acc += torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups]).detach()
+            # a non-finite running sum stays non-finite: count the steps since the first
+            nonfinite += ~torch.isfinite(acc.sum())
 
     @property
     def scores(self) -> np.ndarray:
         """The scores so far (m,), gathered from the devices (see the core)."""
         out = np.empty(self.m)
-        for (_, _, ids), acc in zip(self._groups, self._acc, strict=True):
+        for _, ids, acc, _ in self._buckets:
             out[ids] = acc.cpu().numpy() / self.clip_norm
         return out
 
     @property
     def first_nonfinite_step(self) -> int | None:
-        steps = [int(b) for b in self._bad if int(b) > 0]
-        return min(steps) if steps else None
+        counts = [int(c) for _, _, _, c in self._buckets]
+        return min((self.steps - c + 1 for c in counts if c > 0), default=None)
 
     def detach(self) -> None:
         """Stop auditing: the optimizer's own ``add_noise`` again."""
