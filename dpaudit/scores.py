@@ -218,8 +218,7 @@ def validate(sf: ScoreFile) -> None:
     if sf.meta.get("score_dtype", "float64") not in SCORE_DTYPES:
         _fail(
             src,
-            f"metadata 'score_dtype' is {sf.meta['score_dtype']!r}; allowed: "
-            f"{list(SCORE_DTYPES)}",
+            f"metadata 'score_dtype' is {sf.meta['score_dtype']!r}; allowed: {list(SCORE_DTYPES)}",
         )
     eps = sf.meta["claimed_epsilon"]
     if eps is not None and (not isinstance(eps, int | float) or eps < 0):
@@ -356,12 +355,13 @@ def check_identity(
     A valid score file copied or moved over another (say the ``eps4`` file over the
     ``nonprivate`` one) passes every other check and would be audited as the run of its path,
     its rows counted twice and the displaced run's lost. Values are compared as text, since the
-    pipeline's wildcards are strings (seed ``"0"`` matches metadata ``0``). The error names the
-    file, the field, the value found and the one expected.
+    pipeline's wildcards are strings (seed ``"0"`` matches metadata ``0``); a file without a
+    ``shard`` key (one trained in a single shard, e.g. by the Opacus engine) is shard 0. The
+    error names the file, the field, the value found and the one expected.
     """
     expected: dict[str, Any] = {"experiment": experiment, "setting": setting, "seed": seed}
-    if shard is not None:
-        expected["shard"] = shard
+    if shard is not None and ("shard" in sf.meta or str(shard) != "0"):
+        expected["shard"] = shard  # without a "shard" key, a file is its seed's only shard (0)
     for key, want in expected.items():
         found = sf.meta.get(key)
         if found is None or isinstance(found, bool) or str(found) != str(want):

@@ -73,10 +73,11 @@ def test_each_identity_field_is_checked(expect, field):
         check_identity(sf, "f.npz", **{**ok, **expect})
 
 
-def test_a_shard_path_needs_the_shard_in_the_metadata():
+def test_a_file_without_shard_metadata_is_shard_0():
+    """The Opacus engine writes seed<N>.shard0.npz without a "shard" key: its only shard."""
     sf = _file("eps4")  # no "shard" key
-    check_identity(sf, "f.npz", experiment="exp", setting="eps4", seed=0)
+    check_identity(sf, "f.npz", experiment="exp", setting="eps4", seed=0, shard="0")
     with pytest.raises(
-        ScoreFileError, match="metadata 'shard' is None, but the pipeline expects '0'"
+        ScoreFileError, match="metadata 'shard' is None, but the pipeline expects '1'"
     ):
-        check_identity(sf, "f.npz", experiment="exp", setting="eps4", seed=0, shard=0)
+        check_identity(sf, "f.npz", experiment="exp", setting="eps4", seed=0, shard="1")
