@@ -218,7 +218,8 @@ def validate(sf: ScoreFile) -> None:
     if sf.meta.get("score_dtype", "float64") not in SCORE_DTYPES:
         _fail(
             src,
-            f"metadata 'score_dtype' is {sf.meta['score_dtype']!r}; allowed: {list(SCORE_DTYPES)}",
+            f"metadata 'score_dtype' is {sf.meta['score_dtype']!r}; allowed: "
+            f"{list(SCORE_DTYPES)}",
         )
     eps = sf.meta["claimed_epsilon"]
     if eps is not None and (not isinstance(eps, int | float) or eps < 0):
