@@ -174,7 +174,9 @@ def audit_seed_groups(
 
 
 def audit_setting(
-    seed_files: list[list[str]], specs: Mapping[str, Mapping[str, Any]]
+    seed_files: list[list[str]],
+    specs: Mapping[str, Mapping[str, Any]],
+    expected: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Rows of every estimator block in ``specs`` (name -> block) on every seed of one setting.
 
@@ -182,6 +184,8 @@ def audit_setting(
     the pipeline: one per setting). Rows come estimator by estimator in the order of
     ``specs``, seed by seed within an estimator, so the table is the concatenation of
     :func:`audit_seed_groups` over the estimators. Errors as in :func:`audit_seed_groups`.
+    ``expected`` (path -> experiment, setting, seed, shard) checks each file's metadata
+    against what the pipeline expects at its path (:func:`dpaudit.scores.check_identity`).
     """
     from dpaudit import scores
 
@@ -192,6 +196,9 @@ def audit_setting(
     frames: dict[str, list[pd.DataFrame]] = {name: [] for name in specs}
     for paths in seed_files:
         files = [scores.read(path) for path in paths]
+        for path, sf in zip(paths, files, strict=True):
+            if expected is not None:
+                scores.check_identity(sf, path, **expected[path])
         sf = files[0] if len(files) == 1 else scores.concat(files)
         for name, spec in specs.items():
             check_applies(sf, name, spec)

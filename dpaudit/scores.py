@@ -341,6 +341,39 @@ def read(path: str | Path) -> ScoreFile:
     return ScoreFile(**arrays, meta=meta, source=src)
 
 
+def check_identity(
+    sf: ScoreFile,
+    path: str | Path | None = None,
+    *,
+    experiment: str,
+    setting: str,
+    seed: int | str,
+    shard: int | str | None = None,
+) -> None:
+    """Raise :class:`ScoreFileError` unless ``sf``'s metadata names the run the pipeline expects
+    at ``path`` (its ``experiment``, ``setting``, ``seed`` and, for a shard file, ``shard``).
+
+    A valid score file copied or moved over another (say the ``eps4`` file over the
+    ``nonprivate`` one) passes every other check and would be audited as the run of its path,
+    its rows counted twice and the displaced run's lost. Values are compared as text, since the
+    pipeline's wildcards are strings (seed ``"0"`` matches metadata ``0``); a file without a
+    ``shard`` key (one trained in a single shard, e.g. by the Opacus engine) is shard 0. The
+    error names the file, the field, the value found and the one expected.
+    """
+    expected: dict[str, Any] = {"experiment": experiment, "setting": setting, "seed": seed}
+    if shard is not None and ("shard" in sf.meta or str(shard) != "0"):
+        expected["shard"] = shard  # without a "shard" key, a file is its seed's only shard (0)
+    for key, want in expected.items():
+        found = sf.meta.get(key)
+        if found is None or isinstance(found, bool) or str(found) != str(want):
+            _fail(
+                str(path or sf.source),
+                f"metadata '{key}' is {found!r}, but the pipeline expects {str(want)!r} for "
+                "this path: the file belongs to another run (copied or moved?); restore the "
+                "file of this run or remove it so that the pipeline writes it again",
+            )
+
+
 def _identity(sf: ScoreFile) -> tuple[str, ...]:
     """(experiment, setting, seed, shard) of a file: two files with one identity are one run."""
     keys = ("experiment", "setting", "seed", "shard")

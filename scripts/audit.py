@@ -3,13 +3,15 @@ one setting (each file read once)."""
 
 from dpaudit.audit import audit_setting
 from dpaudit.joblog import job_log
-from dpaudit.pipeline.paths import group_by_seed
+from dpaudit.pipeline.paths import group_by_seed, parse_score_file
 from dpaudit.tables import write_audit_csv
 
 log = job_log(snakemake.log[0])
 # one list per seed (the file, or its shards), from the paths; [name, block] pairs in order
 estimators = {name: block for name, block in snakemake.params.estimators}
-table = audit_setting(group_by_seed(snakemake.input.scores), estimators)
+# each file's metadata must name the run of its path (experiment, setting, seed, shard)
+expected = {str(path): parse_score_file(path) for path in snakemake.input.scores}
+table = audit_setting(group_by_seed(snakemake.input.scores), estimators, expected)
 for (name, seed), rows in table.groupby(["estimator", "seed"], sort=False):
     log.info("%s, seed %s: %d row(s); max epsilon %s", name, seed, len(rows), rows["epsilon"].max())
 for name in estimators.keys() - set(table["estimator"]):

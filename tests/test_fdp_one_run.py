@@ -795,27 +795,3 @@ def test_cli_exact_tail_issue_example(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["tail"] == "exact" and math.isfinite(out["epsilon"]) and out["p_value"] <= 0.05
     assert F.p_value(100_000, 25_000, 7545, "gdp", out["mu"], tail="exact") <= 0.05
-
-
-def test_top_members_matches_the_stable_argsort():
-    """_top_members (two plain sorts and binary searches) gives the members among the j
-    highest scores exactly as the cumulative sum along a stable argsort of -score does, with
-    ties (integer, rounded, +0.0/-0.0 scores) split by position; non-0/1 membership and
-    non-finite scores take the argsort path."""
-    rng = np.random.default_rng(5)
-    for trial in range(200):
-        n = int(rng.integers(1, 60))
-        s = (
-            rng.normal(size=n),
-            rng.integers(0, 4, n).astype(float),
-            np.where(rng.random(n) < 0.5, 0.0, -0.0),
-            np.round(rng.normal(size=n), 1),
-        )[trial % 4]
-        m = rng.integers(0, 2, n).astype(np.int64)
-        if trial % 10 == 9:
-            m = m * 3  # not 0/1
-        if trial % 10 == 8:
-            s[0] = np.nan
-        cum = np.concatenate(([0], np.cumsum(m[np.argsort(-s, kind="stable")])))
-        top = F._top_members(s, m)
-        assert [top(j) for j in range(n + 1)] == cum.tolist(), trial

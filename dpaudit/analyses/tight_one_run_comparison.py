@@ -50,8 +50,8 @@ def compare_at_r(
     """Their bound (family null) and the one-run bound (Theorem 3.1 of Steinke et al., m = n)
     for the same r released guesses."""
     n = len(score)
-    kp, km, wrong = fdp.released_guesses(score, membership, r, guess)
-    return both_bounds(n, r, wrong, family, delta, confidence, q)
+    kp, km, wrong = fdp.released_guesses(score, membership, r, guess)  # kp + km < r on ties
+    return both_bounds(n, kp + km, wrong, family, delta, confidence, q)
 
 
 def r_sweep(

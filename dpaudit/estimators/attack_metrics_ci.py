@@ -38,11 +38,15 @@ from scipy import special, stats
 
 
 def delong_auroc(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[float, float, float]:
-    """(AUROC, lower, upper): ties count one half; x the IN, y the OUT scores."""
+    """(AUROC, lower, upper): ties count one half (mid-ranks); x the IN, y the OUT scores.
+    Computed on the sorted scores, so that the floating-point sums, too, are the same for every
+    order of the canaries."""
     x_up, y_up = np.sort(x), np.sort(y)
     # placement of each IN score among the OUT ones, and of each OUT score among the IN ones
-    v10 = (np.searchsorted(y_up, x, "left") + np.searchsorted(y_up, x, "right")) / (2 * y.size)
-    below_x = np.searchsorted(x_up, y, "left") + np.searchsorted(x_up, y, "right")
+    v10 = (np.searchsorted(y_up, x_up, "left") + np.searchsorted(y_up, x_up, "right")) / (
+        2 * y.size
+    )
+    below_x = np.searchsorted(x_up, y_up, "left") + np.searchsorted(x_up, y_up, "right")
     v01 = 1 - below_x / (2 * x.size)
     auc = float(v10.mean())
     var = (v10.var(ddof=1) if x.size > 1 else 0.0) / x.size

@@ -40,6 +40,7 @@ from dpaudit.estimators.fdp_one_run import (
     PARAM_MAX,
     FdpBound,
     canonical_family,
+    no_guess_bound,
     to_epsilon,
 )
 
@@ -246,15 +247,19 @@ def best_over_grid(
     full), so the pick is the loop's."""
     family = check_family(family)
     tau = 1.0 - level
-    cands = []
+    asked, cands = [], []  # each r asked for; (guesses made, k_plus, k_minus, wrong) there
     for r in grid:
-        kp, km, wrong = counts(r)
-        cands.append((int(r), kp, km, wrong))
+        kp, km, wrong = counts(r)  # kp + km <= r: ties straddling a cut abstain (.ties)
+        asked.append(int(r))
+        cands.append((kp + km, kp, km, wrong))
     if not cands:
         raise ValueError("the candidate grid is empty")
     z = float(special.ndtri(level))
     proxy = []
     for r, _, _, wrong in cands:
+        if r == 0:  # no guess made (:mod:`.ties`): bound 0, visited last
+            proxy.append(-math.inf)
+            continue
         p = (r - wrong) / r
         centre = (p + z * z / (2 * r)) / (1 + z * z / r)
         half = z * math.sqrt(p * (1 - p) / r + z * z / (4 * r * r)) / (1 + z * z / r)
@@ -264,11 +269,11 @@ def best_over_grid(
     best_theta = 0.0
     for i in order:
         r, _, _, wrong = cands[i]
-        if best_theta > 0.0 and not rejects(
-            n, r, r - wrong, inverse_blow_up(family, best_theta, delta), tau
+        if best_theta > 0.0 and (
+            r == 0 or not rejects(n, r, r - wrong, inverse_blow_up(family, best_theta, delta), tau)
         ):
             continue  # its parameter, hence its epsilon, is below the best's
-        b = epsilon_lower_bound(n, r, wrong, family, delta, level)
+        b = _bound_or_none(n, r, wrong, family, delta, level)
         done[i] = b
         best_theta = max(best_theta, b.param)
     if not max(b.epsilon for b in done.values()) > 0.0:
@@ -276,13 +281,21 @@ def best_over_grid(
         for i in range(len(cands)):
             if i not in done:
                 r, _, _, wrong = cands[i]
-                done[i] = epsilon_lower_bound(n, r, wrong, family, delta, level)
+                done[i] = _bound_or_none(n, r, wrong, family, delta, level)
     best = None
     for i in sorted(done):  # the loop's choice among the candidates that can be the maximum
         if best is None or done[i].epsilon > done[best].epsilon:
             best = i
-    r, kp, km, _ = cands[best]
-    return r, (done[best], kp, km)
+    _, kp, km, _ = cands[best]
+    return asked[best], (done[best], kp, km)
+
+
+def _bound_or_none(n: int, r: int, wrong: int, family: str, delta: float, level: float) -> FdpBound:
+    """:func:`epsilon_lower_bound`, or the bound of no guess where every guess was abstained
+    on (r = 0, :mod:`.ties`)."""
+    if r == 0:
+        return no_guess_bound(n, family, delta, level, TAIL)
+    return epsilon_lower_bound(n, r, wrong, family, delta, level)
 
 
 def rejection_rate(

@@ -44,6 +44,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from dpaudit.accounting.gaussian import epsilon_of_profile, gdp_delta
+from dpaudit.estimators.ties import Cut
 
 #: The null families, and the name of each one's parameter (larger = less private).
 FAMILIES: dict[str, str] = {
@@ -747,6 +748,27 @@ class FdpBound:
     tail: str
 
 
+def no_guess_bound(
+    n: int, family: str, delta: float, confidence: float, tail: str = "chernoff"
+) -> FdpBound:
+    """The result of a guess count r at which every guess was abstained on (a tie straddling
+    the cut, :mod:`.ties`): no guess released, nothing rejected, epsilon 0 (p-value 1).
+    :func:`epsilon_lower_bound` itself needs r >= 1."""
+    return FdpBound(
+        family=family,
+        param_name=FAMILIES[family],
+        param=0.0,
+        epsilon=0.0,
+        p_value=1.0,
+        n=int(n),
+        r=0,
+        wrong=0,
+        delta=float(delta),
+        confidence=float(confidence),
+        tail=tail,
+    )
+
+
 def param_lower_bound(
     n: int,
     r: int,
@@ -876,12 +898,15 @@ GUESS_RULES = ("balanced", "top_in", "centered")
 def released_guesses(
     score: np.ndarray, membership: np.ndarray, r: int, rule: str = "balanced"
 ) -> tuple[int, int, int]:
-    """(k_plus, k_minus, wrong) of the r released guesses (Def. 6 with filter Eq. 7).
+    """(k_plus, k_minus, wrong) of the guesses released when r are asked for (Def. 6 with
+    filter Eq. 7).
 
     ``balanced``: guess IN for the ceil(r/2) highest scores and OUT for the floor(r/2) lowest
     (the paper's "general case", as Steinke et al.); ``top_in``: IN for the r highest;
-    ``centered``: confidence |score - median| and guess by the side of the median (the
-    paper's "special case"). Ties are broken by position (stable sort).
+    ``centered``: confidence |score - median| and guess by the side of the median (IN above it;
+    the paper's "special case"). A tied block of scores (of confidences) that straddles a cut is
+    abstained on (:mod:`.ties`), so k_plus + k_minus <= r guesses are released, the same ones
+    for every order of the canaries.
     """
     return guess_counter(score, membership, rule)(r)
 
@@ -895,63 +920,29 @@ def guess_counter(
     member = np.asarray(membership).ravel().astype(np.int64)
     n = len(score)
     if rule == "balanced" or rule == "top_in":
-        top = _top_members(score, member)  # members among the j highest
-        total = top(n)
+        cut = Cut(score, member)
 
         def count(r: int) -> tuple[int, int, int]:
             _check(n, r)
-            kp = r if rule == "top_in" else (r + 1) // 2
-            km = r - kp
-            wrong = int(kp - top(kp)) + (total - int(top(n - km)) if km else 0)
-            return kp, km, wrong
+            want_in = r if rule == "top_in" else (r + 1) // 2
+            kp, km = cut.top(want_in), cut.bottom(r - want_in)
+            # non-members guessed IN + members guessed OUT
+            return kp, km, (kp - cut.sum_top(kp)) + cut.sum_bottom(km)
 
         return count
     if rule == "centered":
         c = float(np.median(score))
-        order = np.argsort(-np.abs(score - c), kind="stable")
-        guess_in = score[order] > c
-        ins = np.concatenate(([0], np.cumsum(guess_in)))
-        errs = np.concatenate(([0], np.cumsum(guess_in != (member[order] == 1))))
+        guess_in = score > c
+        cut = Cut(np.abs(score - c), guess_in, guess_in != (member == 1))
 
         def count_centered(r: int) -> tuple[int, int, int]:
             _check(n, r)
-            return int(ins[r]), int(r - ins[r]), int(errs[r])
+            k = cut.top(r)
+            ins = cut.sum_top(k, 0)
+            return ins, k - ins, cut.sum_top(k, 1)
 
         return count_centered
     raise ValueError(f"unknown guess rule {rule!r}; allowed: {', '.join(GUESS_RULES)}")
-
-
-def _top_members(score: np.ndarray, member: np.ndarray) -> Callable[[int], int]:
-    """j -> the sum of ``member`` over the j highest scores, ties broken by position (the
-    first j of a stable sort of -score).
-
-    For finite scores and 0/1 membership, from two plain sorts (all scores, members' scores)
-    instead of a stable argsort (several times slower): the j-th highest score t, the members
-    strictly above it (a binary search), and of the scores equal to t the first ones by
-    position (all of them, again a binary search, unless the tie is split). Otherwise the
-    cumulative sums along the stable argsort."""
-    n = score.size
-    if not (np.isfinite(score).all() and ((member == 0) | (member == 1)).all()):
-        cum = np.concatenate(([0], np.cumsum(member[np.argsort(-score, kind="stable")])))
-        return lambda j: int(cum[j])
-    asc = np.sort(score)
-    s1 = np.sort(score[member == 1])
-    n1 = s1.size
-
-    def top(j: int) -> int:
-        if j <= 0:
-            return 0
-        if j >= n:
-            return n1
-        t = asc[n - j]  # the j-th highest score
-        lo, hi = np.searchsorted(asc, t, "left"), np.searchsorted(asc, t, "right")
-        lo1, hi1 = np.searchsorted(s1, t, "left"), np.searchsorted(s1, t, "right")
-        need = j - (n - int(hi))  # how many of the scores equal to t are among the j highest
-        if need == hi - lo:
-            return n1 - int(lo1)
-        return n1 - int(hi1) + int(member[np.flatnonzero(score == t)[:need]].sum())
-
-    return top
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from dpaudit.estimators import fdp_abstention, multi_split
 from dpaudit.estimators import fdp_one_run as fdp
 from dpaudit.estimators import selection_rules as rules
 from dpaudit.estimators.registry import assumes
+from dpaudit.estimators.ties import in_id_order
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 SELECTIONS = rules.ONE_RUN_SELECTIONS
@@ -115,10 +116,12 @@ def audit_scores(
         else math.nan
     )
 
+    tail_of_bound = fdp_abstention.TAIL if bound is fdp_abstention.epsilon_lower_bound else tail
+
     def claimed_p(nn: int, r: int, wrong: int) -> float:
         if math.isnan(theta_claim) or bound is not fdp.epsilon_lower_bound:
             return math.nan
-        if math.isinf(theta_claim):  # the claim allows any theta: never rejected
+        if math.isinf(theta_claim) or r == 0:  # any theta allowed, or no guess: no rejection
             return 1.0
         return fdp.p_value(nn, r, wrong, family, theta_claim, delta, q, tail)
 
@@ -130,8 +133,10 @@ def audit_scores(
         counts = fdp.guess_counter(sc, membership[part], guess)
 
         def bound_at(r: int, level: float) -> tuple[fdp.FdpBound, int, int]:
-            kp, km, wrong = counts(r)
-            b = bound(len(sc), r, wrong, family, delta, level, q, tail)
+            kp, km, wrong = counts(r)  # kp + km <= r: ties straddling a cut abstain (.ties)
+            if kp + km == 0:
+                return fdp.no_guess_bound(len(sc), family, delta, level, tail_of_bound), kp, km
+            b = bound(len(sc), kp + km, wrong, family, delta, level, q, tail)
             return b, kp, km
 
         maximise = None
@@ -230,9 +235,10 @@ def run_released_guess_audit(
     tag = assumes(method, family, delta)  # the family the (epsilon, delta) report assumes
     rows = []
     for t in range(sf.n_trials):
+        score, member = in_id_order(sf.score[t], sf.membership[t], sf.canary_id[t])
         plain_rows = audit_scores(
-            sf.score[t],
-            sf.membership[t],
+            score,
+            member,
             confidence=confidence,
             selections=plain,
             split_seed=int(p["split_seed"]),
@@ -243,8 +249,8 @@ def run_released_guess_audit(
             if sel == multi_split.NAME:  # several sample splits, combined validly
                 row = multi_split.fdp_one_run_row(
                     audit_scores,
-                    sf.score[t],
-                    sf.membership[t],
+                    score,
+                    member,
                     confidence,
                     multi_split.rule_of(p),
                     **common,

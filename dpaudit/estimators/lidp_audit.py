@@ -89,6 +89,22 @@ def _columns(score: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return score[:, cols]
 
 
+def _in_id_order(sf: ScoreFile) -> ScoreFile:
+    """``sf`` with each trial's canaries sorted by canary id (``sf`` itself if they are).
+
+    The Clopper-Pearson interval bounds the first coordinate only: the inserted and the null
+    canary of lowest id, so that the row does not depend on the order of the canaries in the
+    file (a fixed coordinate, chosen before the scores are seen, as the interval needs)."""
+    order = np.argsort(sf.canary_id, axis=1, kind="stable")
+    if (order == np.arange(sf.n_canaries)).all():
+        return sf
+
+    def take(a: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(np.asarray(a), order, axis=1)
+
+    return ScoreFile(take(sf.score), take(sf.membership), take(sf.canary_id), sf.meta, sf.source)
+
+
 def _confidence(params: dict[str, Any]) -> float:
     conf = params.get("confidence")
     beta = params.get("beta")
@@ -115,6 +131,8 @@ def run_lidp(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     order = int(p["order"])
     if p["below_order"] not in BELOW_ORDER:
         raise ValueError(f"below_order must be one of {BELOW_ORDER}, got {p['below_order']!r}")
+    if p["interval"] == "clopper_pearson":  # the first coordinate: the lowest canary id
+        sf = _in_id_order(sf)
     score_in, score_out = split_in_out(sf)
     if p["below_order"] == "skip" and min(score_in.shape[1], score_out.shape[1]) < order:
         return []

@@ -2,8 +2,10 @@
 Training Run".
 
 m canaries are included by independent fair coins (their Algorithm 1); the auditor guesses IN
-for the k+ highest scores, OUT for the k- lowest, and abstains on the rest. Theorem 3.1: if the
-algorithm is (epsilon, delta)-DP, the number W of correct guesses out of r = k+ + k- obeys
+for the k+ highest scores, OUT for the k- lowest, and abstains on the rest (and on a tied block
+of scores that straddles a cut, so that the guesses depend on the scores only: :mod:`.ties`).
+Theorem 3.1: if the algorithm is (epsilon, delta)-DP, the number W of correct guesses out of
+the r (= k+ + k- without such a tie) guesses obeys
 
     P[W >= v] <= f(v) + delta * m * alpha,          f(v) = P[Binom(r, q) >= v],
     alpha = max_{i in 1..v} (2/i) P[v > Binom(r, q) >= v - i],   q = e^eps / (1 + e^eps)
@@ -30,6 +32,7 @@ import numpy as np
 from scipy import special, stats
 
 from dpaudit.estimators import selection_rules as rules
+from dpaudit.estimators.ties import Cut
 
 # The Boost routines behind scipy.stats.binom.sf / .pmf, called directly: the distribution
 # object's argument handling costs more than the evaluation (same values, bit for bit).
@@ -237,31 +240,37 @@ def guess_counts(
     score: np.ndarray, membership: np.ndarray, k_plus: int, k_minus: int
 ) -> tuple[int, int]:
     """(r, correct) when guessing IN for the ``k_plus`` highest scores and OUT for the
-    ``k_minus`` lowest (Algorithm 1, step 7). Ties are broken by position (stable sort)."""
+    ``k_minus`` lowest (Algorithm 1, step 7), abstaining on a tied block that straddles either
+    cut (:mod:`.ties`): r <= k_plus + k_minus, and the counts do not depend on the order of
+    the canaries."""
     n = len(score)
     if k_plus < 0 or k_minus < 0 or k_plus + k_minus > n:
         raise ValueError(f"need k+ + k- <= m = {n}, got k+={k_plus}, k-={k_minus}")
-    order = np.argsort(-np.asarray(score), kind="stable")
-    member = np.asarray(membership)[order]
-    correct = int(member[:k_plus].sum()) + int((1 - member[n - k_minus :]).sum())
-    return k_plus + k_minus, correct
+    if k_plus + k_minus == 0:
+        return 0, 0
+    (_, _, r, correct), *_ = _guess_table(score, membership, [(k_plus, k_minus)])
+    return r, correct
 
 
 def _guess_table(
     score: np.ndarray, membership: np.ndarray, grid: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int, int, int]]:
-    """(k+, k-, r, correct) for every grid point, from one sort."""
+    """(k+, k-, r, correct) for every grid point that fits (0 < k+ + k- <= m), from one sort;
+    r counts the guesses actually made (:mod:`.ties`: a tie straddling a cut is abstained on).
+    """
     n = len(score)
-    order = np.argsort(-np.asarray(score), kind="stable")
-    member = np.asarray(membership, dtype=np.int64)[order]
-    top_in = np.concatenate([[0], np.cumsum(member)])  # members among the k highest
-    bottom_out = np.concatenate([[0], np.cumsum(1 - member[::-1])])  # non-members among k lowest
-    rows = []
-    for kp, km in grid:
-        if kp + km > n or kp + km == 0:
-            continue
-        rows.append((kp, km, kp + km, int(top_in[kp] + bottom_out[km])))
-    return rows
+    member = np.asarray(membership, dtype=np.int64).ravel()
+    cut = Cut(score, member)
+    pairs = np.array([(kp, km) for kp, km in grid if 0 < kp + km <= n], dtype=np.int64)
+    if not pairs.size:
+        return []
+    kp, km = cut.top(pairs[:, 0]), cut.bottom(pairs[:, 1])
+    # members among the IN guesses + non-members among the OUT guesses
+    correct = cut.sum_top(kp) + km - cut.sum_bottom(km)
+    return [
+        (int(a), int(b), int(c), int(d))
+        for a, b, c, d in zip(pairs[:, 0], pairs[:, 1], kp + km, correct, strict=True)
+    ]
 
 
 def default_grid(m: int, ks: Iterable[int] | None = None) -> list[tuple[int, int]]:
@@ -278,7 +287,9 @@ def default_grid(m: int, ks: Iterable[int] | None = None) -> list[tuple[int, int
 
 @dataclass
 class OneRunResult:
-    """One row of the audit table for the one-run estimator."""
+    """One row of the audit table for the one-run estimator: ``k_plus``/``k_minus`` the chosen
+    grid point, ``r`` the guesses made there (fewer than k_plus + k_minus when a tie straddles a
+    cut, :mod:`.ties`), ``correct`` how many of them were right."""
 
     selection: str
     epsilon: float

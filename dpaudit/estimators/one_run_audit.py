@@ -10,6 +10,7 @@ from typing import Any
 from dpaudit.defaults import fill_defaults
 from dpaudit.estimators import multi_split, one_run
 from dpaudit.estimators.registry import FAMILY_FREE
+from dpaudit.estimators.ties import in_id_order
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 
@@ -45,9 +46,10 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     grid = _grid(params, sf.n_canaries)
     rows = []
     for t in range(sf.n_trials):
+        score, member = in_id_order(sf.score[t], sf.membership[t], sf.canary_id[t])
         results = one_run.audit_scores(
-            sf.score[t],
-            sf.membership[t],
+            score,
+            member,
             delta=sf.delta,
             confidence=confidence,
             grid=grid,
@@ -59,8 +61,8 @@ def run_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
         for sel in selections:
             if sel == multi_split.NAME:  # several sample splits, combined validly
                 row = multi_split.one_run_row(
-                    sf.score[t],
-                    sf.membership[t],
+                    score,
+                    member,
                     sf.delta,
                     confidence,
                     grid,
