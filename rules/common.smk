@@ -15,7 +15,7 @@ from dpaudit.pipeline import cluster as pipeline_cluster
 from dpaudit.pipeline import params as pipeline_params
 from dpaudit.pipeline import resources as pipeline_resources
 from dpaudit.pipeline import targets as pipeline_targets
-from dpaudit.pipeline.codehash import code_hash
+from dpaudit.pipeline.codehash import ENTRY_POINT_MODULE, code_hash
 from dpaudit.report import FULL_REPORT, ReportError, make_report, targeted_report_path
 
 try:
@@ -78,6 +78,14 @@ def library_code(script):
     (and package data) the script can import, so that a library edit reruns the jobs it can
     affect (dpaudit.pipeline.codehash; Snakemake's params trigger)."""
     return code_hash(Path(workflow.basedir) / "scripts" / f"{script}.py")
+
+
+def train_code(wildcards):
+    """The ``code`` param of a training job: :func:`library_code` of scripts/train.py, without
+    the own-training audit's modules unless the job runs a ``train.entry_point``."""
+    run = train_params(wildcards)
+    exclude = () if run["train"].get("entry_point") else (ENTRY_POINT_MODULE,)
+    return code_hash(Path(workflow.basedir) / "scripts" / "train.py", exclude=exclude)
 
 
 def kind_pattern(*kinds):

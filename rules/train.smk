@@ -22,6 +22,6 @@ rule train:
         run=train_params,
         device=config["compute"]["device"],
         max_physical_batch=max_physical_batch,
-        code=library_code("train"),
+        code=train_code,
     script:
         "../scripts/train.py"

@@ -144,14 +144,29 @@ def library_modules(script: str | Path, root: str | Path = PACKAGE) -> list[str]
     return _Package(Path(root)).closure(imported_names(Path(script).read_text()))
 
 
+#: The module through which scripts/train.py runs a user's ``train.entry_point``: it reaches the
+#: own-training audit (and through it the estimators), which a job of the library's own engines
+#: never runs, so those jobs' ``code`` leaves it out (:func:`code_hash`'s ``exclude``).
+ENTRY_POINT_MODULE = "dpaudit.attach.pipeline"
+
+
 def compute_code_hash(
-    script: str | Path, root: str | Path = PACKAGE, package: _Package | None = None
+    script: str | Path,
+    root: str | Path = PACKAGE,
+    package: _Package | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> str:
     """A hex digest of the module texts and data files ``script`` may use (``package``: the
-    package at ``root``, read here when None)."""
+    package at ``root``, read here when None), leaving out the modules the script imports by
+    the names in ``exclude`` (and what only they reach): for a job that never runs them."""
     root = Path(root)
     package = package or _Package(root)
-    modules = package.closure(imported_names(Path(script).read_text()))
+    names = {
+        n
+        for n in imported_names(Path(script).read_text())
+        if not any(n == x or n.startswith(x + ".") for x in exclude)
+    }
+    modules = package.closure(names)
     digest = hashlib.sha256()
     for name in modules:
         digest.update(f"{name}\0{package.text[name]}\0".encode())
@@ -166,7 +181,7 @@ def _read(root: Path) -> _Package:
 
 
 @functools.cache
-def code_hash(script: str | Path, root: str | Path = PACKAGE) -> str:
+def code_hash(script: str | Path, root: str | Path = PACKAGE, exclude: tuple[str, ...] = ()) -> str:
     """:func:`compute_code_hash`, once per process and script, the package read once (the
     rules' ``code`` param)."""
-    return compute_code_hash(script, root, _read(Path(root)))
+    return compute_code_hash(script, root, _read(Path(root)), exclude)
