@@ -795,3 +795,12 @@ def test_cli_exact_tail_issue_example(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["tail"] == "exact" and math.isfinite(out["epsilon"]) and out["p_value"] <= 0.05
     assert F.p_value(100_000, 25_000, 7545, "gdp", out["mu"], tail="exact") <= 0.05
+
+
+def test_subsampled_gaussian_few_guesses_below_the_kink():
+    # n = 300, r = 9, one wrong at q < 1: no quadrature node falls below the kink of |L|, and
+    # the quantile of an empty set of levels used to crash (zero-size array); tie-aware cuts
+    # make such small r common
+    for q in (0.1, 0.5):
+        b = F.epsilon_lower_bound(300, 9, 1, "subsampled_gaussian", delta=1e-5, q=q)
+        assert 0.0 <= b.epsilon < 1.0 and b.r == 9

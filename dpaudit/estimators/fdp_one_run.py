@@ -273,6 +273,8 @@ def _sgm_quantile(t: np.ndarray, mu: float, q: float) -> np.ndarray:
     """h(t) for the subsampled Gaussian pair "mu-GDP, q" of Eq. (29)."""
     if mu <= 0:
         return np.full_like(t, 0.5)
+    if t.size == 0:  # no nodes below the kink (every Beta quantile mass above it)
+        return np.empty_like(t)
     # Bracket from a table of the survival function on an s-grid.
     log_t = np.log(t)
     s_max = 1.0
