@@ -28,6 +28,7 @@ from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of
     load_schema,
 )
 from dpaudit.io import read_yaml
+from dpaudit.training.spec import RECORD_CANARIES, RunSpec, SpecError
 
 
 class ConfigError(ValueError):
@@ -401,52 +402,27 @@ def _check_settings(exp: str, block: dict[str, Any]) -> None:
             )
 
 
-#: Default canary pool of the vectorised engine's LiDP design (dpaudit.training.shard).
-LIDP_DEFAULT_POOL = 1000
-_RECORD_CANARIES = ("mislabeled", "in_distribution")
-
-
-def canary_pool_need(block: dict[str, Any]) -> tuple[int, int]:
-    """(canaries per trial, pool size) of a train experiment, as the training job derives them
-    (``dpaudit.training.shard``; the Opacus trainer draws exactly ``m``)."""
-    c = block["canaries"]
-    design = block.get("design", "one_run")
-    per_trial = {"one_run": int(c["m"]), "lidp": 2 * int(c["k"])}.get(design, 1)
-    if c["pool_size"] is not None:
-        return per_trial, int(c["pool_size"])
-    if c["type"] == "clipbkd" and None not in (c["first_component"], c["last_component"]):
-        return per_trial, int(c["last_component"]) - int(c["first_component"])
-    if design == "lidp":
-        # gradient canaries cap the default at 256 MiB of parameters: a smaller pool still
-        # holds at least the 2k canaries of a trial, so the lower bound below is safe
-        gradient = c["type"] in ("dirac", "random_gradient")
-        return per_trial, per_trial if gradient else max(per_trial, LIDP_DEFAULT_POOL)
-    return per_trial, per_trial
+def run_spec(exp: str, block: dict[str, Any]) -> RunSpec:
+    """The run spec of train experiment ``exp`` (its validated block, at any setting); a spec
+    that does not check out (:class:`~dpaudit.training.spec.RunSpec`) raises
+    :class:`ConfigError` naming the key."""
+    try:
+        return RunSpec.from_block(block)
+    except SpecError as err:
+        raise ConfigError(f"config key experiments.{exp}.{err.key}: {err.reason}") from None
 
 
 def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
-    """The canaries a trial needs must fit in the pool, and record canaries (mislabeled,
-    in_distribution) must fit in the records the dataset holds out (``dataset.canary_pool``)."""
+    """The run spec must check out (:class:`~dpaudit.training.spec.RunSpec`: the design,
+    threat model, canaries and a pool that holds a trial's canaries), and record canaries
+    (mislabeled, in_distribution) must fit in the records the dataset holds out
+    (``dataset.canary_pool``)."""
     if block.get("kind") != "train":
         return
-    c = block["canaries"]
-    design = block.get("design", "one_run")
-    key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
-    if c["type"] == "clipbkd" and c["pool_size"] is None:
-        for part in ("first_component", "last_component"):
-            if c[part] is None:
-                raise ConfigError(
-                    f"config key experiments.{exp}.canaries.{part}: required for clipbkd "
-                    "canaries (the pool is components first_component..last_component)"
-                )
-    per_trial, pool = canary_pool_need(block)
-    if pool < per_trial:
-        raise ConfigError(
-            f"config key experiments.{exp}.{key}: design {design!r} needs {per_trial} canaries "
-            f"per trial but the canary pool holds {pool} (canaries.pool_size or the clipbkd "
-            f"components); allowed: a pool of at least {per_trial}"
-        )
-    if c["type"] in _RECORD_CANARIES:
+    spec = run_spec(exp, block)
+    c, design, key = block["canaries"], spec.design, spec.per_trial_key
+    pool = spec.layout().pool_size
+    if c["type"] in RECORD_CANARIES:
         held_out = (block.get("dataset") or {}).get("canary_pool") or 0
         if held_out < pool:
             raise ConfigError(
@@ -528,7 +504,8 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
         )
     if c["type"] == "dirac":
         n_params = sum(p.numel() for p in net.parameters())
-        per_trial, pool = canary_pool_need(block)
+        spec = run_spec(exp, block)
+        pool = spec.layout(n_params).pool_size
         if first is not None and first + pool > n_params:
             raise ConfigError(
                 f"config key experiments.{exp}.canaries.dirac_coordinate: {first} puts the "
@@ -537,12 +514,10 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
                 f"0..{n_params - pool}"
             )
         if pool > n_params:
-            design = block.get("design", "one_run")
-            key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
             raise ConfigError(
-                f"config key experiments.{exp}.{key}: {pool} Dirac canaries need {pool} distinct "
-                f"coordinates but model {model.get('name')!r} has {n_params} parameters on this "
-                f"data; allowed: at most {n_params} (or a larger model)"
+                f"config key experiments.{exp}.{spec.per_trial_key}: {pool} Dirac canaries need "
+                f"{pool} distinct coordinates but model {model.get('name')!r} has {n_params} "
+                f"parameters on this data; allowed: at most {n_params} (or a larger model)"
             )
 
 
@@ -554,27 +529,18 @@ SYNTHETIC_N_TRAIN = 2000
 
 
 def nominal_sampling(block: dict[str, Any]) -> tuple[float, int]:
-    """(sample rate, steps) a train experiment's job calibrates with, as the trainers compute
-    them (``dpaudit.training.shard``; Opacus: 1 / batches per epoch). With the dataset size
-    unknown before download (real data, n_train null) it is q = 1 and steps = epochs, the
-    largest claimed epsilon at a given noise, so the reachability check stays conservative."""
+    """(sample rate, steps) a train experiment's job calibrates with
+    (:meth:`dpaudit.training.spec.RunSpec.schedule`). With the dataset size unknown before
+    download (real data, n_train null) it is q = 1 and steps = epochs, the largest claimed
+    epsilon at a given noise, so the reachability check stays conservative."""
     t, dataset = block["train"], block.get("dataset") or {}
     n_train = dataset.get("n_train")
     if n_train is None and dataset.get("name", "synthetic") == "synthetic":
         n_train = SYNTHETIC_N_TRAIN
-    b = int(t["batch_size"])
     if n_train is None:
         return 1.0, int(t["steps"] or t["epochs"])
-    per_trial, _ = canary_pool_need(block)
-    expected_in = {"one_run": per_trial / 2, "lidp": per_trial / 2}.get(
-        block.get("design", "one_run"), 0.5
-    )
-    n = max(1, round(n_train + expected_in))
-    if t.get("engine") == "opacus":
-        batches = math.ceil(n / b)
-        return 1.0 / batches, int(t["epochs"]) * batches
-    steps = t["steps"] or int(t["epochs"]) * max(1, round(n / b))
-    return min(1.0, b / n), int(steps)
+    schedule = RunSpec.from_block(block).schedule(int(n_train))
+    return schedule.sample_rate, schedule.steps
 
 
 #: Largest Renyi order of Opacus' RDP accountant (DEFAULT_ALPHAS end at 63).
@@ -619,37 +585,16 @@ def reachable_epsilon_problem(
 
 def _check_shuffling(exp: str, block: dict[str, Any]) -> None:
     """The shuffling audit's keys go together (Annamalai et al. 2024; dpaudit.training.shard
-    and dpaudit.likelihood_ratios): an adversary other than natural needs design multi_run,
-    gradient canaries and zero-out neighbours; the likelihood-ratio statistic scores per-step
-    observations of noisy runs over whole epochs, its prefix lies within an epoch; a partial
-    shuffle's buffer is positive and no larger than a model's dataset."""
+    and dpaudit.likelihood_ratios): which adversary and statistic go with which design is the
+    run spec's check (:class:`~dpaudit.training.spec.RunSpec`); the likelihood-ratio statistic
+    scores per-step observations of noisy runs over whole epochs, its prefix lies within an
+    epoch; a partial shuffle's buffer is positive and no larger than a model's dataset."""
     if block.get("kind") != "train":
         return
     key = f"config key experiments.{exp}"
     c, t = block["canaries"], block["train"]
-    gradient = c["type"] in ("dirac", "random_gradient")
-    design = block.get("design", "one_run")
-    if c["adversary"] != "natural" and not (
-        gradient and c["neighbouring"] == "zero_out" and design == "multi_run"
-    ):
-        raise ConfigError(
-            f"{key}.canaries.adversary: {c['adversary']!r} needs design multi_run, gradient "
-            f"canaries (dirac, random_gradient) and canaries.neighbouring zero_out; got design "
-            f"{design!r}, type {c['type']!r}, neighbouring {c['neighbouring']!r}; allowed: "
-            "natural"
-        )
+    spec = run_spec(exp, block)  # the adversary and statistic go with the design
     lr = c["statistic"] == "likelihood_ratio"
-    if (lr or c["prefix_batches"] is not None) and block.get("threat_model") != "per_step_dot":
-        which = "statistic" if lr else "prefix_batches"
-        raise ConfigError(
-            f"{key}.canaries.{which}: scores the per-step observations, so it needs "
-            f"threat_model per_step_dot, not {block.get('threat_model')!r}"
-        )
-    if c["prefix_batches"] is not None and not lr:
-        raise ConfigError(
-            f"{key}.canaries.prefix_batches: needs canaries.statistic likelihood_ratio "
-            f"(got {c['statistic']!r})"
-        )
     if lr and t["nonprivate"] and not t.get("noise_multiplier"):
         raise ConfigError(
             f"{key}.train.nonprivate: true, but canaries.statistic likelihood_ratio needs a "
@@ -676,7 +621,7 @@ def _check_shuffling(exp: str, block: dict[str, Any]) -> None:
                 f"{key}.train.buffer_size: train.sampler partial_shuffle needs a buffer size "
                 "(records shuffled together); allowed: an integer >= 1"
             )
-        if n_train is not None and t["buffer_size"] > n_train + canary_pool_need(block)[0]:
+        if n_train is not None and t["buffer_size"] > n_train + spec.layout().per_trial:
             raise ConfigError(
                 f"{key}.train.buffer_size: {t['buffer_size']} is larger than a model's dataset "
                 f"({n_train} records plus its canaries), which makes partial_shuffle a full "
