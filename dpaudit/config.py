@@ -19,6 +19,8 @@ from typing import Any
 
 import jsonschema
 
+from dpaudit.data import catalog
+from dpaudit.data.catalog import data_shape, source_split_sizes  # noqa: F401  (re-exported)
 from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of the schema)
     SCHEMA_RESOURCE,
     SETTING_KEYS,
@@ -156,60 +158,25 @@ def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
     return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
 
 
-#: Dataset keys (besides name and seed) that apply to each kind of dataset.
-DATASET_KEYS = {
-    "synthetic": {"n_train", "n_test", "n_features", "n_classes", "separation", "canary_pool"},
-    "vision": {"n_train", "n_test", "classes", "canary_pool", "normalize", "checksums"},
-    "tabular": {"n_train", "n_test", "classes", "canary_pool", "test_fraction", "sha256"},
-}
-_DATASET_KIND = {
-    "synthetic": "synthetic",
-    "location": "tabular",
-    "purchase": "tabular",
-    "digits": "tabular",  # split like a table (test_fraction), checked like one (sha256)
-}
-
-
 def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
+    """The dataset keys apply to the named dataset (:mod:`dpaudit.data.catalog`), a checksum
+    the catalog does not pin is given, and the sizes fit the source's splits."""
     name = dataset.get("name", "synthetic")
-    allowed = DATASET_KEYS[_DATASET_KIND.get(name, "vision")]
+    data = catalog.entry(name)
+    allowed = data.keys
     for key, value in dataset.items():
         if key not in ("name", "seed") and value is not None and key not in allowed:
             raise ConfigError(
                 f"config key experiments.{exp}.dataset.{key}: does not apply to dataset "
                 f"{name!r}; allowed keys for it: {sorted(allowed | {'name', 'seed'})}"
             )
-    if name == "purchase" and not dataset.get("sha256"):
+    if data.checksum_required and not dataset.get(data.checksum_key):
         raise ConfigError(
-            f"config key experiments.{exp}.dataset.sha256: required for dataset 'purchase' "
-            "(no published checksum is pinned); allowed: the archive's 64-hex-digit SHA-256"
+            f"config key experiments.{exp}.dataset.{data.checksum_key}: required for dataset "
+            f"{name!r} (no published checksum is pinned); allowed: the archive's 64-hex-digit "
+            "SHA-256"
         )
     _check_dataset_sizes(exp, name, dataset)
-
-
-#: (training, test) records of each real data set's source splits: torchvision's splits, or
-#: the seeded split of a table's rows (dpaudit.data.prepare; test_fraction of them for test).
-SOURCE_SPLITS = {
-    "mnist": (60000, 10000),
-    "fashionmnist": (60000, 10000),
-    "cifar10": (50000, 10000),
-    "svhn": (73257, 26032),
-}
-#: Rows of the data sets split by test_fraction (dpaudit.data.tabular, dpaudit.data.bundled).
-SPLIT_ROWS = {"location": 5010, "purchase": 197324, "digits": 1797}
-
-
-def source_split_sizes(name: str, dataset: dict[str, Any]) -> tuple[int, int] | None:
-    """(training, test) records a real data set's source splits hold before any class filter
-    (None for synthetic data)."""
-    if name in SOURCE_SPLITS:
-        return SOURCE_SPLITS[name]
-    if name in SPLIT_ROWS:
-        rows = SPLIT_ROWS[name]
-        frac = dataset.get("test_fraction")
-        n_test = int(round((0.2 if frac is None else float(frac)) * rows))
-        return rows - n_test, n_test
-    return None
 
 
 def _check_dataset_sizes(exp: str, name: str, dataset: dict[str, Any]) -> None:
@@ -432,37 +399,6 @@ def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
             )
 
 
-#: Example shape of each named image data set (the tables' and digits' come from their modules).
-_VISION_SHAPES = {
-    "mnist": (1, 28, 28),
-    "fashionmnist": (1, 28, 28),
-    "cifar10": (3, 32, 32),
-    "svhn": (3, 32, 32),
-}
-
-
-def data_shape(dataset: dict[str, Any]) -> tuple[tuple[int, ...], int]:
-    """(example shape, number of classes) of a dataset block, as the prepared data will have
-    them (``dataset.classes`` keeps that many classes), without preparing any data."""
-    from dpaudit.data.bundled import DIGITS_CLASSES
-    from dpaudit.data.tabular import TABULAR_DATASETS
-    from dpaudit.data.vision import NUM_CLASSES
-
-    name = dataset.get("name", "synthetic")
-    if name == "synthetic":
-        shape, k = (int(dataset.get("n_features") or 20),), int(dataset.get("n_classes") or 10)
-    elif name == "digits":
-        shape, k = (1, 8, 8), DIGITS_CLASSES
-    elif name in TABULAR_DATASETS:
-        spec = TABULAR_DATASETS[name]
-        shape, k = (spec.features,), spec.classes
-    else:
-        shape, k = _VISION_SHAPES[name], NUM_CLASSES[name]
-    if dataset.get("classes"):
-        k = len(dataset["classes"])
-    return shape, k
-
-
 def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
     """The model must take the data's examples (built and run once on the meta device, no
     memory), and Dirac canaries (distinct coordinates) must fit in its parameter count."""
@@ -524,8 +460,6 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
 #: Largest noise multiplier Opacus' get_noise_multiplier tries before it gives up with "The
 #: privacy budget is too low." (it doubles sigma from 20 and stops above MAX_SIGMA = 1e6).
 OPACUS_LARGEST_SIGMA = 20.0 * 2**15
-#: Training records of the synthetic dataset when dataset.n_train is null.
-SYNTHETIC_N_TRAIN = 2000
 
 
 def nominal_sampling(block: dict[str, Any]) -> tuple[float, int]:
@@ -536,7 +470,7 @@ def nominal_sampling(block: dict[str, Any]) -> tuple[float, int]:
     t, dataset = block["train"], block.get("dataset") or {}
     n_train = dataset.get("n_train")
     if n_train is None and dataset.get("name", "synthetic") == "synthetic":
-        n_train = SYNTHETIC_N_TRAIN
+        n_train = catalog.SYNTHETIC_N_TRAIN
     if n_train is None:
         return 1.0, int(t["steps"] or t["epochs"])
     schedule = RunSpec.from_block(block).schedule(int(n_train))

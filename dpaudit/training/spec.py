@@ -129,6 +129,7 @@ def _frozen(block: Mapping[str, Any] | None) -> Mapping[str, Any]:
 def _merged(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, block: str) -> dict:
     """``given`` with ``defaults`` filled in; an unknown key raises :class:`SpecError` naming
     the block and the keys allowed."""
+    given = dict(given or {})
     unknown = sorted(set(given) - set(defaults))
     if unknown:
         raise SpecError(block, f"unknown key(s) {unknown}; allowed: {sorted(defaults)}")
