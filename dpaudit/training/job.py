@@ -141,8 +141,10 @@ def train_job(
 
     max_physical_batch = check_max_physical_batch(max_physical_batch)
 
-    spec = RunSpec.from_run_spec(run_spec, drop_settings=True)
     job = JobId(experiment, setting, seed, shard)
+    if run_spec.get("selection") is None and engine_of(run_spec) == "opacus":
+        _check_opacus(run_spec, job)  # first: it names the engine that takes the spec
+    spec = RunSpec.from_run_spec(run_spec, drop_settings=True)
     if spec.selection is not None:  # a tuning audit (training.tuning)
         from dpaudit.training.tuning import run_tuning
 
@@ -195,12 +197,18 @@ def _train_opacus(
     checking that the run spec and the shard are what that engine supports."""
     from dpaudit.training.opacus_engine import run_setting
 
-    problem = opacus_problem(spec.to_dict())
+    _check_opacus(spec.to_dict(), job)
+    return run_setting(data, job, spec, device, max_physical_batch)
+
+
+def _check_opacus(run_spec: dict[str, Any], job: JobId) -> None:
+    """Raise ``ValueError`` naming the run spec key if the Opacus engine cannot train
+    ``run_spec`` as shard ``job.shard``."""
+    problem = opacus_problem(run_spec)
     if problem is None and job.shard != 0:
         problem = ("shard", f"{job.shard}: train.engine opacus trains one shard (0) per seed")
     if problem is not None:
         raise ValueError(f"run spec key {problem[0]}: {problem[1]}")
-    return run_setting(data, job, spec, device, max_physical_batch)
 
 
 def _write_observations(path: Path, observations: dict[str, np.ndarray]) -> None:
