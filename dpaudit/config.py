@@ -19,6 +19,8 @@ from typing import Any
 
 import jsonschema
 
+from dpaudit.data import catalog
+from dpaudit.data.catalog import data_shape, source_split_sizes  # noqa: F401  (re-exported)
 from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of the schema)
     SCHEMA_RESOURCE,
     SETTING_KEYS,
@@ -28,6 +30,7 @@ from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of
     load_schema,
 )
 from dpaudit.io import read_yaml
+from dpaudit.training.spec import RECORD_CANARIES, RunSpec, SpecError
 
 
 class ConfigError(ValueError):
@@ -173,60 +176,25 @@ def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
     return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
 
 
-#: Dataset keys (besides name and seed) that apply to each kind of dataset.
-DATASET_KEYS = {
-    "synthetic": {"n_train", "n_test", "n_features", "n_classes", "separation", "canary_pool"},
-    "vision": {"n_train", "n_test", "classes", "canary_pool", "normalize", "checksums"},
-    "tabular": {"n_train", "n_test", "classes", "canary_pool", "test_fraction", "sha256"},
-}
-_DATASET_KIND = {
-    "synthetic": "synthetic",
-    "location": "tabular",
-    "purchase": "tabular",
-    "digits": "tabular",  # split like a table (test_fraction), checked like one (sha256)
-}
-
-
 def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
+    """The dataset keys apply to the named dataset (:mod:`dpaudit.data.catalog`), a checksum
+    the catalog does not pin is given, and the sizes fit the source's splits."""
     name = dataset.get("name", "synthetic")
-    allowed = DATASET_KEYS[_DATASET_KIND.get(name, "vision")]
+    data = catalog.entry(name)
+    allowed = data.keys
     for key, value in dataset.items():
         if key not in ("name", "seed") and value is not None and key not in allowed:
             raise ConfigError(
                 f"config key experiments.{exp}.dataset.{key}: does not apply to dataset "
                 f"{name!r}; allowed keys for it: {sorted(allowed | {'name', 'seed'})}"
             )
-    if name == "purchase" and not dataset.get("sha256"):
+    if data.checksum_required and not dataset.get(data.checksum_key):
         raise ConfigError(
-            f"config key experiments.{exp}.dataset.sha256: required for dataset 'purchase' "
-            "(no published checksum is pinned); allowed: the archive's 64-hex-digit SHA-256"
+            f"config key experiments.{exp}.dataset.{data.checksum_key}: required for dataset "
+            f"{name!r} (no published checksum is pinned); allowed: the archive's 64-hex-digit "
+            "SHA-256"
         )
     _check_dataset_sizes(exp, name, dataset)
-
-
-#: (training, test) records of each real data set's source splits: torchvision's splits, or
-#: the seeded split of a table's rows (dpaudit.data.prepare; test_fraction of them for test).
-SOURCE_SPLITS = {
-    "mnist": (60000, 10000),
-    "fashionmnist": (60000, 10000),
-    "cifar10": (50000, 10000),
-    "svhn": (73257, 26032),
-}
-#: Rows of the data sets split by test_fraction (dpaudit.data.tabular, dpaudit.data.bundled).
-SPLIT_ROWS = {"location": 5010, "purchase": 197324, "digits": 1797}
-
-
-def source_split_sizes(name: str, dataset: dict[str, Any]) -> tuple[int, int] | None:
-    """(training, test) records a real data set's source splits hold before any class filter
-    (None for synthetic data)."""
-    if name in SOURCE_SPLITS:
-        return SOURCE_SPLITS[name]
-    if name in SPLIT_ROWS:
-        rows = SPLIT_ROWS[name]
-        frac = dataset.get("test_fraction")
-        n_test = int(round((0.2 if frac is None else float(frac)) * rows))
-        return rows - n_test, n_test
-    return None
 
 
 def _check_dataset_sizes(exp: str, name: str, dataset: dict[str, Any]) -> None:
@@ -424,52 +392,27 @@ def _check_settings(exp: str, block: dict[str, Any]) -> None:
             )
 
 
-#: Default canary pool of the vectorised engine's LiDP design (dpaudit.training.shard).
-LIDP_DEFAULT_POOL = 1000
-_RECORD_CANARIES = ("mislabeled", "in_distribution")
-
-
-def canary_pool_need(block: dict[str, Any]) -> tuple[int, int]:
-    """(canaries per trial, pool size) of a train experiment, as the training job derives them
-    (``dpaudit.training.shard``; the Opacus trainer draws exactly ``m``)."""
-    c = block["canaries"]
-    design = block.get("design", "one_run")
-    per_trial = {"one_run": int(c["m"]), "lidp": 2 * int(c["k"])}.get(design, 1)
-    if c["pool_size"] is not None:
-        return per_trial, int(c["pool_size"])
-    if c["type"] == "clipbkd" and None not in (c["first_component"], c["last_component"]):
-        return per_trial, int(c["last_component"]) - int(c["first_component"])
-    if design == "lidp":
-        # gradient canaries cap the default at 256 MiB of parameters: a smaller pool still
-        # holds at least the 2k canaries of a trial, so the lower bound below is safe
-        gradient = c["type"] in ("dirac", "random_gradient")
-        return per_trial, per_trial if gradient else max(per_trial, LIDP_DEFAULT_POOL)
-    return per_trial, per_trial
+def run_spec(exp: str, block: dict[str, Any]) -> RunSpec:
+    """The run spec of train experiment ``exp`` (its validated block, at any setting); a spec
+    that does not check out (:class:`~dpaudit.training.spec.RunSpec`) raises
+    :class:`ConfigError` naming the key."""
+    try:
+        return RunSpec.from_block(block)
+    except SpecError as err:
+        raise ConfigError(f"config key experiments.{exp}.{err.key}: {err.reason}") from None
 
 
 def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
-    """The canaries a trial needs must fit in the pool, and record canaries (mislabeled,
-    in_distribution) must fit in the records the dataset holds out (``dataset.canary_pool``)."""
+    """The run spec must check out (:class:`~dpaudit.training.spec.RunSpec`: the design,
+    threat model, canaries and a pool that holds a trial's canaries), and record canaries
+    (mislabeled, in_distribution) must fit in the records the dataset holds out
+    (``dataset.canary_pool``)."""
     if block.get("kind") != "train":
         return
-    c = block["canaries"]
-    design = block.get("design", "one_run")
-    key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
-    if c["type"] == "clipbkd" and c["pool_size"] is None:
-        for part in ("first_component", "last_component"):
-            if c[part] is None:
-                raise ConfigError(
-                    f"config key experiments.{exp}.canaries.{part}: required for clipbkd "
-                    "canaries (the pool is components first_component..last_component)"
-                )
-    per_trial, pool = canary_pool_need(block)
-    if pool < per_trial:
-        raise ConfigError(
-            f"config key experiments.{exp}.{key}: design {design!r} needs {per_trial} canaries "
-            f"per trial but the canary pool holds {pool} (canaries.pool_size or the clipbkd "
-            f"components); allowed: a pool of at least {per_trial}"
-        )
-    if c["type"] in _RECORD_CANARIES:
+    spec = run_spec(exp, block)
+    c, design, key = block["canaries"], spec.design, spec.per_trial_key
+    pool = spec.layout().pool_size
+    if c["type"] in RECORD_CANARIES:
         held_out = (block.get("dataset") or {}).get("canary_pool") or 0
         if held_out < pool:
             raise ConfigError(
@@ -477,37 +420,6 @@ def _check_canary_pool(exp: str, block: dict[str, Any]) -> None:
                 f"records, but {c['type']} canaries need a pool of {pool} (design {design!r}, "
                 f"{key}); allowed: dataset.canary_pool >= {pool}, or a smaller canaries.pool_size"
             )
-
-
-#: Example shape of each named image data set (the tables' and digits' come from their modules).
-_VISION_SHAPES = {
-    "mnist": (1, 28, 28),
-    "fashionmnist": (1, 28, 28),
-    "cifar10": (3, 32, 32),
-    "svhn": (3, 32, 32),
-}
-
-
-def data_shape(dataset: dict[str, Any]) -> tuple[tuple[int, ...], int]:
-    """(example shape, number of classes) of a dataset block, as the prepared data will have
-    them (``dataset.classes`` keeps that many classes), without preparing any data."""
-    from dpaudit.data.bundled import DIGITS_CLASSES
-    from dpaudit.data.tabular import TABULAR_DATASETS
-    from dpaudit.data.vision import NUM_CLASSES
-
-    name = dataset.get("name", "synthetic")
-    if name == "synthetic":
-        shape, k = (int(dataset.get("n_features") or 20),), int(dataset.get("n_classes") or 10)
-    elif name == "digits":
-        shape, k = (1, 8, 8), DIGITS_CLASSES
-    elif name in TABULAR_DATASETS:
-        spec = TABULAR_DATASETS[name]
-        shape, k = (spec.features,), spec.classes
-    else:
-        shape, k = _VISION_SHAPES[name], NUM_CLASSES[name]
-    if dataset.get("classes"):
-        k = len(dataset["classes"])
-    return shape, k
 
 
 def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
@@ -551,7 +463,8 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
         )
     if c["type"] == "dirac":
         n_params = sum(p.numel() for p in net.parameters())
-        per_trial, pool = canary_pool_need(block)
+        spec = run_spec(exp, block)
+        pool = spec.layout(n_params).pool_size
         if first is not None and first + pool > n_params:
             raise ConfigError(
                 f"config key experiments.{exp}.canaries.dirac_coordinate: {first} puts the "
@@ -560,44 +473,31 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
                 f"0..{n_params - pool}"
             )
         if pool > n_params:
-            design = block.get("design", "one_run")
-            key = {"one_run": "canaries.m", "lidp": "canaries.k"}.get(design, "canaries")
             raise ConfigError(
-                f"config key experiments.{exp}.{key}: {pool} Dirac canaries need {pool} distinct "
-                f"coordinates but model {model.get('name')!r} has {n_params} parameters on this "
-                f"data; allowed: at most {n_params} (or a larger model)"
+                f"config key experiments.{exp}.{spec.per_trial_key}: {pool} Dirac canaries need "
+                f"{pool} distinct coordinates but model {model.get('name')!r} has {n_params} "
+                f"parameters on this data; allowed: at most {n_params} (or a larger model)"
             )
 
 
 #: Largest noise multiplier Opacus' get_noise_multiplier tries before it gives up with "The
 #: privacy budget is too low." (it doubles sigma from 20 and stops above MAX_SIGMA = 1e6).
 OPACUS_LARGEST_SIGMA = 20.0 * 2**15
-#: Training records of the synthetic dataset when dataset.n_train is null.
-SYNTHETIC_N_TRAIN = 2000
 
 
 def nominal_sampling(block: dict[str, Any]) -> tuple[float, int]:
-    """(sample rate, steps) a train experiment's job calibrates with, as the trainers compute
-    them (``dpaudit.training.shard``; Opacus: 1 / batches per epoch). With the dataset size
-    unknown before download (real data, n_train null) it is q = 1 and steps = epochs, the
-    largest claimed epsilon at a given noise, so the reachability check stays conservative."""
+    """(sample rate, steps) a train experiment's job calibrates with
+    (:meth:`dpaudit.training.spec.RunSpec.schedule`). With the dataset size unknown before
+    download (real data, n_train null) it is q = 1 and steps = epochs, the largest claimed
+    epsilon at a given noise, so the reachability check stays conservative."""
     t, dataset = block["train"], block.get("dataset") or {}
     n_train = dataset.get("n_train")
     if n_train is None and dataset.get("name", "synthetic") == "synthetic":
-        n_train = SYNTHETIC_N_TRAIN
-    b = int(t["batch_size"])
+        n_train = catalog.SYNTHETIC_N_TRAIN
     if n_train is None:
         return 1.0, int(t["steps"] or t["epochs"])
-    per_trial, _ = canary_pool_need(block)
-    expected_in = {"one_run": per_trial / 2, "lidp": per_trial / 2}.get(
-        block.get("design", "one_run"), 0.5
-    )
-    n = max(1, round(n_train + expected_in))
-    if t.get("engine") == "opacus":
-        batches = math.ceil(n / b)
-        return 1.0 / batches, int(t["epochs"]) * batches
-    steps = t["steps"] or int(t["epochs"]) * max(1, round(n / b))
-    return min(1.0, b / n), int(steps)
+    schedule = RunSpec.from_block(block).schedule(int(n_train))
+    return schedule.sample_rate, schedule.steps
 
 
 #: Largest Renyi order of Opacus' RDP accountant (DEFAULT_ALPHAS end at 63).
@@ -642,37 +542,16 @@ def reachable_epsilon_problem(
 
 def _check_shuffling(exp: str, block: dict[str, Any]) -> None:
     """The shuffling audit's keys go together (Annamalai et al. 2024; dpaudit.training.shard
-    and dpaudit.likelihood_ratios): an adversary other than natural needs design multi_run,
-    gradient canaries and zero-out neighbours; the likelihood-ratio statistic scores per-step
-    observations of noisy runs over whole epochs, its prefix lies within an epoch; a partial
-    shuffle's buffer is positive and no larger than a model's dataset."""
+    and dpaudit.likelihood_ratios): which adversary and statistic go with which design is the
+    run spec's check (:class:`~dpaudit.training.spec.RunSpec`); the likelihood-ratio statistic
+    scores per-step observations of noisy runs over whole epochs, its prefix lies within an
+    epoch; a partial shuffle's buffer is positive and no larger than a model's dataset."""
     if block.get("kind") != "train":
         return
     key = f"config key experiments.{exp}"
     c, t = block["canaries"], block["train"]
-    gradient = c["type"] in ("dirac", "random_gradient")
-    design = block.get("design", "one_run")
-    if c["adversary"] != "natural" and not (
-        gradient and c["neighbouring"] == "zero_out" and design == "multi_run"
-    ):
-        raise ConfigError(
-            f"{key}.canaries.adversary: {c['adversary']!r} needs design multi_run, gradient "
-            f"canaries (dirac, random_gradient) and canaries.neighbouring zero_out; got design "
-            f"{design!r}, type {c['type']!r}, neighbouring {c['neighbouring']!r}; allowed: "
-            "natural"
-        )
+    spec = run_spec(exp, block)  # the adversary and statistic go with the design
     lr = c["statistic"] == "likelihood_ratio"
-    if (lr or c["prefix_batches"] is not None) and block.get("threat_model") != "per_step_dot":
-        which = "statistic" if lr else "prefix_batches"
-        raise ConfigError(
-            f"{key}.canaries.{which}: scores the per-step observations, so it needs "
-            f"threat_model per_step_dot, not {block.get('threat_model')!r}"
-        )
-    if c["prefix_batches"] is not None and not lr:
-        raise ConfigError(
-            f"{key}.canaries.prefix_batches: needs canaries.statistic likelihood_ratio "
-            f"(got {c['statistic']!r})"
-        )
     if lr and t["nonprivate"] and not t.get("noise_multiplier"):
         raise ConfigError(
             f"{key}.train.nonprivate: true, but canaries.statistic likelihood_ratio needs a "
@@ -699,7 +578,7 @@ def _check_shuffling(exp: str, block: dict[str, Any]) -> None:
                 f"{key}.train.buffer_size: train.sampler partial_shuffle needs a buffer size "
                 "(records shuffled together); allowed: an integer >= 1"
             )
-        if n_train is not None and t["buffer_size"] > n_train + canary_pool_need(block)[0]:
+        if n_train is not None and t["buffer_size"] > n_train + spec.layout().per_trial:
             raise ConfigError(
                 f"{key}.train.buffer_size: {t['buffer_size']} is larger than a model's dataset "
                 f"({n_train} records plus its canaries), which makes partial_shuffle a full "

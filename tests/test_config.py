@@ -306,25 +306,38 @@ def test_removed_trainer_key_names_train_engine():
         assert new in str(err.value)
 
 
+#: What the run spec says of a Dirac canary under the default threat model (black_box_loss):
+#: the job would fail on it, so validation does (dpaudit.training.spec.RunSpec).
+_DIRAC_LOSS = "experiments.x.threat_model: threat model 'black_box_loss' does not apply to 'dirac'"
+
+
 @pytest.mark.parametrize(
-    ("exp", "key"),
+    ("exp", "key", "vectorised"),
     [
-        ({"design": "lidp"}, "experiments.x.design: 'lidp' needs train.engine auto"),
-        ({"canaries": {"type": "dirac"}}, "experiments.x.canaries.type: 'dirac' needs"),
-        ({"train": {"sampler": "shuffle"}}, "experiments.x.train.sampler: 'shuffle' needs"),
-        ({"train": {"steps": 5}}, "experiments.x.train.steps: only for train.engine auto"),
-        ({"shards": 2}, "experiments.x.shards: 2: train.engine opacus trains one model"),
+        ({"design": "lidp"}, "experiments.x.design: 'lidp' needs train.engine auto", None),
+        (
+            {"canaries": {"type": "dirac"}},
+            "experiments.x.canaries.type: 'dirac' needs",
+            _DIRAC_LOSS,
+        ),
+        ({"train": {"sampler": "shuffle"}}, "experiments.x.train.sampler: 'shuffle' needs", None),
+        ({"train": {"steps": 5}}, "experiments.x.train.steps: only for train.engine auto", None),
+        ({"shards": 2}, "experiments.x.shards: 2: train.engine opacus trains one model", None),
     ],
 )
-def test_opacus_engine_takes_only_what_it_can_train(exp, key):
+def test_opacus_engine_takes_only_what_it_can_train(exp, key, vectorised):
     """train.engine opacus: one shard, one_run, random_input, black_box_loss, Poisson; the
-    vectorised engine (the default) takes the same block."""
+    vectorised engine (the default) takes the same block, unless the run spec rejects it."""
     block = {"kind": "train", **exp}
     block["train"] = {"engine": "opacus", **exp.get("train", {})}
     with pytest.raises(ConfigError, match=re.escape(key)):
         validate_config(_exp_cfg(block), SCHEMA)
     del block["train"]["engine"]
-    validate_config(_exp_cfg(block), SCHEMA)
+    if vectorised is None:
+        validate_config(_exp_cfg(block), SCHEMA)
+    else:
+        with pytest.raises(ConfigError, match=re.escape(vectorised)):
+            validate_config(_exp_cfg(block), SCHEMA)
 
 
 def test_unreachable_target_epsilon_is_rejected():
@@ -461,6 +474,7 @@ def test_lidp_trials_beyond_the_models_of_a_seed_are_rejected():
     exp = {
         "kind": "train",
         "design": "lidp",
+        "threat_model": "white_box_dot",  # black_box_loss scores no gradient canary
         "canaries": {"type": "random_gradient", "k": 4},
         "shards": 2,
         "train": {"models_per_shard": 64},
@@ -489,7 +503,12 @@ def test_clipbkd_k_beyond_the_tail_components_is_rejected():
 
 def test_analysis_inputs_must_be_score_experiments_and_only_for_table_analyses():
     est = {"w": {"method": "lidp"}}
-    train = {"kind": "train", "design": "lidp", "canaries": {"type": "random_gradient"}}
+    train = {
+        "kind": "train",
+        "design": "lidp",
+        "threat_model": "white_box_dot",
+        "canaries": {"type": "random_gradient"},
+    }
     info = {"x": {"paper_row": "FMNIST/Linear", "canary": "random_gradient"}}
     params = {
         "experiments": info,

@@ -5,7 +5,8 @@ in it, at module level or inside a function, is mapped to the layer of the impor
 module may import its own unit (subpackage or top-level module) and any unit of a strictly
 lower layer; anything else (an upward import, or one between two units of the same layer)
 fails, naming both modules and both layers. A new subpackage or top-level module must be
-placed in :data:`LAYERS` before it can be imported at all.
+placed in :data:`LAYERS` before it can be imported at all. Inside a unit, imports may go either
+way but never round in a circle (:func:`import_circles`).
 """
 
 from __future__ import annotations
@@ -126,6 +127,89 @@ def violations() -> list[tuple[str, str, str]]:
                     )
                 )
     return out
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in the file), without itself and
+    without the packages that contain it (importing a submodule runs its parents' ``__init__``:
+    that is no circle of the code's own making)."""
+    modules = all_modules(package)
+    graph = {}
+    for importer, path in modules.items():
+        graph[importer] = {
+            m
+            for m in imported_modules(path, modules, package)
+            if m in modules and m != importer and not importer.startswith(m + ".")
+        }
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of ``graph``: each strongly connected set of two or more modules, sorted
+    (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return sorted(out)
+
+
+def test_no_import_circles_inside_a_package() -> None:
+    """No module imports, directly or through others, a module that imports it back: the
+    layers keep circles out between units, this keeps them out inside one (e.g. two modules
+    of ``dpaudit.training``), function-local imports included."""
+    circles = import_circles(import_graph())
+    assert not circles, "import circles:\n  " + "\n  ".join(" <-> ".join(c) for c in circles)
+
+
+def test_circle_finder_finds_circles_through_function_local_imports(tmp_path: Path) -> None:
+    """a -> b at module level and b -> a inside a function is a circle; c, imported by both
+    and importing neither, is not in it; a submodule importing its package is no circle."""
+    pkg = tmp_path / "dpaudit"
+    (pkg / "training").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "training" / "__init__.py").write_text("")
+    (pkg / "training" / "a.py").write_text("from dpaudit.training import b, c\n")
+    local = "def f():\n    from . import a\n"
+    (pkg / "training" / "b.py").write_text("import dpaudit.training.c\n" + local)
+    (pkg / "training" / "c.py").write_text("import dpaudit.training\n")
+    graph = import_graph(pkg)
+    assert import_circles(graph) == [["dpaudit.training.a", "dpaudit.training.b"]]
+    (pkg / "training" / "b.py").write_text("import dpaudit.training.c\n")
+    assert import_circles(import_graph(pkg)) == []
 
 
 def test_every_unit_has_a_layer() -> None:

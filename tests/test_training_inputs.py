@@ -55,7 +55,7 @@ def test_optional_counts_must_be_positive_integers(key, value):
 @pytest.mark.parametrize("design, canaries", [("one_run", {"m": 0}), ("lidp", {"k": 0})])
 def test_no_canaries_per_trial_is_rejected_before_training(design, canaries):
     key = next(iter(canaries))
-    with pytest.raises(ValueError, match=f"canaries.{key} must be >= 1"):
+    with pytest.raises(ValueError, match=f"canaries.{key}: must be >= 1"):
         _shard(canaries=canaries, design=design)
 
 

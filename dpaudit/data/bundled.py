@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
-#: SHA-256 of ``images.astype(uint8).tobytes() + target.astype(int64).tobytes()`` (scikit-learn
-#: 1.9.1; the bundled file has not changed since scikit-learn 0.x).
-DIGITS_SHA256 = "65e5b4619795efb40c1082f4c350c049e4ad552200d369b6ae99e21eef5e72c5"
-DIGITS_ROWS = 1797
-DIGITS_CLASSES = 10
+from dpaudit.data.catalog import CATALOG
+
+#: SHA-256 of ``images.astype(uint8).tobytes() + target.astype(int64).tobytes()``, the rows
+#: and the classes of the digits: the catalog's entry (:mod:`dpaudit.data.catalog`).
+DIGITS_SHA256 = str(CATALOG["digits"].sha256)
+DIGITS_ROWS = int(CATALOG["digits"].rows or 0)
+DIGITS_CLASSES = int(CATALOG["digits"].classes or 0)
 
 
 def digits_checksum(images: np.ndarray, target: np.ndarray) -> str:
@@ -41,9 +43,7 @@ def load_digits(sha256: str | None = None) -> dict[str, Any]:
     try:
         from sklearn import datasets
     except ImportError as err:  # pragma: no cover - scikit-learn is a dependency
-        raise ImportError(
-            "dataset 'digits' needs scikit-learn (pip install scikit-learn)"
-        ) from err
+        raise ImportError("dataset 'digits' needs scikit-learn (pip install scikit-learn)") from err
     raw = datasets.load_digits()
     images, target = np.asarray(raw.images), np.asarray(raw.target)
     where = f"{datasets.__name__}.load_digits (digits.csv.gz inside scikit-learn)"

@@ -61,19 +61,12 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.data.catalog import DATASET_NAMES, DEFAULT_TEST_FRACTION, entry
 from dpaudit.io import atomic_path
 
 FORMAT_VERSION = 1
-DATASETS = (
-    "synthetic",
-    "mnist",
-    "fashionmnist",
-    "cifar10",
-    "svhn",
-    "location",
-    "purchase",
-    "digits",
-)
+#: Every dataset name (:mod:`dpaudit.data.catalog`).
+DATASETS = DATASET_NAMES
 ARRAY_KEYS = (
     "x_train",
     "y_train",
@@ -86,10 +79,6 @@ ARRAY_KEYS = (
     "canary_index",
 )
 
-_COMMON = {"seed", "n_train", "n_test", "classes", "canary_pool"}
-_VISION = _COMMON | {"normalize", "checksums"}
-_TABULAR = _COMMON | {"test_fraction", "sha256"}
-_BUNDLED = _COMMON | {"test_fraction", "sha256"}
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 # Stream numbers for SeedSequence.spawn (documented above; do not reorder).
@@ -217,7 +206,12 @@ def load_prepared(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[
 # ----------------------------------------------------------------------------- params
 
 
-def _check_keys(name: str, params: Mapping[str, Any], allowed: set[str]) -> None:
+def _keys(name: str) -> frozenset[str]:
+    """The params data set ``name`` takes: its catalog keys and ``seed``."""
+    return entry(name).keys | {"seed"}
+
+
+def _check_keys(name: str, params: Mapping[str, Any], allowed: frozenset[str]) -> None:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"{name}: unknown param(s) {unknown}; allowed: {sorted(allowed)}")
@@ -362,7 +356,7 @@ def _prepare_real(
 def _prepare_vision(name, params, root, mirror, streams, out) -> None:
     from dpaudit.data.vision import NUM_CLASSES, channel_stats, load_vision, to_float
 
-    _check_keys(name, params, _VISION)
+    _check_keys(name, params, _keys(name))
     checksums = params.get("checksums")
     if checksums is not None and not isinstance(checksums, Mapping):
         raise ValueError(f"param 'checksums' must map file names to md5 strings, got {checksums!r}")
@@ -398,7 +392,7 @@ def _prepare_vision(name, params, root, mirror, streams, out) -> None:
 
 
 def _test_fraction(params: Mapping[str, Any]) -> float:
-    frac = params.get("test_fraction", 0.2)
+    frac = params.get("test_fraction", DEFAULT_TEST_FRACTION)
     if isinstance(frac, bool) or not isinstance(frac, int | float) or not 0 < frac < 1:
         raise ValueError(f"param 'test_fraction' must be a number in (0, 1), got {frac!r}")
     return float(frac)
@@ -407,7 +401,7 @@ def _test_fraction(params: Mapping[str, Any]) -> float:
 def _prepare_tabular(name, params, root, mirror, streams, out) -> None:
     from dpaudit.data.tabular import TABULAR_DATASETS, load_tabular
 
-    _check_keys(name, params, _TABULAR)
+    _check_keys(name, params, _keys(name))
     frac = _test_fraction(params)
     data = load_tabular(name, root, mirror, params.get("sha256"))
     _prepare_split(name, params, data, TABULAR_DATASETS[name].classes, frac, streams, out)
@@ -416,7 +410,7 @@ def _prepare_tabular(name, params, root, mirror, streams, out) -> None:
 def _prepare_bundled(name, params, streams, out) -> None:
     from dpaudit.data.bundled import DIGITS_CLASSES, load_digits
 
-    _check_keys(name, params, _BUNDLED)
+    _check_keys(name, params, _keys(name))
     frac = _test_fraction(params)
     data = load_digits(params.get("sha256"))
     # pixels 0..16 -> [0, 1], the range of the vision data sets without normalisation
@@ -498,23 +492,22 @@ def prepare_dataset(
     ``<root>/<name>/`` for tables); ``mirror`` replaces the network (a local directory or a
     ``file://``/``http(s)://`` base URL; see :func:`dpaudit.data.download.fetch`).
     """
-    if name not in DATASETS:
-        raise ValueError(f"unknown data set {name!r}; known: {list(DATASETS)}")
+    kind = entry(name).kind  # an unknown name raises, listing the known ones
     params = dict(params or {})
     if mirror is not None and not isinstance(mirror, str | os.PathLike):
         mirror = [os.fspath(m) for m in mirror]  # a list of mirrors, tried in order
     elif mirror is not None and not os.fspath(mirror).strip():
         mirror = None  # an empty config value means "no mirror"
-    if name == "synthetic":
+    if kind == "synthetic":
         _prepare_synthetic(params, out)
         return
     seed = params.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"param 'seed' must be an integer >= 0, got {seed!r}")
     streams = np.random.SeedSequence(int(seed)).spawn(4)
-    if name in ("location", "purchase"):
+    if kind == "tabular":
         _prepare_tabular(name, params, root, mirror, streams, out)
-    elif name == "digits":
+    elif kind == "bundled":
         _prepare_bundled(name, params, streams, out)
     else:
         _prepare_vision(name, params, root, mirror, streams, out)

@@ -34,11 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.data.catalog import of_kind
 from dpaudit.data.download import fetch
 
 Mirror = str | os.PathLike | Sequence[str | os.PathLike] | None
-
-_RAW = "https://github.com/privacytrustlab/datasets/raw/master"
 
 
 @dataclass(frozen=True)
@@ -53,26 +52,17 @@ class TabularSpec:
     classes: int
 
 
+#: The tables, as the catalog (:mod:`dpaudit.data.catalog`) describes them.
 TABULAR_DATASETS: dict[str, TabularSpec] = {
-    "location": TabularSpec(
-        urls=(f"{_RAW}/dataset_location.tgz",),
-        filename="dataset_location.tgz",
-        sha256="927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33",
-        rows=5010,
-        features=446,
-        classes=30,
-    ),
-    "purchase": TabularSpec(
-        urls=(
-            f"{_RAW}/dataset_purchase.tgz",
-            "https://www.comp.nus.edu.sg/~reza/files/dataset_purchase.tgz",
-        ),
-        filename="dataset_purchase.tgz",
-        sha256=None,
-        rows=197324,
-        features=600,
-        classes=100,
-    ),
+    name: TabularSpec(
+        urls=e.urls,
+        filename=str(e.filename),
+        sha256=e.sha256,
+        rows=int(e.rows or 0),
+        features=int(e.shape[0]) if e.shape else 0,
+        classes=int(e.classes or 0),
+    )
+    for name, e in of_kind("tabular").items()
 }
 
 

@@ -38,18 +38,16 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.data.catalog import of_kind
 from dpaudit.data.download import fetch
 from dpaudit.io import atomic_path
 
-#: Data set names handled here, mapped to the torchvision class name.
+#: Data set names handled here, mapped to the torchvision class name (the catalog's).
 VISION_DATASETS: dict[str, str] = {
-    "mnist": "MNIST",
-    "fashionmnist": "FashionMNIST",
-    "cifar10": "CIFAR10",
-    "svhn": "SVHN",
+    n: str(e.torchvision_class) for n, e in of_kind("vision").items()
 }
-#: Number of classes of each data set.
-NUM_CLASSES: dict[str, int] = {"mnist": 10, "fashionmnist": 10, "cifar10": 10, "svhn": 10}
+#: Number of classes of each data set (the catalog's).
+NUM_CLASSES: dict[str, int] = {n: int(e.classes or 0) for n, e in of_kind("vision").items()}
 
 Mirror = str | os.PathLike | Sequence[str | os.PathLike] | None
 

@@ -23,27 +23,18 @@ once the score file is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpaudit.defaults import SETTING_KEYS, fill_defaults, train_experiment_defaults
+from dpaudit.defaults import fill_defaults
 from dpaudit.scores import ScoreFile
-
-
-@dataclass(frozen=True)
-class JobId:
-    """Which job is trained: shard ``shard`` of run seed ``seed`` of ``setting`` of
-    ``experiment`` (the Opacus engine trains shard 0 only). Every engine takes it with the run
-    spec, and names it in its score file's meta and its errors."""
-
-    experiment: str
-    setting: str
-    seed: int
-    shard: int = 0
-
+from dpaudit.training.spec import (  # noqa: F401  (JobId, RUN_SPEC_KEYS re-exported)
+    RUN_SPEC_KEYS,
+    JobId,
+    RunSpec,
+)
 
 #: ``train.engine``: the Opacus reference, or the vectorised engine's per-sample gradients.
 ENGINES = ("opacus", "auto", "stacked", "func")
@@ -58,22 +49,13 @@ OPACUS_SUPPORTS: dict[str, tuple[str, ...]] = {
 }
 #: ``train`` keys only the vectorised engines read (the Opacus engine needs them null).
 VECTORISED_ONLY = ("noise_multiplier", "steps", "buffer_size", "model_chunk")
-#: Keys of a run spec.
-RUN_SPEC_KEYS = (
-    "design",
-    "threat_model",
-    "model",
-    "canaries",
-    "train",
-    "target_epsilon",
-    "selection",
-)
 
 
-def engine_of(run_spec: dict[str, Any]) -> str:
+def engine_of(run_spec: RunSpec | dict[str, Any]) -> str:
     """The run spec's ``train.engine``; the schema's default (``auto``: the vectorised engine)
     when not given."""
-    engine = (run_spec.get("train") or {}).get("engine") or fill_defaults("train")["engine"]
+    train = run_spec.train if isinstance(run_spec, RunSpec) else run_spec.get("train") or {}
+    engine = train.get("engine") or fill_defaults("train")["engine"]
     if engine not in ENGINES:
         raise ValueError(f"train.engine {engine!r}; allowed: {list(ENGINES)}")
     return engine
@@ -122,25 +104,9 @@ def observations_path(out: str | Path) -> Path:
 def complete_run_spec(run_spec: dict[str, Any]) -> dict[str, Any]:
     """``run_spec`` with every key left out at the config schema's default, as the pipeline's
     validated config fills them (the pipeline passes complete specs; this is for the CLI and
-    library callers). The ``train`` keys that choose settings (``target_epsilons``,
-    ``nonprivate``) are not part of a job's spec."""
-    experiment = train_experiment_defaults()
-    spec = {
-        "design": run_spec.get("design", experiment["design"]),
-        "threat_model": run_spec.get("threat_model", experiment["threat_model"]),
-        "model": fill_defaults("model", run_spec.get("model") or {}),
-        "canaries": fill_defaults("canaries", run_spec.get("canaries") or {}),
-        "train": {
-            k: v
-            for k, v in fill_defaults("train", run_spec.get("train") or {}).items()
-            if k not in SETTING_KEYS
-        },
-    }
-    if "target_epsilon" in run_spec:
-        spec["target_epsilon"] = run_spec["target_epsilon"]
-    if run_spec.get("selection") is not None:
-        spec["selection"] = fill_defaults("selection", run_spec["selection"])
-    return spec
+    library callers), checked (:class:`~dpaudit.training.spec.RunSpec`). The ``train`` keys
+    that choose settings (``target_epsilons``, ``nonprivate``) are not part of a job's spec."""
+    return RunSpec.from_run_spec(run_spec, drop_settings=True).to_dict()
 
 
 def train_job(
@@ -175,31 +141,30 @@ def train_job(
 
     max_physical_batch = check_max_physical_batch(max_physical_batch)
 
-    unknown = sorted(set(run_spec) - set(RUN_SPEC_KEYS))
-    if unknown:
-        raise ValueError(f"run spec: unknown key(s) {unknown}; allowed: {list(RUN_SPEC_KEYS)}")
-    run_spec = complete_run_spec(run_spec)
     job = JobId(experiment, setting, seed, shard)
-    if run_spec["train"].get("entry_point"):  # the user's own function trains, not an engine
+    if (run_spec.get("train") or {}).get("entry_point"):  # the user's own function trains
         raise ValueError("run spec key train.entry_point: run by dpaudit.attach.pipeline")
-    if run_spec.get("selection") is not None:  # a tuning audit (training.tuning)
+    if run_spec.get("selection") is None and engine_of(run_spec) == "opacus":
+        _check_opacus(run_spec, job)  # first: it names the engine that takes the spec
+    spec = RunSpec.from_run_spec(run_spec, drop_settings=True)
+    if spec.selection is not None:  # a tuning audit (training.tuning)
         from dpaudit.training.tuning import run_tuning
 
-        if engine_of(run_spec) == "opacus":
+        if engine_of(spec) == "opacus":
             raise ValueError("run spec key train.engine: selection needs auto, stacked or func")
         ckpt = checkpoint_path(out) if checkpoint else None
         sf = run_tuning(
             data,
             job,
-            run_spec,
+            spec,
             ckpt,
             progress,
             device=device,
             max_physical_batch=max_physical_batch,
         )
         obs = {}
-    elif engine_of(run_spec) == "opacus":
-        sf, obs = _train_opacus(data, job, run_spec, device, max_physical_batch), {}
+    elif engine_of(spec) == "opacus":
+        sf, obs = _train_opacus(data, job, spec, device, max_physical_batch), {}
         ckpt = None
     else:
         from dpaudit.training.shard import run_shard
@@ -208,7 +173,7 @@ def train_job(
         result = run_shard(
             data,
             job,
-            run_spec,
+            spec,
             ckpt,
             progress,
             device=device,
@@ -226,7 +191,7 @@ def train_job(
 def _train_opacus(
     data: dict[str, np.ndarray],
     job: JobId,
-    run_spec: dict[str, Any],
+    spec: RunSpec,
     device: str,
     max_physical_batch: int | None = None,
 ) -> ScoreFile:
@@ -234,12 +199,18 @@ def _train_opacus(
     checking that the run spec and the shard are what that engine supports."""
     from dpaudit.training.opacus_engine import run_setting
 
+    _check_opacus(spec.to_dict(), job)
+    return run_setting(data, job, spec, device, max_physical_batch)
+
+
+def _check_opacus(run_spec: dict[str, Any], job: JobId) -> None:
+    """Raise ``ValueError`` naming the run spec key if the Opacus engine cannot train
+    ``run_spec`` as shard ``job.shard``."""
     problem = opacus_problem(run_spec)
     if problem is None and job.shard != 0:
         problem = ("shard", f"{job.shard}: train.engine opacus trains one shard (0) per seed")
     if problem is not None:
         raise ValueError(f"run spec key {problem[0]}: {problem[1]}")
-    return run_setting(data, job, run_spec, device, max_physical_batch)
 
 
 def _write_observations(path: Path, observations: dict[str, np.ndarray]) -> None:

@@ -12,6 +12,7 @@ the noise depend on the run seed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -19,18 +20,17 @@ import torch
 
 from dpaudit.canaries.inclusion import fair_coins
 from dpaudit.canaries.input_space import random_inputs
-from dpaudit.defaults import fill_defaults
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.seeding import derive_seed
 from dpaudit.training.dpsgd import DPSGDParams, summary, train_with_canaries
-from dpaudit.training.job import JobId
 from dpaudit.training.shard import check_finite_scores
+from dpaudit.training.spec import JobId, RunSpec
 
 CANARY_TYPES = ("random_input",)
 
 
-def make_canaries(data: dict[str, np.ndarray], spec: dict[str, Any]) -> tuple[np.ndarray, ...]:
+def make_canaries(data: dict[str, np.ndarray], spec: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
     """The canary inputs and labels of ``spec`` (type, m, seed, ...)."""
     kind = spec["type"]
     if kind == "random_input":
@@ -60,7 +60,7 @@ def claimed_epsilons(result, delta: float) -> dict[str, float | None]:
 def run_setting(
     data: dict[str, np.ndarray],
     job_id: JobId,
-    run_spec: dict[str, Any],
+    run_spec: RunSpec | dict[str, Any],
     device: str = "auto",
     max_physical_batch: int | None = None,
 ) -> ScoreFile:
@@ -69,14 +69,13 @@ def run_setting(
     ``max_physical_batch``: see :func:`dpaudit.training.dpsgd.train_with_canaries`."""
     experiment, setting, seed = job_id.experiment, job_id.setting, job_id.seed
     # keys left out of a library caller's spec take the schema's defaults
-    train, canaries = fill_defaults("train", run_spec["train"]), run_spec["canaries"]
-    target_epsilon = run_spec.get("target_epsilon")
+    spec = RunSpec.from_run_spec(run_spec, drop_settings=True)
+    train, canaries, target_epsilon = spec.train, spec.canaries, spec.target_epsilon
     canary_x, canary_y = make_canaries(data, canaries)
     membership = fair_coins(len(canary_y), derive_seed(seed, "coins"))
     torch.manual_seed(derive_seed(seed, "init"))
-    net = build_for_data(
-        run_spec["model"], data["x_train"].shape[1:], int(data["y_train"].max()) + 1
-    )
+    n_classes = int(data["y_train"].max()) + 1
+    net = build_for_data(dict(spec.model), data["x_train"].shape[1:], n_classes)
     params = DPSGDParams(
         epochs=train["epochs"],
         batch_size=train["batch_size"],

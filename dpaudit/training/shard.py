@@ -62,17 +62,22 @@ import torch
 import torch.nn.functional as F
 
 from dpaudit import likelihood_ratios
-from dpaudit.canaries import gradient_space, input_space
+from dpaudit.canaries import gradient_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
-from dpaudit.defaults import SETTING_KEYS, fill_defaults
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.training.device import resolve_device
-from dpaudit.training.job import JobId
 from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
+from dpaudit.training.readout import all_logits, input_pool
 from dpaudit.training.samplers import SamplerSpec
-from dpaudit.training.stacked import StackedSequential
-from dpaudit.training.stacked import supports as stacked_supports
+from dpaudit.training.spec import (  # noqa: F401  (CANARY_DEFAULTS, TRAIN_DEFAULTS re-exported)
+    CANARY_DEFAULTS,
+    GRADIENT_CANARIES,
+    TRAIN_DEFAULTS,
+    CanaryLayout,
+    JobId,
+    RunSpec,
+)
 from dpaudit.training.vectorized import (
     DPSGDConfig,
     ModelSeeds,
@@ -81,34 +86,8 @@ from dpaudit.training.vectorized import (
     ShardResult,
     TrainingDiverged,
     model_seeds,
-    stacked_logits,
     train_shard,
 )
-
-DESIGNS = ("one_run", "lidp", "multi_run")
-INPUT_CANARIES = ("random_input", "mislabeled", "in_distribution", "clipbkd")
-GRADIENT_CANARIES = ("dirac", "random_gradient")
-THREAT_MODELS = {
-    "black_box_loss": INPUT_CANARIES,
-    "black_box_logit": INPUT_CANARIES,
-    "white_box_dot": INPUT_CANARIES + GRADIENT_CANARIES,
-    "final_model_cosine": GRADIENT_CANARIES,
-    "per_step_dot": GRADIENT_CANARIES,
-}
-
-#: Defaults of the ``train`` block read by :func:`run_shard`: the schema's (a train experiment's
-#: ``train`` block without the keys that choose settings), so a shard trained from a partial
-#: block is the one the pipeline trains.
-TRAIN_DEFAULTS: dict[str, Any] = {
-    k: v for k, v in fill_defaults("train").items() if k not in SETTING_KEYS
-}
-#: Defaults of the ``canaries`` block: the schema's.
-CANARY_DEFAULTS: dict[str, Any] = fill_defaults("canaries")
-ADVERSARIES = ("natural", "partially_informed", "batch_worst_case")
-STATISTICS = ("sum", "likelihood_ratio")
-NEIGHBOURING = ("add_remove", "zero_out")
-#: ``canaries.insert``: fair coins (the audit) or no canary inserted (the no-canary control).
-INSERT = ("coins", "none")
 
 
 @dataclass(frozen=True)
@@ -142,50 +121,11 @@ class ShardOutput:
     result: ShardResult | None = None
 
 
-def _merge(defaults: dict[str, Any], given: dict[str, Any], block: str) -> dict[str, Any]:
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ValueError(f"{block}: unknown key(s) {unknown}; allowed: {sorted(defaults)}")
-    return {**defaults, **given}
-
-
 def _check_positive_int_or_none(block: dict[str, Any], key: str) -> None:
     """``train.<key>`` must be an integer >= 1 or null (None)."""
     v = block[key]
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
         raise ValueError(f"train.{key} must be an integer >= 1 or null, got {v!r}")
-
-
-def _input_pool(data: dict[str, np.ndarray], c: dict[str, Any], n_classes: int):
-    """The canary pool (inputs, labels) of an input-space canary type."""
-    shape = data["x_train"].shape[1:]
-    kind = c["type"]
-    if kind == "random_input":
-        x, y = input_space.random_inputs(
-            c["pool_size"], int(np.prod(shape)), n_classes, c["scale"], c["seed"]
-        )
-        return x.reshape((c["pool_size"], *shape)), y
-    if kind in ("mislabeled", "in_distribution"):
-        xp, yp = data.get("x_canary"), data.get("y_canary")
-        if xp is None or len(xp) == 0:
-            raise ValueError(
-                f"canaries of type {kind!r} come from the dataset's held-out canary pool, which "
-                "is empty: set dataset.canary_pool"
-            )
-        if kind == "mislabeled":
-            return input_space.mislabeled(xp, yp, c["pool_size"], n_classes, c["seed"])
-        return input_space.in_distribution(xp, yp, c["pool_size"], c["seed"])
-    if kind == "clipbkd":
-        return input_space.clipbkd(
-            data["x_train"],
-            c["pool_size"],
-            c["first_component"],
-            c["last_component"],
-            c["label"],
-            c["scale"],
-            c["seed"],
-        )
-    raise ValueError(f"unknown canary type {kind!r}; allowed: {list(INPUT_CANARIES)}")
 
 
 def _logit_confidence(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -235,7 +175,7 @@ class _Examples:
 def run_shard(
     data: dict[str, np.ndarray],
     job_id: JobId,
-    run_spec: dict[str, Any],
+    run_spec: RunSpec | dict[str, Any],
     checkpoint: str | Path | None = None,
     progress: bool = False,
     step_hook: Callable[[int], None] | None = None,
@@ -243,9 +183,9 @@ def run_shard(
     plan: ShardPlan | None = None,
     max_physical_batch: int | None = None,
 ) -> ShardOutput:
-    """Train the shard of ``job_id`` as the run spec says (``design``, ``threat_model``,
-    ``model``, ``canaries``, ``train``, ``target_epsilon``) and score its canaries; see the
-    module docstring.
+    """Train the shard of ``job_id`` as the run spec says (a :class:`RunSpec`, or a mapping
+    with ``design``, ``threat_model``, ``model``, ``canaries``, ``train``, ``target_epsilon``)
+    and score its canaries; see the module docstring.
 
     ``data`` is a prepared data set (``x_train, y_train, x_test, y_test`` and, for test-set
     canaries, ``x_canary, y_canary``). No ``target_epsilon`` (or None) trains without noise
@@ -261,9 +201,14 @@ def run_shard(
     examples per model in one pass of the engine (:func:`~dpaudit.training.vectorized.train_shard`).
     """
     experiment, setting, seed, shard = job_id.experiment, job_id.setting, job_id.seed, job_id.shard
-    design, threat_model = run_spec["design"], run_spec["threat_model"]
-    target_epsilon = run_spec.get("target_epsilon")
-    t, c = _check_options(design, threat_model, run_spec["train"], run_spec["canaries"])
+    spec = RunSpec.from_run_spec(run_spec)
+    design, threat_model, target_epsilon = spec.design, spec.threat_model, spec.target_epsilon
+    t, c = dict(spec.train), dict(spec.canaries)
+    if t["momentum"]:
+        raise ValueError(
+            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD or Adam "
+            "(momentum 0); use the Opacus one-model engine for momentum"
+        )
     x_train, y_train = data["x_train"], data["y_train"]
     n_classes = int(max(np.max(y_train, initial=0), data["y_test"].max())) + 1
     shape = tuple(x_train.shape[1:])
@@ -274,12 +219,18 @@ def run_shard(
         _check_positive_int_or_none(t, key)
 
     def template_model():
-        return build_for_data(run_spec["model"], shape, n_classes)
+        return build_for_data(dict(spec.model), shape, n_classes)
 
     n_params = sum(p.numel() for p in template_model().parameters())
     ids = range(n_models) if plan is None else plan.model_ids
     seeds = [model_seeds(seed, setting, shard, int(j)) for j in ids]
-    cans = _draw_canaries(design, c, seeds, n_params, n_classes)
+    if c["type"] == "clipbkd" and not 0 <= int(c["label"]) < n_classes:
+        raise ValueError(
+            f"canaries.label {c['label']} is not a class of the data (0..{n_classes - 1})"
+        )
+    layout = spec.layout(n_params)
+    c["pool_size"] = layout.pool_size
+    cans = _draw_canaries(design, c, seeds, layout)
     if plan is not None:
         if design != "multi_run":
             raise ValueError(f"a shard plan needs design multi_run, got {design!r}")
@@ -292,7 +243,7 @@ def run_shard(
         placed = gradient_space.lowest_mass_coordinates(mass, cans.pool_size, c["seed"])
     examples = _shard_examples(data, cans, t, n_params, n_classes, placed)
     job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
-    cfg, claimed = _dpsgd_config(t, len(y_train), cans, target_epsilon, job)
+    cfg, claimed = _dpsgd_config(spec, len(y_train), n_params, job)
     wb_inputs = None
     if threat_model == "white_box_dot" and not cans.gradient:
         wb_inputs = np.unique(cans.cols)
@@ -387,112 +338,12 @@ SCORE_NAMES = {
 }
 
 
-def _check_options(
-    design: str, threat_model: str, train: dict[str, Any], canaries: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The ``train`` and ``canaries`` blocks with their defaults, once the design, threat model,
-    canary type, adjacency and adversary are known to go together (else ``ValueError``)."""
-    if design not in DESIGNS:
-        raise ValueError(f"unknown design {design!r}; allowed: {list(DESIGNS)}")
-    if threat_model not in THREAT_MODELS:
-        raise ValueError(f"unknown threat_model {threat_model!r}; allowed: {list(THREAT_MODELS)}")
-    t = _merge(TRAIN_DEFAULTS, train, "train")
-    c = _merge(CANARY_DEFAULTS, canaries, "canaries")
-    if t["momentum"]:
-        raise ValueError(
-            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD or Adam "
-            "(momentum 0); use the Opacus one-model engine for momentum"
-        )
-    kind = c["type"]
-    if kind not in INPUT_CANARIES + GRADIENT_CANARIES:
-        raise ValueError(
-            f"unknown canary type {kind!r}; allowed: {list(INPUT_CANARIES + GRADIENT_CANARIES)}"
-        )
-    if kind not in THREAT_MODELS[threat_model]:
-        raise ValueError(
-            f"threat model {threat_model!r} does not apply to {kind!r} canaries; it takes "
-            f"{list(THREAT_MODELS[threat_model])}"
-        )
-    gradient = kind in GRADIENT_CANARIES
-    if c["neighbouring"] not in NEIGHBOURING:
-        raise ValueError(
-            f"canaries.neighbouring {c['neighbouring']!r}; allowed: {list(NEIGHBOURING)}"
-        )
-    zero_out = c["neighbouring"] == "zero_out"
-    if c["adversary"] not in ADVERSARIES:
-        raise ValueError(f"canaries.adversary {c['adversary']!r}; allowed: {list(ADVERSARIES)}")
-    if c["adversary"] != "natural" and not (gradient and zero_out and design == "multi_run"):
-        raise ValueError(
-            f"canaries.adversary: {c['adversary']} (Annamalai et al.) needs design multi_run, "
-            "gradient canaries and neighbouring zero_out"
-        )
-    if c["statistic"] not in STATISTICS:
-        raise ValueError(f"canaries.statistic {c['statistic']!r}; allowed: {list(STATISTICS)}")
-    if (
-        c["statistic"] != "sum" or c["prefix_batches"] is not None
-    ) and threat_model != "per_step_dot":
-        raise ValueError(
-            "canaries.statistic / canaries.prefix_batches score the per-step observations: "
-            f"they need threat_model per_step_dot, not {threat_model!r}"
-        )
-    if c["prefix_batches"] is not None and c["statistic"] != "likelihood_ratio":
-        raise ValueError("canaries.prefix_batches needs canaries.statistic: likelihood_ratio")
-    if c["insert"] not in INSERT:
-        raise ValueError(f"canaries.insert {c['insert']!r}; allowed: {list(INSERT)}")
-    if c["insert"] == "none" and design != "one_run":
-        raise ValueError(
-            f"canaries.insert: none (the no-canary control) is for design one_run, not {design!r}"
-        )
-    if zero_out and not gradient:
-        raise ValueError(
-            "canaries.neighbouring: zero_out needs gradient canaries (the zero-out record has "
-            "a zero gradient, which no input has)"
-        )
-    return t, c
-
-
-def _canary_layout(
-    design: str, c: dict[str, Any], n_params: int, n_classes: int
-) -> tuple[int, int, float]:
-    """(canaries per trial, pool size, expected inserted canaries per trial) of the design."""
-    gradient = c["type"] in GRADIENT_CANARIES
-    if design == "one_run":
-        n_cols = int(c["m"])
-        pool_size = c["pool_size"] or n_cols
-        expected_in = n_cols / 2
-    elif design == "lidp":
-        n_cols = 2 * int(c["k"])
-        # gradient canaries are stored as (pool, params) floats: cap the default pool at 256 MiB
-        cap = 1000 if not gradient else min(1000, 2**26 // n_params)
-        pool_size = c["pool_size"] or max(n_cols, cap)
-        expected_in = int(c["k"])
-    else:
-        n_cols = 1
-        pool_size = c["pool_size"] or 1
-        expected_in = 0.5
-    if c["type"] == "clipbkd":
-        if c["first_component"] is None or c["last_component"] is None:
-            raise ValueError("clipbkd canaries need canaries.first_component and last_component")
-        pool_size = c["pool_size"] or (c["last_component"] - c["first_component"])
-        if not 0 <= int(c["label"]) < n_classes:
-            raise ValueError(
-                f"canaries.label {c['label']} is not a class of the data (0..{n_classes - 1})"
-            )
-    if n_cols < 1:
-        key = "m" if design == "one_run" else "k"
-        raise ValueError(f"canaries.{key} must be >= 1 (canaries per trial), got {c[key]!r}")
-    if pool_size < n_cols:
-        raise ValueError(f"canaries.pool_size {pool_size} < {n_cols} canaries per trial")
-    return n_cols, int(pool_size), expected_in
-
-
 def _draw_canaries(
-    design: str, c: dict[str, Any], seeds: list[ModelSeeds], n_params: int, n_classes: int
+    design: str, c: dict[str, Any], seeds: list[ModelSeeds], layout: CanaryLayout
 ) -> _Canaries:
     """The pool ids each trial scores and the coins that decide which of them it trains on
     (one_run: a fair coin per canary; lidp: k inserted, k null; multi_run: one coin)."""
-    n_cols, pool_size, expected_in = _canary_layout(design, c, n_params, n_classes)
-    c["pool_size"] = pool_size
+    n_cols, pool_size = layout.per_trial, layout.pool_size
     cols = np.zeros((len(seeds), n_cols), dtype=np.int64)  # pool ids per trial
     member = np.zeros((len(seeds), n_cols), dtype=np.int8)
     for j, s in enumerate(seeds):
@@ -506,20 +357,15 @@ def _draw_canaries(
             member[j, : len(ins)] = 1
         else:
             member[j, 0] = single_target_coin(s.canary)
-    zero_out = c["neighbouring"] == "zero_out"
-    if zero_out:  # every column holds a record (the canary or the zero-out record)
-        expected_in = n_cols
-    if c["insert"] == "none":  # the no-canary control: the data alone sets the sample rate
-        expected_in = 0
     return _Canaries(
         options=c,
         gradient=c["type"] in GRADIENT_CANARIES,
-        zero_out=zero_out,
+        zero_out=c["neighbouring"] == "zero_out",
         informed=c["adversary"] == "partially_informed",
         worst_case=c["adversary"] == "batch_worst_case",
         n_cols=n_cols,
         pool_size=pool_size,
-        expected_in=expected_in,
+        expected_in=layout.expected_in,
         cols=cols,
         member=member,
     )
@@ -558,7 +404,7 @@ def _shard_examples(
         x_all, y_all = x_train, y_train
         offset_train, n_inputs = 0, n_train
     else:
-        cx, cy = _input_pool(data, c, n_classes)
+        cx, cy = input_pool(data, c, pool_size, n_classes)
         x_all = np.concatenate([cx, x_train])
         y_all = np.concatenate([cy, y_train])
         offset_train, n_inputs = pool_size, pool_size + n_train
@@ -614,20 +460,15 @@ def data_gradient_mass(
 
 
 def _dpsgd_config(
-    t: dict[str, Any],
-    n_train: int,
-    cans: _Canaries,
-    target_epsilon: float | None,
-    job: str,
+    spec: RunSpec, n_train: int, n_params: int, job: str
 ) -> tuple[DPSGDConfig, float | None]:
     """The DP-SGD hyper-parameters of the shard and the claimed epsilon: the sample rate and
-    steps of the nominal dataset (training data plus the expected inserted canaries), the noise
-    calibrated to ``target_epsilon`` (or ``train.noise_multiplier``; 0 without a target)."""
+    steps of the nominal dataset (:meth:`RunSpec.schedule`), the noise calibrated to the
+    spec's ``target_epsilon`` (or ``train.noise_multiplier``; 0 without a target)."""
+    t, target_epsilon = spec.train, spec.target_epsilon
     b = int(t["batch_size"])
-    n_nominal = max(1, round(n_train + cans.expected_in))
-    q = min(1.0, b / n_nominal)
-    t_epoch = max(1, round(n_nominal / b))
-    steps = int(t["steps"]) if t["steps"] is not None else int(t["epochs"]) * t_epoch
+    schedule = spec.schedule(n_train, n_params)
+    q, steps, t_epoch = schedule.sample_rate, schedule.steps, schedule.steps_per_epoch
     sigma: float | None = None  # None: calibrated to target_epsilon below
     if t["noise_multiplier"] is not None:
         sigma = float(t["noise_multiplier"])
@@ -670,7 +511,7 @@ def _canary_scores(
     pool = _pool_canaries(examples.grad_pool, pool_size)
     n_models = cols.shape[0]
     if threat_model in ("black_box_loss", "black_box_logit"):
-        logits = _all_logits(template, result, torch.from_numpy(examples.x[:pool_size]))
+        logits = all_logits(template, result, torch.from_numpy(examples.x[:pool_size]))
         yp = torch.from_numpy(examples.y[:pool_size]).expand(n_models, -1)
         if threat_model == "black_box_loss":
             full = -F.cross_entropy(logits.transpose(1, 2), yp, reduction="none")
@@ -714,6 +555,7 @@ def _pool_canaries(
         )
     return grad_pool[:pool_size].double()
 
+
 def _likelihood_ratio_scores(
     step_dots: np.ndarray, c: dict[str, Any], cfg: DPSGDConfig, job: str
 ) -> np.ndarray:
@@ -752,25 +594,13 @@ def check_finite_scores(score: np.ndarray, job: str, steps: int) -> None:
     )
 
 
-def _all_logits(template, result: ShardResult, x: torch.Tensor) -> torch.Tensor:
-    if stacked_supports(template):
-        net = StackedSequential(template)
-        m = next(iter(result.params.values())).shape[0]
-        outs = []
-        for s in range(0, x.shape[0], 512):
-            xb = x[s : s + 512]
-            outs.append(net.logits(result.params, xb.expand(m, *xb.shape)))
-        return torch.cat(outs, dim=1)
-    return stacked_logits(template, result.params, None, x)
-
-
 def _accuracy(
     template, result: ShardResult, data: dict[str, np.ndarray], n_eval: int | None
 ) -> np.ndarray:
     """Test accuracy of every model on the first ``n_eval`` test examples (None: all)."""
     xt = torch.from_numpy(np.ascontiguousarray(data["x_test"][:n_eval]))
     yt = torch.from_numpy(data["y_test"][:n_eval])
-    logits = _all_logits(template, result, xt)
+    logits = all_logits(template, result, xt)
     return (logits.argmax(-1) == yt[None]).double().mean(1).numpy()
 
 

@@ -36,6 +36,7 @@ definitions and the assembly against a direct simulation of the protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ import torch.nn.functional as F
 
 from dpaudit.accounting.selection import RunCountDistribution, TruncatedNegativeBinomial
 from dpaudit.scores import ScoreFile
-from dpaudit.training.job import JobId
+from dpaudit.training.spec import JobId, RunSpec
 
 SETUPS = ("ntnv", "ntcv", "etcv")
 STATISTICS = ("lambda_a", "lambda_b")
@@ -160,7 +161,7 @@ def statistics_of_runs(
 def run_tuning(
     data: dict[str, np.ndarray],
     job: JobId,
-    run_spec: dict[str, Any],
+    run_spec: RunSpec | dict[str, Any],
     checkpoint: str | Path | None = None,
     progress: bool = False,
     device: str = "cpu",
@@ -168,19 +169,22 @@ def run_tuning(
 ) -> ScoreFile:
     """Train the candidate runs of one job's tuning trials and write one score-file row per
     trial (design ``multi_run``: the trial's coin and its released statistic); see the module
-    docstring. ``run_spec["selection"]`` holds ``setup``, ``statistic``, ``eta``, ``nu``,
+    docstring. The run spec's ``selection`` holds ``setup``, ``statistic``, ``eta``, ``nu``,
     ``trials`` and ``lrs`` (Omega). ``max_physical_batch``: as for
     :func:`~dpaudit.training.shard.run_shard`."""
     from dpaudit.scores import FORMAT_VERSION
     from dpaudit.training.shard import ShardPlan, run_shard
 
-    sel = run_spec["selection"]
+    spec = RunSpec.from_run_spec(run_spec)
+    sel = spec.selection
+    if sel is None:
+        raise ValueError("run spec key selection: a tuning audit needs one")
     setup, stat_name = sel["setup"], sel["statistic"]
     if stat_name not in STATISTICS:
         raise ValueError(f"selection.statistic {stat_name!r}; allowed: {list(STATISTICS)}")
-    if run_spec["canaries"]["type"] not in TUNING_CANARIES:
+    if spec.canaries["type"] not in TUNING_CANARIES:
         raise ValueError(
-            f"canaries.type {run_spec['canaries']['type']!r}: the tuning audit takes "
+            f"canaries.type {spec.canaries['type']!r}: the tuning audit takes "
             f"{list(TUNING_CANARIES)}"
         )
     plan = plan_for_job(sel, job)
@@ -197,13 +201,12 @@ def run_tuning(
         ids = run_ids[plan.run_config == c]
         if ids.size == 0:
             continue
-        spec = {**run_spec, "train": {**run_spec["train"], "lr": float(lr)}}
-        spec.pop("selection")
+        run = dataclasses.replace(spec, train={**spec.train, "lr": float(lr)}, selection=None)
         ckpt = None if checkpoint is None else Path(f"{checkpoint}.lr{c}")
         out = run_shard(
             train_data,
             job,
-            spec,
+            run,
             ckpt,
             progress,
             device=device,
@@ -217,7 +220,7 @@ def run_tuning(
         white_box = out.score_file.score[:, 0]
         c_norm = float(meta["max_grad_norm"])
         lam[ids] = white_box * meta["batch_size"] / (float(lr) * meta["steps"] * c_norm**2)
-        g[ids] = _selection_scores(setup, run_spec, out, data, white_box)
+        g[ids] = _selection_scores(setup, spec, out, data, white_box)
         acc[ids] = meta["test_accuracy_per_model"]
     assert first_meta is not None
     stats = statistics_of_runs(setup, lam, g)
@@ -236,7 +239,7 @@ def run_tuning(
 
 def _selection_scores(
     setup: str,
-    run_spec: dict[str, Any],
+    spec: RunSpec,
     out: Any,
     data: dict[str, np.ndarray],
     white_box: np.ndarray,
@@ -247,24 +250,23 @@ def _selection_scores(
     the negated loss on z (natural canary) or ``(w_0 - w_N)[j]`` (Dirac canary on coordinate
     j; the white-box score is ``<w_0 - w_N, C e_j>``)."""
     from dpaudit.models import build_for_data
-    from dpaudit.training.shard import _all_logits, _input_pool
+    from dpaudit.training.readout import all_logits, input_pool
 
     meta = out.score_file.meta
     n_classes = int(max(np.max(data["y_train"], initial=0), data["y_test"].max())) + 1
-    template = build_for_data(run_spec["model"], tuple(data["x_train"].shape[1:]), n_classes)
+    template = build_for_data(dict(spec.model), tuple(data["x_train"].shape[1:]), n_classes)
     template = template.to("meta")
-    canaries = run_spec["canaries"]
+    canaries = spec.canaries
     if setup == "ntnv":
-        n_eval = run_spec["train"].get("eval_examples")
+        n_eval = spec.train.get("eval_examples")
         x = torch.from_numpy(np.ascontiguousarray(data["x_test"][:n_eval]))
         y = torch.from_numpy(data["y_test"][:n_eval]).long()
     elif canaries["type"] == "dirac":
         return white_box / float(meta["max_grad_norm"])
     else:
-        c = {**canaries, "pool_size": meta["canary_pool_size"]}
-        cx, cy = _input_pool(data, c, n_classes)
+        cx, cy = input_pool(data, canaries, meta["canary_pool_size"], n_classes)
         x, y = torch.from_numpy(np.ascontiguousarray(cx[:1])), torch.from_numpy(cy[:1]).long()
-    logits = _all_logits(template, out.result, x)  # (models, examples, classes)
+    logits = all_logits(template, out.result, x)  # (models, examples, classes)
     m = logits.shape[0]
     loss = F.cross_entropy(logits.transpose(1, 2), y.expand(m, -1), reduction="none")
     return -loss.double().mean(1).numpy()
