@@ -1,14 +1,13 @@
 """Snakemake adapter: ROC curves (log-log) of an experiment's score files, a curve per setting."""
 
-from dpaudit import scores
 from dpaudit.joblog import job_log
-from dpaudit.pipeline.paths import parse_score_file
+from dpaudit.pipeline.paths import parse_score_file, read_score_file
 from dpaudit.plots.roc import plot_roc
 
 log = job_log(snakemake.log[0])
 by_setting = {}
 for path in snakemake.input.scores:
-    by_setting.setdefault(parse_score_file(path)["setting"], []).append(scores.read(path))
+    by_setting.setdefault(parse_score_file(path)["setting"], []).append(read_score_file(path))
 curves = plot_roc(
     by_setting, [snakemake.output.pdf, snakemake.output.png], snakemake.params.figure["title"]
 )

@@ -1,17 +1,16 @@
 """Snakemake adapter: the empirical trade-off curves of an experiment's settings against the
 trade-off curves of their claim (Annamalai et al. 2024, Figs. 4-5)."""
 
-from dpaudit import scores
 from dpaudit.io import write_csv
 from dpaudit.joblog import job_log
-from dpaudit.pipeline.paths import parse_score_file
+from dpaudit.pipeline.paths import parse_score_file, read_score_file
 from dpaudit.plots.tradeoff import EMPIRICAL, plot_tradeoff
 
 log = job_log(snakemake.log[0])
 p = snakemake.params.tradeoff
 by_setting = {}
 for path in snakemake.input.scores:
-    by_setting.setdefault(parse_score_file(path)["setting"], []).append(scores.read(path))
+    by_setting.setdefault(parse_score_file(path)["setting"], []).append(read_score_file(path))
 table = plot_tradeoff(
     by_setting,
     dict(p["labels"]),

@@ -7,6 +7,7 @@ with every eps4 row twice and no nonprivate row.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,3 +82,22 @@ def test_a_file_without_shard_metadata_is_shard_0():
         ScoreFileError, match="metadata 'shard' is None, but the pipeline expects '1'"
     ):
         check_identity(sf, "f.npz", experiment="exp", setting="eps4", seed=0, shard="1")
+
+
+def test_figure_readers_check_the_path_too(tmp_path, monkeypatch):
+    # the ROC and trade-off figure jobs read score files themselves (scripts/plot_roc.py,
+    # scripts/plot_tradeoff.py): a copied file is the same error there
+    from dpaudit.pipeline.paths import read_score_file
+
+    monkeypatch.chdir(tmp_path)
+    eps4, nonprivate = score_file("exp", "eps4", 0), score_file("exp", "nonprivate", 0)
+    for path, setting in ((eps4, "eps4"), (nonprivate, "nonprivate")):
+        scores.write(path, _file(setting))
+    assert read_score_file(nonprivate).meta["setting"] == "nonprivate"
+    shutil.copy(eps4, nonprivate)
+    with pytest.raises(ScoreFileError, match="metadata 'setting' is 'eps4'"):
+        read_score_file(nonprivate)
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    for script in ("plot_roc.py", "plot_tradeoff.py"):
+        text = (scripts / script).read_text()
+        assert "read_score_file(path)" in text and "scores.read(" not in text, script

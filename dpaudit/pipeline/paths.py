@@ -134,3 +134,14 @@ def group_by_seed(paths: Iterable[str]) -> list[list[str]]:
             raise ValueError(f"{path}: score files of more than one setting: {sorted(settings)}")
         groups.setdefault(str(parts["seed"]), []).append(str(path))
     return list(groups.values())
+
+
+def read_score_file(path: str):
+    """The score file at ``path`` (:func:`dpaudit.scores.read`), its metadata checked against
+    the run its path names (:func:`dpaudit.scores.check_identity`): a file copied over another
+    run's is an error naming the file, the field, the value found and the one expected."""
+    from dpaudit import scores
+
+    sf = scores.read(path)
+    scores.check_identity(sf, path, **parse_score_file(path))
+    return sf
