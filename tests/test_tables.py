@@ -141,7 +141,6 @@ def test_an_estimator_that_does_not_apply_is_an_error(seed_files):
 
 def test_verdicts_flag_only_valid_bounds_above_the_claim():
     from dpaudit.tables import (
-        CONSISTENT,
         FLAGGED,
         NO_CLAIM,
         NOT_A_BOUND,
@@ -152,6 +151,8 @@ def test_verdicts_flag_only_valid_bounds_above_the_claim():
     t = pd.DataFrame(
         {
             "sampler": ["poisson", "no_shuffle", "no_shuffle", "shuffle", "shuffle"],
+            "design": "multi_run",
+            "evidence": 1000,
             "claimed_epsilon": [2.0, 2.0, 2.0, 2.0, None],
             "epsilon": [1.5, 2.5, 3.0, 9.0, 5.0],
             "valid": [True, True, "False", False, True],
@@ -159,13 +160,17 @@ def test_verdicts_flag_only_valid_bounds_above_the_claim():
         }
     )
     v = add_verdicts(t)
-    assert list(v["verdict"]) == [CONSISTENT, FLAGGED, NOT_A_BOUND, NOT_A_BOUND, NO_CLAIM]
+    below = "not flagged: no evidence at 1,000 runs"  # the bound below the claim says no more
+    assert list(v["verdict"]) == [below, FLAGGED, NOT_A_BOUND, NOT_A_BOUND, NO_CLAIM]
     assert list(v["exceeds_claim"]) == [0, 1, 0, 0, 0]
     table = verdict_table(t, ["sampler"]).set_index("sampler")
     assert list(table.index) == ["no_shuffle", "poisson"]  # shuffle: no valid row with a claim
     assert table.loc["no_shuffle", "epsilon_lower_bound"] == 2.5  # the invalid 3.0 is ignored
     assert table.loc["no_shuffle", "verdict"] == FLAGGED
-    assert table.loc["poisson", "verdict"] == CONSISTENT
+    assert table.loc["poisson", "verdict"] == below
+    # a table written before the evidence column: no count to state
+    old = add_verdicts(t.drop(columns=["evidence"]))
+    assert old["verdict"].iloc[0] == "not flagged: no evidence"
     with pytest.raises(ValueError, match="buffer_size"):
         verdict_table(t, ["buffer_size"])
 

@@ -27,7 +27,7 @@ from dpaudit.plots.tradeoff import (
 )
 from dpaudit.plots.verdict import draw_verdicts, with_implementation
 from dpaudit.scores import ScoreFile
-from dpaudit.tables import CONSISTENT, FLAGGED, verdict_table
+from dpaudit.tables import FLAGGED, verdict_table
 
 ALPHA = np.linspace(0.0, 1.0, 201)
 
@@ -145,7 +145,10 @@ def test_verdict_table_combines_valid_rows_with_their_joint_confidence():
     assert (v.loc["no_shuffle", "verdict"], v.loc["no_shuffle", "flagged"]) == (FLAGGED, 1)
     # the invalid row (2.0) and the other estimator's row (9.0) are not read
     assert v.loc["poisson", "epsilon_lower_bound"] == 0.1
-    assert (v.loc["poisson", "verdict"], v.loc["poisson", "flagged"]) == (CONSISTENT, 0)
+    assert (v.loc["poisson", "verdict"], v.loc["poisson", "flagged"]) == (
+        "not flagged: no evidence",  # these rows carry no evidence count
+        0,
+    )
     assert v.loc["poisson", "joint_confidence"] == pytest.approx(0.975)
     # without the estimator filter the other block's row flags Poisson
     assert verdict_table(_audit_rows(), ["sampler"]).set_index("sampler").loc["poisson", "flagged"]
