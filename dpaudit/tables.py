@@ -345,7 +345,7 @@ def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = No
         if "estimator" not in table or not (table["estimator"] == estimator).any():
             raise ValueError(f"verdict_table: no rows of estimator {estimator!r}")
         table = table[table["estimator"] == estimator]
-    rows = add_verdicts(table)
+    rows = add_verdicts(table.reset_index(drop=True))
     reasons = verdict_reasons(rows) if len(rows) else pd.Series(dtype=object)
     # rows the claim does not cover: valid bounds kept out of the maximum, named in the table
     uncovered = _text(rows, "not_covered")

@@ -167,6 +167,26 @@ def test_verdict_figure_names_implementations_for_a_reader():
     assert fits_canvas(fig)
 
 
+def test_verdict_figure_states_the_family_the_known_bound_and_rows_without_a_bound():
+    """The title gives the table's family-wise confidence, the legend says "not flagged", a
+    cross marks Chua et al.'s bound where the table knows one, and an implementation whose
+    only rows the claim does not cover (no bound) is drawn without a dot."""
+    rows = _audit_rows().assign(design="multi_run", evidence=1000)
+    rows.loc[rows["sampler"] == "no_shuffle", "shuffle_lower_bound"] = 2.33
+    rows = pd.concat([rows, rows.iloc[[2]].assign(sampler="shuffle", not_covered="why not")])
+    v = with_implementation(verdict_table(rows, ["sampler"], estimator="v"), ["sampler"])
+    assert v.set_index("sampler").loc["shuffle", "verdict"] == "no verdict: why not"
+    fig = draw_verdicts(v, "Loaders")
+    ax = fig.axes[0]
+    assert "all flags at once: 92.5% confidence" in ax.get_title()  # three rows at 97.5%
+    labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    labels += [t.get_text() for t in (ax.get_legend().get_texts() if ax.get_legend() else [])]
+    assert "not flagged: no evidence at these runs" in labels
+    assert not [t for t in labels if "consistent" in t]
+    assert any("Chua" in t for t in labels) and ax.get_xlim()[1] > 2.33
+    assert fits_canvas(fig)
+
+
 def _shuffling_cfg(**blocks) -> dict:
     exp = {
         "kind": "train",
