@@ -197,3 +197,18 @@ def test_at_the_cpu_configs_500_runs_the_pi_audit_has_no_power():
     v = verdict_table(table, ["sampler"]).iloc[0]  # no usable row: the reason is the verdict
     assert np.isnan(v["epsilon_lower_bound"]) and v["flagged"] == 0
     assert v["verdict"] == NOT_COVERED.format(reason=POISSON_PARTIALLY_INFORMED)
+
+
+def test_the_cli_headline_leaves_the_uncovered_rows_out():
+    """``dpaudit audit --json``'s largest bound reads the rows that may decide a verdict: a
+    Poisson + PI row above the claim is not its maximum."""
+    from dpaudit.commands.audit import headline
+
+    base = {"claimed_epsilon": CLAIMED, "delta": DELTA, "valid": True, "confidence": 0.975}
+    table = pd.DataFrame(
+        [
+            {**base, "epsilon": 0.9, "not_covered": POISSON_PARTIALLY_INFORMED},
+            {**base, "epsilon": 0.1, "not_covered": ""},
+        ]
+    )
+    assert headline(table) == {"epsilon": 0.1, "joint_confidence": 0.975, "rows_combined": 1}
