@@ -349,7 +349,7 @@ def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = No
     reasons = verdict_reasons(rows) if len(rows) else pd.Series(dtype=object)
     # rows the claim does not cover: valid bounds kept out of the maximum, named in the table
     uncovered = _text(rows, "not_covered")
-    outside = (uncovered != "") & (reasons == "no verdict: " + uncovered)
+    outside = (uncovered != "") & (reasons == uncovered.map(lambda r: NOT_COVERED.format(reason=r)))
     keep = (reasons == "") | outside
     out = []
     for key, g in rows[keep].groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
