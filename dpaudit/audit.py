@@ -15,7 +15,9 @@ same family (:func:`dpaudit.tables.add_verdicts`).
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,12 +72,17 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         "method": method.name,
         "params": json.dumps(spec, sort_keys=True),
         "tradeoff_family": tradeoff_family(sf),
+        "evidence": evidence(sf),
+        "not_covered": not_covered(sf),
     }
     for accountant, eps in sorted((sf.meta.get("claimed_epsilons") or {}).items()):
         ident[f"claimed_epsilon_{accountant}"] = float("inf") if eps is None else eps
     if sf.meta.get("test_accuracy") is not None:
         # the trained models' mean test accuracy (train experiments; the papers report it)
         ident["test_accuracy"] = float(sf.meta["test_accuracy"])
+    bound = shuffle_lower_bound(sf)
+    if bound is not None:  # beside the verdict of a trained shuffle (dpaudit.tables)
+        ident["shuffle_lower_bound"] = bound
     for name, value in sorted((sf.meta.get("references") or {}).items()):
         # reference values of the setting (e.g. a known lower bound), drawn in figures
         ident[f"reference_{name}"] = float("nan") if value is None else float(value)
@@ -97,6 +104,68 @@ def tradeoff_family(sf: ScoreFile) -> str:
             f"allowed: {sorted(estimators.ASSUMPTIONS)} (or leave it out)"
         )
     return str(value)
+
+
+#: Why the Poisson accountant's claim does not cover a Poisson-sampled run audited by the
+#: partially-informed adversary (the ``not_covered`` column; :func:`not_covered`).
+POISSON_PARTIALLY_INFORMED = (
+    "the partially-informed adversary is not a fixed data set under Poisson sampling; "
+    "the Poisson accountant does not cover it"
+)
+
+
+def not_covered(sf: ScoreFile) -> str:
+    """Why the game a score file audits lies outside what its claim covers (``""``: inside).
+
+    Under Poisson sampling the partially-informed adversary of Annamalai, Balle, Hayes, De
+    Cristofaro (2024, arXiv:2411.10614, Sec. 5.1, Alg. 1) puts minus the canary gradient in every
+    batch that holds neither the target nor the zero-out record: the observations reveal at
+    which steps the special record was sampled, under both hypotheses, which no fixed data set
+    does under Poisson sampling (a data set of -g records gives binomial counts per batch). The
+    Poisson accountant's claim is over fixed neighbouring data sets, so it does not cover this
+    game: per step (1-q) N(-1, s^2) + q N(1, s^2) against (1-q) N(-1, s^2) + q N(0, s^2), whose
+    100-fold composition at s = 1.289, q = 0.01 has epsilon 2.52 at delta 1e-5 against the
+    accountant's 0.39 (tests/test_poisson_partially_informed.py). Under shuffling the same
+    adversary's observations are those of the fixed data set (+g, -g, ..., -g) shifted by B - 1
+    (Chua et al.'s worst case, :mod:`dpaudit.mechanisms.batched_gaussian`), which a claim about
+    shuffling would cover."""
+    if sf.meta.get("sampler") == "poisson" and sf.meta.get("adversary") == "partially_informed":
+        return POISSON_PARTIALLY_INFORMED
+    return ""
+
+
+#: The unit a score file's scores count, by design (:func:`evidence`).
+EVIDENCE_UNITS = {"multi_run": "runs", "one_run": "canaries", "lidp": "trials"}
+
+
+def evidence(sf: ScoreFile) -> int:
+    """How many scored observations a row of ``sf`` rests on, in :data:`EVIDENCE_UNITS` of its
+    design: runs (models, ``multi_run``), canaries (``one_run``: every trial's canaries) or
+    trials (``lidp``: models, each with its canaries)."""
+    if sf.meta["design"] == "one_run":
+        return sf.n_trials * sf.n_canaries
+    return sf.n_trials
+
+
+def shuffle_lower_bound(sf: ScoreFile) -> float | None:
+    """Chua et al.'s lower bound on the epsilon of one epoch of shuffled DP-SGD
+    (:func:`dpaudit.mechanisms.shuffle_reference.shuffle_lower_bound`) at a trained full-shuffle
+    run's noise multiplier, batches per epoch and delta; ``None`` for any other file (another
+    sampler, several epochs, no noise)."""
+    meta = sf.meta
+    sigma, steps = meta.get("noise_multiplier"), meta.get("steps_per_epoch")
+    if meta.get("sampler") != "shuffle" or not steps or meta.get("steps") != steps:
+        return None
+    if not (isinstance(sigma, int | float) and 0 < sigma < math.inf):
+        return None
+    return _shuffle_lower_bound(float(sigma), int(steps), sf.delta)
+
+
+@functools.lru_cache(maxsize=64)
+def _shuffle_lower_bound(sigma: float, steps: int, delta: float) -> float:
+    from dpaudit.mechanisms.shuffle_reference import shuffle_lower_bound
+
+    return float(shuffle_lower_bound(sigma, steps, delta))
 
 
 def _assumes_after_valid(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpaudit.audit import ID_COLUMNS, NO_CANARY_NOTE
+from dpaudit.audit import EVIDENCE_UNITS, ID_COLUMNS, NO_CANARY_NOTE
 from dpaudit.io import atomic_path
 
 #: The last line of a per-setting audit CSV: its number of data rows.
@@ -178,7 +178,10 @@ def add_setting_columns(table: pd.DataFrame, settings: dict[str, dict]) -> pd.Da
 
 #: The verdict of an audit row (:func:`add_verdicts`).
 FLAGGED = "flagged: the valid lower bound exceeds the claim"
-CONSISTENT = "consistent with the claim"
+#: A usable bound at or below the claim: no evidence against the claim at the row's scale
+#: (``NOT_FLAGGED.format(n=..., unit=...)``: the runs, canaries or trials the row rests on,
+#: :func:`dpaudit.audit.evidence`), which is no evidence for it: a weak audit stays below too.
+NOT_FLAGGED = "not flagged: no evidence at {n} {unit}"
 NOT_A_BOUND = "no verdict: not a valid bound"
 NO_CLAIM = "no verdict: no privacy claimed"
 #: A valid bound that holds only under a trade-off family the score file does not declare:
@@ -186,6 +189,18 @@ NO_CLAIM = "no verdict: no privacy claimed"
 ASSUMES = "no verdict: assumes a {family} trade-off"
 #: A valid bound at a smaller delta than the claim's: it bounds another epsilon than the claimed.
 SMALLER_DELTA = "no verdict: the bound is at a smaller delta than the claim"
+#: A game the claim does not cover (the ``not_covered`` column, :func:`dpaudit.audit.not_covered`,
+#: e.g. the partially-informed adversary under Poisson sampling): ``NOT_COVERED.format(reason=)``.
+NOT_COVERED = "no verdict: {reason}"
+
+
+def not_flagged(n: float | None, design: str | None) -> str:
+    """:data:`NOT_FLAGGED` for ``n`` observations of a score file of ``design`` (runs,
+    canaries or trials, :data:`dpaudit.audit.EVIDENCE_UNITS`); without a count (a table written
+    before the ``evidence`` column) ``"not flagged: no evidence"``."""
+    if n is None or not np.isfinite(n):
+        return NOT_FLAGGED.partition(" at ")[0]
+    return NOT_FLAGGED.format(n=f"{int(n):,}", unit=EVIDENCE_UNITS.get(design or "", "scores"))
 
 
 def _text(table: pd.DataFrame, column: str) -> pd.Series:
@@ -203,7 +218,8 @@ def _is_valid(table: pd.DataFrame) -> pd.Series:
 def verdict_reasons(table: pd.DataFrame) -> pd.Series:
     """Why each row of an audit table may not decide a verdict: ``""`` where it may (a valid
     bound, family-free or of the score file's declared family, at the claim's delta or larger,
-    against a finite claim), else the verdict text that says why not.
+    against a finite claim that covers the audited game), else the verdict text that says why
+    not.
 
     A row's ``assumes`` (``""``: a bound for every mechanism) is admitted when it is empty or
     equals the row's ``tradeoff_family`` (the family the score file declares the mechanism's
@@ -211,12 +227,18 @@ def verdict_reasons(table: pd.DataFrame) -> pd.Series:
     (epsilon, delta) refutes a claim only of a mechanism whose curve is Gaussian. A table
     without these columns (written before they existed) counts every row as family-free. A
     bound computed at a delta (``delta_used``) below the claim's bounds epsilon at that smaller
-    delta, which may exceed the claimed epsilon of an honest mechanism. Precedence: no claim,
-    then not a valid bound, then the assumed family, then the delta."""
+    delta, which may exceed the claimed epsilon of an honest mechanism. A row whose
+    ``not_covered`` is set audits a game the claim does not speak about
+    (:func:`dpaudit.audit.not_covered`): a bound above the claim there refutes nothing.
+    Precedence: no claim, then not a valid bound, then the assumed family, then the delta, then
+    the coverage."""
     claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
     assumed = _text(table, "assumes")
     declared = _text(table, "tradeoff_family")
+    uncovered = _text(table, "not_covered")
     reasons = pd.Series("", index=table.index, dtype=object)
+    outside = uncovered != ""
+    reasons[outside] = [NOT_COVERED.format(reason=r) for r in uncovered[outside]]
     if "delta_used" in table and "delta" in table:
         used = pd.to_numeric(table["delta_used"], errors="coerce")
         claim_delta = pd.to_numeric(table["delta"], errors="coerce")
@@ -230,20 +252,28 @@ def verdict_reasons(table: pd.DataFrame) -> pd.Series:
 
 def usable_for_verdict(table: pd.DataFrame) -> pd.Series:
     """Rows that may decide a verdict or a "largest valid bound" headline
-    (:func:`verdict_reasons` is empty): valid, family-free or of the declared family."""
+    (:func:`verdict_reasons` is empty): valid, family-free or of the declared family, covered
+    by the claim."""
     if table.empty:
         return pd.Series(False, index=table.index)
     return verdict_reasons(table) == ""
 
 
+def _evidence(table: pd.DataFrame) -> pd.Series:
+    if "evidence" not in table:
+        return pd.Series(np.nan, index=table.index)
+    return pd.to_numeric(table["evidence"], errors="coerce")
+
+
 def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     """Add ``exceeds_claim`` (1 where a usable lower bound is above the claimed epsilon, else
-    0) and ``verdict`` (:data:`FLAGGED`, :data:`CONSISTENT`, or why there is none:
-    :data:`NO_CLAIM` for a row without a finite claim, e.g. the noise-free control,
-    :data:`NOT_A_BOUND`, :data:`ASSUMES` and :data:`SMALLER_DELTA`; :func:`verdict_reasons`)
-    to an audit table. A usable lower bound above the claim refutes the claim at the bound's
-    confidence: the implementation does not deliver the epsilon it reports (Annamalai et al.
-    2024, §7, the buggy data loaders)."""
+    0) and ``verdict`` (:data:`FLAGGED`, :data:`NOT_FLAGGED` with the row's ``evidence``, or
+    why there is none: :data:`NO_CLAIM` for a row without a finite claim, e.g. the noise-free
+    control, :data:`NOT_A_BOUND`, :data:`ASSUMES`, :data:`SMALLER_DELTA` and
+    :data:`NOT_COVERED`; :func:`verdict_reasons`) to an audit table. A usable lower bound above
+    the claim refutes the claim at the bound's confidence: the implementation does not deliver
+    the epsilon it reports (Annamalai et al. 2024, §7, the buggy data loaders). One below it
+    says only that these runs found no evidence against the claim."""
     if table.empty or "claimed_epsilon" not in table or "valid" not in table:
         return table
     claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
@@ -251,26 +281,61 @@ def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     reasons = verdict_reasons(table)
     usable = reasons == ""
     exceeds = usable & (eps > claimed)
-    verdict = reasons.where(~usable, CONSISTENT)
+    designs = _text(table, "design")
+    below = [not_flagged(n, d) for n, d in zip(_evidence(table), designs, strict=True)]
+    verdict = reasons.where(~usable, pd.Series(below, index=table.index, dtype=object))
     verdict[exceeds] = FLAGGED
     return table.assign(exceeds_claim=exceeds.astype(int), verdict=verdict)
+
+
+def familywise_confidence(confidences: pd.Series | np.ndarray | list[float]) -> float:
+    """The union bound 1 - sum(1 - confidence) over rows (clipped at 0): the confidence at which
+    every one of them holds at once (Bonferroni)."""
+    conf = np.asarray(pd.to_numeric(pd.Series(confidences)), dtype=float)
+    return max(1.0 - float((1.0 - conf).sum()), 0.0)
+
+
+def _group_evidence(g: pd.DataFrame) -> tuple[float | None, str | None]:
+    """The observations behind a verdict group: summed over its distinct score files
+    (experiment, setting, seed), each counted once whatever the number of its rows."""
+    keys = [c for c in ("experiment", "setting", "seed") if c in g]
+    files = g.drop_duplicates(keys) if keys else g.iloc[:1]
+    n = _evidence(files)
+    designs = sorted(set(_text(files, "design")))
+    return (None if n.isna().any() else float(n.sum())), (designs[0] if len(designs) == 1 else None)
+
+
+def _shuffle_bound(g: pd.DataFrame) -> float:
+    """The group's known theoretical lower bound (Chua et al.), NaN where none is known."""
+    cols = [c for c in ("shuffle_lower_bound", "reference_shuffle_lower_bound") if c in g]
+    values = pd.concat([pd.to_numeric(g[c], errors="coerce") for c in cols]) if cols else None
+    return float(values.max()) if values is not None and values.notna().any() else float("nan")
 
 
 def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = None) -> pd.DataFrame:
     """A practitioner's table, one row per implementation (the columns ``by``, e.g. sampler
     and buffer_size) and claimed epsilon: the largest valid lower bound over its rows that may
     decide a verdict (:func:`usable_for_verdict`: family-free, or of the score file's declared
-    trade-off family), its confidence and the verdict (flagged when that bound exceeds the
-    claim).
+    trade-off family, covered by the claim), its confidence and the verdict (flagged when that
+    bound exceeds the claim; else "not flagged: no evidence at N runs", N the runs, canaries or
+    trials behind the rows, :func:`dpaudit.audit.evidence`).
 
     Several valid rows of one implementation (seeds, or the partial-shuffle adversary's
     prefixes k) are combined by their maximum: that maximum is a bound at the stated
     confidence only when each row's confidence was raised for it (a union bound, e.g. the
     estimator's ``confidence`` 1 - 0.05 / 3 for three prefixes); the table reports the rows'
     own confidence, how many rows were combined, and ``joint_confidence``, the union bound
-    1 - sum(1 - confidence) over the combined rows at which the maximum holds.
-    ``estimator`` keeps the rows of one estimator block (``None``: all); ``flagged`` is 1
-    where the verdict is :data:`FLAGGED`."""
+    1 - sum(1 - confidence) over the combined rows at which the maximum holds;
+    ``familywise_confidence`` (the same in every row) is the union bound over every combined
+    row of the table, the confidence at which all its flags hold at once.
+    ``shuffle_lower_bound`` is the known theoretical lower bound on the implementation's
+    epsilon where there is one (a full shuffle: Chua et al. 2024, via
+    :func:`dpaudit.audit.shuffle_lower_bound`; NaN otherwise). ``excluded`` names the valid
+    rows kept out of the maximum because the claim does not cover their game (the
+    ``not_covered`` column, e.g. the partially-informed adversary under Poisson sampling), with
+    their verdict text; an implementation with only such rows gets a row with no bound and that
+    text as its verdict. ``estimator`` keeps the rows of one estimator block
+    (``None``: all); ``flagged`` is 1 where the verdict is :data:`FLAGGED`."""
     missing = [
         c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
     ]
@@ -280,20 +345,47 @@ def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = No
         if "estimator" not in table or not (table["estimator"] == estimator).any():
             raise ValueError(f"verdict_table: no rows of estimator {estimator!r}")
         table = table[table["estimator"] == estimator]
-    rows = add_verdicts(table)
-    rows = rows[rows["verdict"].isin([FLAGGED, CONSISTENT])]
+    rows = add_verdicts(table.reset_index(drop=True))
+    reasons = verdict_reasons(rows) if len(rows) else pd.Series(dtype=object)
+    # rows the claim does not cover: valid bounds kept out of the maximum, named in the table
+    uncovered = _text(rows, "not_covered")
+    outside = (uncovered != "") & (reasons == uncovered.map(lambda r: NOT_COVERED.format(reason=r)))
+    keep = (reasons == "") | outside
     out = []
-    for key, g in rows.groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
-        best = g.loc[pd.to_numeric(g["epsilon"]).idxmax()]
+    for key, g in rows[keep].groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
+        usable = g[reasons[g.index] == ""]
+        aside = reasons[g.index][reasons[g.index] != ""]
         rec = dict(zip([*by, "claimed_epsilon"], key, strict=True))
-        joint = 1.0 - float((1.0 - pd.to_numeric(g["confidence"])).sum())
-        rec.update(
-            epsilon_lower_bound=float(best["epsilon"]),
-            confidence=float(best["confidence"]),
-            rows_combined=len(g),
-            joint_confidence=max(joint, 0.0),
-            flagged=int((g["verdict"] == FLAGGED).any()),
-            verdict=FLAGGED if (g["verdict"] == FLAGGED).any() else CONSISTENT,
+        excluded = "; ".join(
+            f"{n} row(s): {r}" for r, n in aside.value_counts().sort_index().items()
         )
+        if usable.empty:
+            rec.update(
+                epsilon_lower_bound=float("nan"),
+                confidence=float("nan"),
+                rows_combined=0,
+                joint_confidence=float("nan"),
+                evidence=float("nan"),
+                flagged=0,
+                verdict=aside.iloc[0] if aside.nunique() == 1 else "no verdict: " + excluded,
+            )
+        else:
+            best = usable.loc[pd.to_numeric(usable["epsilon"]).idxmax()]
+            n, design = _group_evidence(usable)
+            flagged = bool((usable["verdict"] == FLAGGED).any())
+            rec.update(
+                epsilon_lower_bound=float(best["epsilon"]),
+                confidence=float(best["confidence"]),
+                rows_combined=len(usable),
+                joint_confidence=familywise_confidence(usable["confidence"]),
+                evidence=n,
+                flagged=int(flagged),
+                verdict=FLAGGED if flagged else not_flagged(n, design),
+            )
+        rec.update(shuffle_lower_bound=_shuffle_bound(g), excluded=excluded)
         out.append(rec)
-    return pd.DataFrame(out)
+    verdicts = pd.DataFrame(out)
+    if len(verdicts):
+        usable_rows = rows[keep][reasons[keep] == ""]
+        verdicts["familywise_confidence"] = familywise_confidence(usable_rows["confidence"])
+    return verdicts

@@ -3,6 +3,7 @@
 # path, declared once), dpaudit.pipeline.targets (which files) and dpaudit.pipeline.params
 # (which parameters); the functions here only pass the config and the job's wildcards.
 
+import os
 import sys
 from pathlib import Path
 
@@ -227,8 +228,22 @@ def reproduction_inputs(wildcards):
     return pipeline_targets.reproduction_inputs(config)
 
 
-def reproduction_params(wildcards):
-    return pipeline_params.reproduction_params(config)
+def reproduction_part_inputs(wildcards):
+    return pipeline_targets.main_table(config, wildcards.experiment)
+
+
+# the config file(s) of this run as the reproduction table names them: the --configfile ones
+# where given (the Snakefile's default is only what they extend), else the default
+CONFIG_LABEL = pipeline_params.config_label(
+    [str(p) for p in (workflow.overwrite_configfiles or workflow.configfiles)],
+    os.getcwd(),
+)
+
+
+def reproduction_part_params(wildcards):
+    return pipeline_params.reproduction_part_params(
+        config, wildcards.experiment, CONFIG_LABEL
+    )
 
 
 def report_targeted_run():

@@ -191,6 +191,26 @@ rule paper_target:
         "../scripts/paper_target.py"
 
 
+rule reproduction_part:
+    input:
+        reproduction_part_inputs,
+    output:
+        paths.reproduction_part(),
+    log:
+        paths.log("{experiment}", "reproduction"),
+    wildcard_constraints:
+        experiment=pipeline_targets.reproduced_pattern(config),
+    conda:
+        "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
+    params:
+        check=reproduction_part_params,
+        code=library_code("reproduction_part"),
+    script:
+        "../scripts/reproduction_part.py"
+
+
 rule reproduction:
     input:
         reproduction_inputs,
@@ -208,7 +228,7 @@ rule reproduction:
     resources:
         **JOB_RESOURCES,
     params:
-        checks=reproduction_params,
+        parts=paths.REPRODUCTION_PARTS,
         code=library_code("reproduction"),
     script:
         "../scripts/reproduction.py"

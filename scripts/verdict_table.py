@@ -13,6 +13,8 @@ verdicts = verdict_table(pd.read_csv(snakemake.input.table), list(p["by"]), p["e
 verdicts = with_implementation(verdicts, list(p["by"]), dict(p["labels"]))
 write_csv(snakemake.output.table, verdicts)
 plot_verdicts(verdicts, [snakemake.output.pdf, snakemake.output.png], p["title"])
+if len(verdicts):
+    log.info("all flags at once: %.4g family-wise confidence", verdicts["familywise_confidence"][0])
 for r in verdicts.itertuples():
     log.info(
         "%s (claimed %.4g): %.4g at %.4g joint confidence: %s",

@@ -29,7 +29,6 @@ from dpaudit.pipeline import applicable_estimators
 from dpaudit.scores import ScoreFile
 from dpaudit.tables import (
     ASSUMES,
-    CONSISTENT,
     FLAGGED,
     NO_CLAIM,
     NOT_A_BOUND,
@@ -80,12 +79,12 @@ def test_at_delta_zero_the_infinite_gdp_bound_decides_no_verdict():
 
 def test_a_file_that_declares_the_family_admits_its_rows():
     """The idealised Gaussian mechanism declares ``tradeoff_family: gdp``: there the GDP rows
-    decide the verdict (an honest claim: consistent)."""
+    decide the verdict (an honest claim: not flagged)."""
     sf = gaussian_score_file(1000, 2.0, 1e-5, seed=0)
     assert sf.meta["tradeoff_family"] == "gdp"
     table = add_verdicts(audit([sf], GDP_TESTS))
     assert (table["tradeoff_family"] == "gdp").all()
-    assert (table["verdict"] == CONSISTENT).all()
+    assert (table["verdict"] == "not flagged: no evidence at 1,000 canaries").all()
     # a declared family admits only its own rows
     laplace = {"l": {"method": "fdp_one_run", "family": "laplace", "selections": ["bonferroni"]}}
     assert add_verdicts(audit([sf], laplace))["verdict"].tolist() == [

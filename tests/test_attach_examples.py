@@ -27,7 +27,7 @@ def test_audit_opacus_example(tmp_path, capsys, kind) -> None:
     args = ["--m", "30", "--epochs", "1", "--batch-size", "600", "--out", str(tmp_path)]
     assert _load("audit_opacus").main([*args, "--kind", kind]) == 0
     out = capsys.readouterr().out
-    assert "verdict: consistent with the claim" in out
+    assert "verdict: not flagged: no evidence at 30 canaries" in out
     sf = scores.read(tmp_path / "scores.npz")
     assert sf.n_canaries == 30 and sf.meta["claim_source"] == "given"
     assert sf.meta["threat_model"] == ("per_step_dot" if kind == "gradient" else "black_box_loss")

@@ -199,15 +199,22 @@ def test_paper_targets(config):
 
 
 def test_reproduction_inputs_and_params(config):
-    assert targets.reproduction_inputs(config) == ["results/fig9/table.csv"]
-    got = params.reproduction_params(config)
+    # the merged table reads each reproduced experiment's checks, which read its table
+    assert targets.reproduction_inputs(config) == ["results/fig9/reproduction.csv"]
+    assert targets.reproduced_pattern(config) == "fig9"
+    got = params.reproduction_part_params(config, "fig9", "config/x.yaml")
     assert got == {
-        "fig9": {
-            "checks": config["experiments"]["fig9"]["reproduce"],
-            "table": "results/fig9/table.csv",
-        }
+        "checks": config["experiments"]["fig9"]["reproduce"],
+        "config": "config/x.yaml",
+        "table": "results/fig9/table.csv",
     }
-    assert list(got["fig9"]) == ["checks", "table"]  # canonical: keys sorted
+    assert list(got) == ["checks", "config", "table"]  # canonical: keys sorted
+
+
+def test_the_config_label_names_files_relative_to_the_working_directory(tmp_path):
+    inside = tmp_path / "config" / "cpu" / "a.yaml"
+    label = params.config_label([str(inside), str(inside), "/elsewhere/b.yaml"], str(tmp_path))
+    assert label == "config/cpu/a.yaml, b.yaml"
 
 
 def test_all_targets(config):

@@ -258,3 +258,68 @@ def test_schema_takes_column_than_and_not_comparable_and_names_the_key():
     ):
         with pytest.raises(ConfigError, match="reproduce"):
             validate_config(cfg(bad), SCHEMA)
+
+
+# ---- two configs run one after the other: the reproduction table keeps both ---------------
+
+
+def _analysis_config(path, name: str, note: str = "") -> None:
+    """A config of one closed-form experiment of config/config.yaml with its checks."""
+    import yaml
+
+    from tests.test_pipeline_e2e import REPO
+
+    exp = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"][name]
+    exp.pop("paper_target", None)
+    if note:
+        exp["reproduce"][0]["note"] = note
+    path.write_text(yaml.safe_dump({"experiments": {name: exp}}))
+
+
+@pytest.mark.slow
+def test_two_configs_run_one_after_the_other_keep_both_sections(tmp_path):
+    """results/reproduction.md lists every config's experiments, not only the last
+    --configfile's (issue 28, item 9); a config rerun with changed checks regenerates its own
+    section and keeps the other's."""
+    from tests.test_pipeline_e2e import job_counts, snakemake
+
+    one, two = tmp_path / "fig9.yaml", tmp_path / "table3.yaml"
+    _analysis_config(one, "one_run_fig9")
+    _analysis_config(two, "selection_table3")
+    target = "results/reproduction.md"
+    snakemake(tmp_path, target, configfile=one)
+    md = (tmp_path / target).read_text()
+    assert "## `fig9.yaml`" in md and "One run Fig. 9" in md
+    snakemake(tmp_path, target, configfile=two)
+    md = (tmp_path / target).read_text()
+    # the config just run first, then the other one's section from its file on disk
+    assert md.index("## `table3.yaml`") < md.index("## `fig9.yaml`")
+    assert "Selection Table 3" in md and "One run Fig. 9" in md
+    table = pd.read_csv(tmp_path / "results/reproduction.csv")
+    assert list(table["config"]) == ["table3.yaml", "fig9.yaml"]
+    assert list(table["experiment"]) == ["selection_table3", "one_run_fig9"]
+    # the first config's checks change: its part and the merged table are rebuilt, nothing else
+    _analysis_config(one, "one_run_fig9", note="a changed note")
+    dry = snakemake(tmp_path, target, "-n", configfile=one)
+    assert job_counts(dry.stdout) == {"reproduction_part": 1, "reproduction": 1}
+    snakemake(tmp_path, target, configfile=one)
+    md = (tmp_path / target).read_text()
+    assert "a changed note" in md and "Selection Table 3" in md
+    assert md.index("## `fig9.yaml`") < md.index("## `table3.yaml`")
+
+
+def test_merge_reads_each_part_once_and_names_a_bad_one(tmp_path):
+    good = tmp_path / "a" / "reproduction.csv"
+    good.parent.mkdir()
+    row = {"config": "c.yaml", "experiment": "a", "quantity": "q", "paper": 1.0, "ours": 1.0,
+           "difference": 0.0, "agrees": True, "note": "", "source": "printed"}  # fmt: skip
+    pd.DataFrame([row]).to_csv(good, index=False)
+    table = reproduction.merge_parts([str(good)], [str(good)])
+    assert len(table) == 1 and table["note"].iloc[0] == "" and bool(table["agrees"].iloc[0])
+    md = reproduction.to_markdown(table)
+    assert "## `c.yaml`" in md and "| a | q | 1 | 1 | +0 | yes |  |" in md
+    bad = tmp_path / "b" / "reproduction.csv"
+    bad.parent.mkdir()
+    bad.write_text("x,y\n1,2\n")
+    with pytest.raises(ValueError, match=r"b/reproduction.csv: not a reproduction table"):
+        reproduction.merge_parts([str(good)], [str(bad)])

@@ -141,7 +141,6 @@ def test_an_estimator_that_does_not_apply_is_an_error(seed_files):
 
 def test_verdicts_flag_only_valid_bounds_above_the_claim():
     from dpaudit.tables import (
-        CONSISTENT,
         FLAGGED,
         NO_CLAIM,
         NOT_A_BOUND,
@@ -152,6 +151,8 @@ def test_verdicts_flag_only_valid_bounds_above_the_claim():
     t = pd.DataFrame(
         {
             "sampler": ["poisson", "no_shuffle", "no_shuffle", "shuffle", "shuffle"],
+            "design": "multi_run",
+            "evidence": 1000,
             "claimed_epsilon": [2.0, 2.0, 2.0, 2.0, None],
             "epsilon": [1.5, 2.5, 3.0, 9.0, 5.0],
             "valid": [True, True, "False", False, True],
@@ -159,13 +160,17 @@ def test_verdicts_flag_only_valid_bounds_above_the_claim():
         }
     )
     v = add_verdicts(t)
-    assert list(v["verdict"]) == [CONSISTENT, FLAGGED, NOT_A_BOUND, NOT_A_BOUND, NO_CLAIM]
+    below = "not flagged: no evidence at 1,000 runs"  # the bound below the claim says no more
+    assert list(v["verdict"]) == [below, FLAGGED, NOT_A_BOUND, NOT_A_BOUND, NO_CLAIM]
     assert list(v["exceeds_claim"]) == [0, 1, 0, 0, 0]
     table = verdict_table(t, ["sampler"]).set_index("sampler")
     assert list(table.index) == ["no_shuffle", "poisson"]  # shuffle: no valid row with a claim
     assert table.loc["no_shuffle", "epsilon_lower_bound"] == 2.5  # the invalid 3.0 is ignored
     assert table.loc["no_shuffle", "verdict"] == FLAGGED
-    assert table.loc["poisson", "verdict"] == CONSISTENT
+    assert table.loc["poisson", "verdict"] == below
+    # a table written before the evidence column: no count to state
+    old = add_verdicts(t.drop(columns=["evidence"]))
+    assert old["verdict"].iloc[0] == "not flagged: no evidence"
     with pytest.raises(ValueError, match="buffer_size"):
         verdict_table(t, ["buffer_size"])
 
@@ -231,3 +236,88 @@ def test_the_audit_table_orders_the_per_setting_rows_by_estimator():
     assert order_by_estimator(per_setting.iloc[:0], ["a"]).empty
     with pytest.raises(ValueError, match=r"estimator\(s\) \['b'\] not in \['a'\]"):
         order_by_estimator(per_setting, ["a"])
+
+
+# ---- the practitioner's verdict table: its evidence, the known lower bound, the family -------
+
+
+def _multi_run_file(sampler: str, adversary: str, seed: int = 0) -> scores.ScoreFile:
+    """A small multi_run score file with the meta training writes (one epoch of T = 100)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    member = np.repeat(np.array([1, 0], np.int8), 200)[:, None]
+    return scores.ScoreFile(
+        score=rng.standard_normal((400, 1)) + member,
+        membership=member,
+        canary_id=np.zeros((400, 1), np.int64),
+        meta={
+            "experiment": "loaders",
+            "setting": f"{sampler}_{adversary}",
+            "seed": seed,
+            "design": "multi_run",
+            "threat_model": "per_step_dot",
+            "claimed_epsilon": 0.394,
+            "delta": 1e-5,
+            "accountant": "opacus_prv_poisson",
+            "sampler": sampler,
+            "adversary": adversary,
+            "noise_multiplier": 1.289,
+            "steps": 100,
+            "steps_per_epoch": 100,
+        },
+    )
+
+
+def test_the_audit_row_carries_its_evidence_coverage_and_the_shuffle_lower_bound():
+    from dpaudit.audit import POISSON_PARTIALLY_INFORMED, audit
+    from dpaudit.mechanisms.shuffle_reference import shuffle_lower_bound
+
+    spec = {"cp": {"method": "multi_run_cp", "confidence": 0.975, "selections": ["heldout"]}}
+    files = [
+        _multi_run_file("shuffle", "partially_informed"),
+        _multi_run_file("poisson", "partially_informed"),
+        _multi_run_file("poisson", "batch_worst_case"),
+    ]
+    t = audit(files, spec).set_index("setting")
+    assert (t["evidence"] == 400).all()  # runs, both hypotheses
+    assert t.loc["poisson_partially_informed", "not_covered"] == POISSON_PARTIALLY_INFORMED
+    assert t.loc["poisson_batch_worst_case", "not_covered"] == ""
+    assert t.loc["shuffle_partially_informed", "not_covered"] == ""  # a fixed data set, shifted
+    # Chua et al.'s bound at sigma 1.289, T = 100: 2.33 (issue 28), for the full shuffle only
+    bound = t.loc["shuffle_partially_informed", "shuffle_lower_bound"]
+    assert (
+        bound == pytest.approx(shuffle_lower_bound(1.289, 100, 1e-5)) == pytest.approx(2.334, 1e-3)
+    )
+    assert pd.isna(t.loc["poisson_batch_worst_case", "shuffle_lower_bound"])
+    two_epochs = _multi_run_file("shuffle", "partially_informed")
+    two_epochs.meta["steps"] = 200  # the single-epoch bound does not apply
+    assert "shuffle_lower_bound" not in audit([two_epochs], spec)
+
+
+def test_the_verdict_table_states_its_evidence_lower_bound_and_familywise_confidence():
+    from dpaudit.tables import familywise_confidence, verdict_table
+
+    base = {"claimed_epsilon": 0.4, "valid": True, "confidence": 0.975, "design": "multi_run"}
+    rows = pd.DataFrame(
+        [
+            {**base, "sampler": "shuffle", "setting": "a", "seed": 0, "epsilon": 0.1,
+             "evidence": 1000, "shuffle_lower_bound": 2.33},
+            {**base, "sampler": "shuffle", "setting": "b", "seed": 0, "epsilon": 0.2,
+             "evidence": 1000, "shuffle_lower_bound": 2.33},
+            # a second selection of file b: one file, counted once
+            {**base, "sampler": "shuffle", "setting": "b", "seed": 0, "epsilon": 0.0,
+             "evidence": 1000, "shuffle_lower_bound": 2.33},
+            {**base, "sampler": "no_shuffle", "setting": "c", "seed": 0, "epsilon": 0.5,
+             "evidence": 1000},
+        ]
+    )  # fmt: skip
+    v = verdict_table(rows, ["sampler"]).set_index("sampler")
+    assert v.loc["shuffle", "verdict"] == "not flagged: no evidence at 2,000 runs"
+    assert v.loc["shuffle", "evidence"] == 2000 and v.loc["shuffle", "rows_combined"] == 3
+    assert v.loc["shuffle", "shuffle_lower_bound"] == 2.33  # the truth is far above the claim
+    assert pd.isna(v.loc["no_shuffle", "shuffle_lower_bound"])
+    # four rows at 97.5%: every flag of the table holds at once at 90%
+    assert v["familywise_confidence"].tolist() == pytest.approx([0.9, 0.9])
+    assert v.loc["shuffle", "joint_confidence"] == pytest.approx(0.925)
+    assert familywise_confidence([0.5, 0.4]) == 0.0  # clipped

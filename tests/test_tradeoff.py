@@ -27,7 +27,7 @@ from dpaudit.plots.tradeoff import (
 )
 from dpaudit.plots.verdict import draw_verdicts, with_implementation
 from dpaudit.scores import ScoreFile
-from dpaudit.tables import CONSISTENT, FLAGGED, verdict_table
+from dpaudit.tables import FLAGGED, verdict_table
 
 ALPHA = np.linspace(0.0, 1.0, 201)
 
@@ -145,7 +145,10 @@ def test_verdict_table_combines_valid_rows_with_their_joint_confidence():
     assert (v.loc["no_shuffle", "verdict"], v.loc["no_shuffle", "flagged"]) == (FLAGGED, 1)
     # the invalid row (2.0) and the other estimator's row (9.0) are not read
     assert v.loc["poisson", "epsilon_lower_bound"] == 0.1
-    assert (v.loc["poisson", "verdict"], v.loc["poisson", "flagged"]) == (CONSISTENT, 0)
+    assert (v.loc["poisson", "verdict"], v.loc["poisson", "flagged"]) == (
+        "not flagged: no evidence",  # these rows carry no evidence count
+        0,
+    )
     assert v.loc["poisson", "joint_confidence"] == pytest.approx(0.975)
     # without the estimator filter the other block's row flags Poisson
     assert verdict_table(_audit_rows(), ["sampler"]).set_index("sampler").loc["poisson", "flagged"]
@@ -161,6 +164,26 @@ def test_verdict_figure_names_implementations_for_a_reader():
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert sorted(ticks) == ["Poisson", "no shuffling"]
     assert "95% confidence" in fig.axes[0].get_xlabel()  # at least 95%: 0.95 and 0.975
+    assert fits_canvas(fig)
+
+
+def test_verdict_figure_states_the_family_the_known_bound_and_rows_without_a_bound():
+    """The title gives the table's family-wise confidence, the legend says "not flagged", a
+    cross marks Chua et al.'s bound where the table knows one, and an implementation whose
+    only rows the claim does not cover (no bound) is drawn without a dot."""
+    rows = _audit_rows().assign(design="multi_run", evidence=1000)
+    rows.loc[rows["sampler"] == "no_shuffle", "shuffle_lower_bound"] = 2.33
+    rows = pd.concat([rows, rows.iloc[[2]].assign(sampler="shuffle", not_covered="why not")])
+    v = with_implementation(verdict_table(rows, ["sampler"], estimator="v"), ["sampler"])
+    assert v.set_index("sampler").loc["shuffle", "verdict"] == "no verdict: why not"
+    fig = draw_verdicts(v, "Loaders")
+    ax = fig.axes[0]
+    assert "all flags at once: 92.5% confidence" in ax.get_title()  # three rows at 97.5%
+    labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    labels += [t.get_text() for t in (ax.get_legend().get_texts() if ax.get_legend() else [])]
+    assert "not flagged: no evidence at these runs" in labels
+    assert not [t for t in labels if "consistent" in t]
+    assert any("Chua" in t for t in labels) and ax.get_xlim()[1] > 2.33
     assert fits_canvas(fig)
 
 

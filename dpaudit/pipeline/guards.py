@@ -130,7 +130,9 @@ def check_job_count(config: dict[str, Any]) -> None:
     that multiplies it most (a DAG of 10^6 jobs took 11.7 GB and over 500 s to dry-run)."""
     limit = int(config.get("max_jobs") or 0)
     counts = {exp: experiment_jobs(b) for exp, b in (config.get("experiments") or {}).items()}
-    total = sum(jobs for jobs, _ in counts.values()) + 2  # the report and reproduction
+    # the report, the reproduction table and each reproduced experiment's checks
+    reproduced = [b for b in (config.get("experiments") or {}).values() if b.get("reproduce")]
+    total = sum(jobs for jobs, _ in counts.values()) + 2 + len(reproduced)
     if not limit or total <= limit:
         return
     exp, (jobs, factors) = max(counts.items(), key=lambda kv: kv[1][0])
@@ -379,6 +381,7 @@ def check_target_paths(config: dict[str, Any]) -> None:
             ("analysis table", paths.analysis_table(exp)),
             ("verdict table", paths.verdict_table(exp)),
             ("trade-off table", paths.tradeoff_table(exp)),
+            ("reproduction checks", paths.reproduction_part(exp)),
         ):
             writes[path] = f"the {what} of experiments.{exp}"
     for exp, block in (config.get("experiments") or {}).items():

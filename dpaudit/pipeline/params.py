@@ -157,9 +157,23 @@ def description(config: Config, experiment: str) -> str:
     return config["experiments"][experiment].get("description", "")
 
 
-def reproduction_params(config: Config) -> dict[str, Any]:
-    """Experiment -> its table and its ``reproduce`` checks, for the reproduction job."""
-    return canonical(reproduction_checks(config))
+def reproduction_part_params(config: Config, experiment: str, label: str) -> dict[str, Any]:
+    """One experiment's table and ``reproduce`` checks, and ``label``, the config file(s) that
+    ran it (:func:`config_label`), for its reproduction job."""
+    return canonical({**reproduction_checks(config)[experiment], "config": label})
+
+
+def config_label(configfiles: list[str], workdir: str) -> str:
+    """The config file(s) of a run, as the reproduction table names them: each path relative
+    to ``workdir`` when it lies inside it, else its file name; the files given with
+    ``--configfile`` replace the Snakefile's default where they are given."""
+    import os
+
+    names = []
+    for path in dict.fromkeys(configfiles):
+        rel = os.path.relpath(os.path.abspath(path), os.path.abspath(workdir))
+        names.append(os.path.basename(path) if rel.startswith("..") else rel)
+    return ", ".join(names)
 
 
 def verdict_params(config: Config, experiment: str) -> dict[str, Any]:

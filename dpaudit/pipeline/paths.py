@@ -97,8 +97,19 @@ def paper_target(paper: str = "{paper}", figure: str = "{figure}", ext: str = "p
 
 
 def reproduction(ext: str) -> str:
-    """The reproduction table (``md`` or ``csv``)."""
+    """The reproduction table (``md`` or ``csv``): every experiment's checks found under
+    ``results/`` (:func:`reproduction_part`), whichever config wrote them."""
     return f"{RESULTS}/reproduction.{ext}"
+
+
+def reproduction_part(experiment: str = "{experiment}") -> str:
+    """One experiment's reproduction checks (rows of :func:`reproduction`), with the config
+    file that ran them."""
+    return f"{RESULTS}/{experiment}/reproduction.csv"
+
+
+#: Every experiment's reproduction checks on disk (:func:`reproduction_part`), for the merge.
+REPRODUCTION_PARTS = f"{RESULTS}/*/reproduction.csv"
 
 
 def log(*parts: str) -> str:

@@ -224,8 +224,14 @@ def reproduced(config: Config) -> list[str]:
 
 
 def reproduction_inputs(config: Config) -> list[str]:
-    """The tables the reproduction checks read."""
-    return [main_table(config, name) for name in reproduced(config)]
+    """The per-experiment reproduction checks of the config (:func:`paths.reproduction_part`)
+    that the merged reproduction table reads (with those of other configs found on disk)."""
+    return [paths.reproduction_part(name) for name in reproduced(config)]
+
+
+def reproduced_pattern(config: Config) -> str:
+    """A wildcard pattern matching exactly the experiments of :func:`reproduced`."""
+    return "|".join(reproduced(config)) or NO_MATCH
 
 
 def reproduction_checks(config: Config) -> dict[str, dict[str, Any]]:

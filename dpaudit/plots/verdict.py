@@ -3,9 +3,12 @@
 One row per row of :func:`dpaudit.tables.verdict_table`: a dot at the largest valid epsilon
 lower bound that assumes no trade-off family the score files do not declare (filled and orange
 when it exceeds the claimed epsilon, i.e. the implementation is flagged; hollow and blue
-otherwise) and a grey tick at the claimed epsilon. It is the bar chart
-of Annamalai, Balle, Hayes, De Cristofaro (2024, arXiv:2411.10614, §7, Figs. 8-9) read as a
-verdict: which data loaders deliver the epsilon they report.
+otherwise: not flagged, no evidence at these runs), a grey tick at the claimed epsilon, and a
+black cross at the known theoretical lower bound on the implementation's epsilon where there is
+one (the table's ``shuffle_lower_bound``, Chua et al. 2024). The title states the table's
+family-wise confidence (``familywise_confidence``: every flag of the table at once). It is the
+bar chart of Annamalai, Balle, Hayes, De Cristofaro (2024, arXiv:2411.10614, §7, Figs. 8-9)
+read as a verdict: which data loaders deliver the epsilon they report.
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dpaudit.plots import pyplot
 from dpaudit.plots.labels import confidence_text, value_label
-from dpaudit.plots.style import CLAIMED, PALETTE, legend, save, styled, title
+from dpaudit.plots.style import CLAIMED, PALETTE, REFERENCE, legend, save, styled, title
 
 FLAGGED_COLOR = PALETTE[1]
-CONSISTENT_COLOR = PALETTE[0]
+NOT_FLAGGED_COLOR = PALETTE[0]
 
 
 def with_implementation(
@@ -42,10 +46,16 @@ def with_implementation(
 
 
 def row_labels(verdicts: pd.DataFrame) -> list[str]:
-    """The y-axis label of each row: the implementation, with the claim where several differ."""
+    """The y-axis label of each row: the implementation, with the claim where several differ,
+    and "(no verdict)" where no row may decide one (the table's ``verdict`` says why)."""
     several = verdicts["claimed_epsilon"].nunique() > 1
     return [
-        f"{r.implementation} (claimed ε = {r.claimed_epsilon:.3g})" if several else r.implementation
+        (
+            f"{r.implementation} (claimed ε = {r.claimed_epsilon:.3g})"
+            if several
+            else r.implementation
+        )
+        + ("" if np.isfinite(r.epsilon_lower_bound) else " (no verdict)")
         for r in verdicts.itertuples()
     ]
 
@@ -61,8 +71,9 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
         height = max(2.0, 0.9 + 0.32 * len(verdicts))
         figure, ax = plt.subplots(figsize=(6.4, height))
         y = list(range(len(verdicts)))[::-1]
+        bound = verdicts["epsilon_lower_bound"].to_numpy(dtype=float)
         flagged = verdicts["flagged"].astype(bool).to_numpy()
-        bound = verdicts["epsilon_lower_bound"].to_numpy()
+        has_bound = np.isfinite(bound)  # a row with no usable bound says why in its verdict
         claimed = verdicts["claimed_epsilon"].to_numpy()
         ax.plot(claimed, y, ls="none", marker="|", ms=14, mew=1.5, color=CLAIMED["color"])
         ax.plot(
@@ -70,7 +81,12 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
         )
         for mask, color, face, text in (
             (flagged, FLAGGED_COLOR, FLAGGED_COLOR, "flagged: valid lower bound > claim"),
-            (~flagged, CONSISTENT_COLOR, "none", "consistent with the claim"),
+            (
+                ~flagged & has_bound,
+                NOT_FLAGGED_COLOR,
+                "none",
+                "not flagged: no evidence at these runs",
+            ),
         ):
             if mask.any():
                 ax.scatter(
@@ -82,14 +98,29 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
                     zorder=3,
                     label=text,
                 )
+        known = (
+            verdicts["shuffle_lower_bound"].to_numpy(dtype=float)
+            if "shuffle_lower_bound" in verdicts
+            else np.full(len(verdicts), np.nan)
+        )
+        if np.isfinite(known).any():
+            ax.plot(
+                known, y, ls="none", marker="x", ms=7, color=REFERENCE["color"],
+                label="theoretical lower bound on the true ε (Chua et al.)",
+            )  # fmt: skip
         ax.set_yticks(y)
         ax.set_yticklabels(row_labels(verdicts))
-        joint = sorted(set(verdicts["joint_confidence"].round(6)))
+        joint = sorted(set(verdicts["joint_confidence"].dropna().round(6))) or [1.0]
         at_least = "" if len(joint) == 1 else "at least "
-        ax.set_xlabel(f"ε lower bound ({at_least}{confidence_text(joint[0])} confidence)")
-        top = max(float(bound.max()), float(claimed.max()))
+        ax.set_xlabel(
+            f"ε lower bound ({at_least}{confidence_text(joint[0])} confidence per implementation)"
+        )
+        top = float(np.nanmax(np.concatenate([bound, claimed, known])))
         ax.set_xlim(-0.03 * top, 1.08 * top)
         ax.set_ylim(-0.6, len(verdicts) - 0.4)
+        if "familywise_confidence" in verdicts:
+            every = confidence_text(float(verdicts["familywise_confidence"].iloc[0]))
+            heading = f"{heading} (all flags at once: {every} confidence)".strip()
         title(ax, heading, width=45)
         legend(figure, ax)
     return figure
