@@ -70,6 +70,7 @@ from dpaudit.training.device import resolve_device
 from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
 from dpaudit.training.readout import all_logits, input_pool
 from dpaudit.training.samplers import SamplerSpec
+from dpaudit.training.seeds import ModelSeeds, model_seeds
 from dpaudit.training.spec import (  # noqa: F401  (CANARY_DEFAULTS, TRAIN_DEFAULTS re-exported)
     CANARY_DEFAULTS,
     GRADIENT_CANARIES,
@@ -78,16 +79,8 @@ from dpaudit.training.spec import (  # noqa: F401  (CANARY_DEFAULTS, TRAIN_DEFAU
     JobId,
     RunSpec,
 )
-from dpaudit.training.vectorized import (
-    DPSGDConfig,
-    ModelSeeds,
-    Recording,
-    ShardData,
-    ShardResult,
-    TrainingDiverged,
-    model_seeds,
-    train_shard,
-)
+from dpaudit.training.step import DPSGDConfig, Recording, ShardData, TrainingDiverged
+from dpaudit.training.vectorized import ShardResult, train_shard
 
 
 @dataclass(frozen=True)
@@ -440,7 +433,7 @@ def data_gradient_mass(
     score to the canary and the noise. Weights on input features that are constant zero in the
     data get exactly 0. Clipped as the trainer clips (Opacus's factor); records in chunks of
     at most ``budget`` gradient entries (models x records x parameters)."""
-    from dpaudit.training.vectorized import FuncEngine, init_models
+    from dpaudit.training.engines import FuncEngine, init_models
 
     template, params, buffers = init_models(model_fn, seeds)
     engine = FuncEngine(template)

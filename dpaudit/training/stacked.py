@@ -18,7 +18,7 @@ helpers below for the layouts and fused steps (measured with ``benchmarks/bench_
 This is an exact reformulation of per-sample clipping (same numbers as Opacus up to
 floating-point round-off; ``tests/test_vectorized.py`` checks it), and it applies to models
 made only of ``nn.Sequential`` containers and the layers in :data:`SUPPORTED`. The ``torch.func``
-path in :mod:`dpaudit.training.vectorized` handles any other model.
+path in :mod:`dpaudit.training.engines` handles any other model.
 
 Shapes: ``M`` models, ``B`` examples per model; parameters are stacked along a leading ``M``
 dimension, inputs are ``(M, B, ...)``.
@@ -532,7 +532,7 @@ class StackedSequential:
         max_grad_norm: float,
         x_sqnorm: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Same contract as :meth:`dpaudit.training.vectorized.FuncEngine.clipped_grad_sum`;
+        """Same contract as :meth:`dpaudit.training.engines.FuncEngine.clipped_grad_sum`;
         ``x_sqnorm`` (M, B), optional: squared norms of the flattened inputs (saves a pass over
         them)."""
         items = self._grads(params, x, y)
