@@ -62,12 +62,12 @@ import torch
 import torch.nn.functional as F
 
 from dpaudit import likelihood_ratios
+from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
 from dpaudit.canaries import gradient_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.training.device import resolve_device
-from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
 from dpaudit.training.readout import all_logits, input_pool
 from dpaudit.training.samplers import SamplerSpec
 from dpaudit.training.seeds import ModelSeeds, model_seeds
