@@ -85,6 +85,41 @@ class DPSGDConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 
 
+def reference_step(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    noise: torch.Tensor,
+    config: DPSGDConfig,
+) -> None:
+    """One DP-SGD step of one model on the batch ``(x, y)``, in place: the definition
+    (Abadi et al. 2016, arXiv:1607.00133, Algorithm 1) that :func:`dpsgd_step` computes for a
+    shard.
+
+    For each example, the gradient of its cross-entropy loss, clipped to norm at most
+    ``C = config.max_grad_norm`` (Opacus's factor ``min(1, C / (||g_i|| + 1e-6))``, the norm
+    over all parameters); their sum plus ``noise`` (a draw of ``N(0, (sigma C)^2 I)``, flat,
+    in ``named_parameters`` order), divided by the expected batch size ``B``; then
+    ``theta <- theta - lr * g~``. Plain SGD only (Adam is post-processing of ``g~``)."""
+    if config.optimizer != "sgd":
+        raise ValueError(f"the reference step is plain SGD, not {config.optimizer!r}")
+    theta = tuple(model.parameters())  # named_parameters order
+    clipped_sum = [torch.zeros_like(t) for t in theta]
+    for xi, yi in zip(x, y, strict=True):
+        loss = F.cross_entropy(model(xi.unsqueeze(0)), yi.unsqueeze(0))
+        g = torch.autograd.grad(loss, theta)
+        norm = torch.sqrt(sum(gk.pow(2).sum() for gk in g))
+        factor = (config.max_grad_norm / (norm + CLIP_EPS)).clamp(max=1.0)
+        for total, gk in zip(clipped_sum, g, strict=True):
+            total += factor * gk
+    offset = 0
+    with torch.no_grad():
+        for t, total in zip(theta, clipped_sum, strict=True):
+            z = noise[offset : offset + t.numel()].view_as(t)
+            offset += t.numel()
+            t -= config.lr * (total + z) / config.batch_size
+
+
 @dataclass
 class ShardData:
     """The examples and per-model training sets of a shard.
@@ -368,41 +403,6 @@ class TrainState:
             "adam_m": self.adam_m,
             "adam_v": self.adam_v,
         }
-
-
-def reference_step(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    noise: torch.Tensor,
-    config: DPSGDConfig,
-) -> None:
-    """One DP-SGD step of one model on the batch ``(x, y)``, in place: the definition
-    (Abadi et al. 2016, arXiv:1607.00133, Algorithm 1) that :func:`dpsgd_step` computes for a
-    shard.
-
-    For each example, the gradient of its cross-entropy loss, clipped to norm at most
-    ``C = config.max_grad_norm`` (Opacus's factor ``min(1, C / (||g_i|| + 1e-6))``, the norm
-    over all parameters); their sum plus ``noise`` (a draw of ``N(0, (sigma C)^2 I)``, flat,
-    in ``named_parameters`` order), divided by the expected batch size ``B``; then
-    ``theta <- theta - lr * g~``. Plain SGD only (Adam is post-processing of ``g~``)."""
-    if config.optimizer != "sgd":
-        raise ValueError(f"the reference step is plain SGD, not {config.optimizer!r}")
-    theta = tuple(model.parameters())  # named_parameters order
-    clipped_sum = [torch.zeros_like(t) for t in theta]
-    for xi, yi in zip(x, y, strict=True):
-        loss = F.cross_entropy(model(xi.unsqueeze(0)), yi.unsqueeze(0))
-        g = torch.autograd.grad(loss, theta)
-        norm = torch.sqrt(sum(gk.pow(2).sum() for gk in g))
-        factor = (config.max_grad_norm / (norm + CLIP_EPS)).clamp(max=1.0)
-        for total, gk in zip(clipped_sum, g, strict=True):
-            total += factor * gk
-    offset = 0
-    with torch.no_grad():
-        for t, total in zip(theta, clipped_sum, strict=True):
-            z = noise[offset : offset + t.numel()].view_as(t)
-            offset += t.numel()
-            t -= config.lr * (total + z) / config.batch_size
 
 
 def dpsgd_step(
