@@ -71,7 +71,7 @@ from dpaudit.canaries.inclusion import fair_coins
 from dpaudit.data.bundled import load_digits
 from dpaudit.models import build_for_data
 from dpaudit.seeding import derive_seed
-from dpaudit.training.dpsgd import DPSGDParams, train_with_canaries
+from dpaudit.training.dpsgd import train_with_canaries
 from dpaudit.training.job import JobId
 from dpaudit.training.opacus_engine import make_canaries
 from dpaudit.training.shard import run_shard
@@ -197,8 +197,8 @@ def _opacus(case: Case, data, device: str, seed: int) -> Run:
     net = build_for_data(MODEL_SPECS[case.model], data["x_train"].shape[1:], 10)
     params0 = torch.cat([p.detach().reshape(-1).clone() for p in net.parameters()])
     # noise-free: Opacus draws noise with the device's generator (see the module docstring)
-    hp = DPSGDParams(epochs=1, batch_size=25, lr=0.5, max_grad_norm=1.0, delta=1e-5,
-                     target_epsilon=None)  # fmt: skip
+    hp = {"train": {"epochs": 1, "batch_size": 25, "lr": 0.5, "max_grad_norm": 1.0},
+          "target_epsilon": None}  # fmt: skip
     res = train_with_canaries(
         net,
         data,

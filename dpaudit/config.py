@@ -521,7 +521,7 @@ def reachable_epsilon_problem(
     evaluate epsilon at the largest noise Opacus tries (one accountant call, the exact
     condition of its "privacy budget is too low"); gdp calibrates with the training job's own
     function (fast for gdp). Cached."""
-    from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
+    from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
 
     if accountant in ("rdp", "prv") and target > rdp_floor_bound(delta, steps):
         return None  # reachable for sure: no need to import Opacus (and torch) here

@@ -29,7 +29,6 @@ PRELUDE = textwrap.dedent(
     import opacus  # torch maps much address space: load it before the limit
     import dp_accounting.pld.privacy_loss_distribution
     from dpaudit.accounting import dpsgd
-    from dpaudit.training import privacy
     with open("/proc/self/status") as fh:
         vm = next(int(l.split()[1]) * 1024 for l in fh if l.startswith("VmSize"))
     resource.setrlimit(resource.RLIMIT_AS, (vm + (3 << 30), vm + (3 << 30)))
@@ -67,8 +66,8 @@ LIBRARY = textwrap.dedent(
     for name, call in [
         ("pld", lambda: dpsgd.epsilon_pld(0.01, 1.0, 1000, 1e-5)),
         ("prv", lambda: dpsgd.epsilon_prv(0.01, 1.0, 1000, 1e-5)),
-        ("poisson_epsilon", lambda: privacy.poisson_epsilon(0.01, 1.0, 1000, 1e-5, "prv")),
-        ("calibrate", lambda: privacy.calibrate_noise(1e6, 1e-5, 1.0, 1000, "prv")),
+        ("poisson_epsilon", lambda: dpsgd.poisson_epsilon(0.01, 1.0, 1000, 1e-5, "prv")),
+        ("calibrate", lambda: dpsgd.calibrate_noise(1e6, 1e-5, 1.0, 1000, "prv")),
     ]:
         if name == "calibrate":  # a low limit: the bisection's grids below it stay small
             os.environ[dpsgd.MAX_GRID_ENV] = "1000000"

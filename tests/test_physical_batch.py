@@ -143,7 +143,7 @@ def _opacus_run(max_physical_batch, sizes: list[int] | None = None):
     """One Opacus DP-SGD run (Poisson batches of ~60 of 123 examples, 3 epochs, noise) on a
     small MLP; its final parameters and canary scores. ``sizes`` collects the batch size of
     every forward pass."""
-    from dpaudit.training.dpsgd import DPSGDParams, train_with_canaries
+    from dpaudit.training.dpsgd import train_with_canaries
 
     data = make_synthetic(n_train=120, n_test=30, n_features=10, n_classes=3, seed=1)
     torch.manual_seed(4)
@@ -153,14 +153,17 @@ def _opacus_run(max_physical_batch, sizes: list[int] | None = None):
     g = np.random.default_rng(0)
     cx = g.normal(size=(6, 10)).astype(np.float32) * 3
     cy = g.integers(0, 3, 6)
-    params = DPSGDParams(3, 60, 0.5, 1.0, 1e-5, 4.0)
+    spec = {
+        "train": {"epochs": 3, "batch_size": 60, "lr": 0.5, "max_grad_norm": 1.0, "delta": 1e-5},
+        "target_epsilon": 4.0,
+    }
     res = train_with_canaries(
         net,
         data,
         cx,
         cy,
         np.array([1, 0, 1, 1, 0, 0]),
-        params,
+        spec,
         seed=9,
         device="cpu",
         max_physical_batch=max_physical_batch,

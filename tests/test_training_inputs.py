@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
 from dpaudit.data.synthetic import make_synthetic
 from dpaudit.training.job import JobId
-from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
 from dpaudit.training.shard import run_shard
 
 
@@ -123,3 +123,18 @@ def test_cli_train_shard_discards_a_corrupt_checkpoint_and_says_so(tmp_path):
     assert f"{ckpt}: discarding the checkpoint and training from step 0" in proc.stderr
     assert "cannot be read" in proc.stderr
     assert read(out).n_trials == 1 and not ckpt.exists()
+
+
+def test_opacus_engine_rejects_what_it_cannot_run():
+    """The Opacus engine's own checks of the run spec's train block (what DPSGDParams checked)."""
+    from dpaudit.training.dpsgd import check_opacus_train
+    from dpaudit.training.spec import RunSpec
+
+    train = dict(RunSpec.from_run_spec({}).train)
+    check_opacus_train(train, 1.0)
+    with pytest.raises(ValueError, match=r"momentum 0.9 applies to SGD.*train.adam_betas"):
+        check_opacus_train({**train, "optimizer": "adam", "momentum": 0.9}, 1.0)
+    with pytest.raises(ValueError, match=r"accountant 'pld'; allowed: \['rdp', 'prv', 'gdp'\]"):
+        check_opacus_train({**train, "accountant": "pld"}, 1.0)
+    with pytest.raises(ValueError, match="target_epsilon must be > 0"):
+        check_opacus_train(train, 0.0)

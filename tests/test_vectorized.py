@@ -267,7 +267,7 @@ def _assert_fresh(path, caplog, why, **kw):
     """A run with checkpoint ``path`` trains all its steps from 0, equals a run without
     checkpoint, and logged a warning naming the file and ``why``."""
     seen = []
-    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+    with caplog.at_level("INFO", logger="dpaudit.training.checkpoint"):
         got, _ = _train(checkpoint=path, step_hook=seen.append, **kw)
     want, _ = _train(**kw)
     assert seen == list(range(1, len(seen) + 1)) and seen[-1] == kw.get("steps", 6)
@@ -281,7 +281,7 @@ def _assert_fresh(path, caplog, why, **kw):
 def test_resume_is_logged(tmp_path, caplog):
     ckpt = tmp_path / "shard.ckpt"
     _killed_checkpoint(ckpt)
-    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+    with caplog.at_level("INFO", logger="dpaudit.training.checkpoint"):
         _train(steps=8, checkpoint=ckpt)
     assert f"resumed from {ckpt} at step 4 of 8" in caplog.messages
 
@@ -298,7 +298,7 @@ def test_checkpoint_of_a_changed_config_is_discarded(tmp_path, caplog):
     cfg = DPSGDConfig(8, 10, 0.2, 1.1, 1.0, 0.3, SamplerSpec("poisson", 10, 16), 5)
     seeds = [model_seeds(3, "det", 2, j) for j in range(3)]
     seen = []
-    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+    with caplog.at_level("INFO", logger="dpaudit.training.checkpoint"):
         train_shard(
             _mlp, ShardData(x, y, items), seeds, cfg, checkpoint=ckpt, step_hook=seen.append
         )
@@ -315,7 +315,7 @@ def test_checkpoint_of_another_architecture_with_equal_shapes_is_not_resumed(tmp
     cfg = DPSGDConfig(8, 10, 0.2, 1.1, 1.0, 0.2, SamplerSpec("poisson", 10, 16), 5)
     seeds = [model_seeds(3, "det", 2, j) for j in range(3)]
     seen = []
-    with caplog.at_level("INFO", logger="dpaudit.training.vectorized"):
+    with caplog.at_level("INFO", logger="dpaudit.training.checkpoint"):
         got = train_shard(
             tanh, ShardData(x, y, items), seeds, cfg, checkpoint=ckpt, step_hook=seen.append
         )
@@ -478,16 +478,16 @@ def test_partially_informed_adversary_gives_the_papers_means():
 def _adam_run(monkeypatch, steps=5, m=2, **kw):
     """An Adam shard on real gradients (an MLP on data) whose noisy gradients ``g~_t`` (what
     the update rule receives, per model and step) are recorded by a spy."""
-    from dpaudit.training import vectorized
+    from dpaudit.training import step
 
     seen: list[tuple[int, int, torch.Tensor]] = []
-    real = vectorized._adam_update
+    real = step._adam_update
 
     def spy(ctx, state, g, a, b, t):
         seen.append((a, t, g.clone()))
         return real(ctx, state, g, a, b, t)
 
-    monkeypatch.setattr(vectorized, "_adam_update", spy)
+    monkeypatch.setattr(step, "_adam_update", spy)
     x, y = _data()
     items = [np.arange(0, 50 + j) for j in range(m)]
     cfg = DPSGDConfig(steps, 10, 0.2, 1.1, 1.0, 0.05, optimizer="adam", betas=(0.8, 0.99), eps=1e-3)

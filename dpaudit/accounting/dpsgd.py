@@ -22,6 +22,12 @@ above :data:`MAX_GRID_POINTS` raises :class:`GridTooLargeError` before anything 
 
 :func:`accountant_table` puts them side by side; :func:`noise_multiplier` calibrates sigma for a
 target epsilon (Opacus' ``get_noise_multiplier`` for rdp/prv/gdp, the same bisection for pld).
+
+A training run's claim (:func:`poisson_epsilon`, :func:`calibrate_noise`; the trainers of
+:mod:`dpaudit.training` and the config check call them) is always the Poisson-subsampled
+Gaussian accountant's, whatever sampler actually ran (the shuffling paper's point, Annamalai
+et al. 2024, arXiv:2411.10614, §1; the score file records both), with one of
+:data:`OPACUS_ACCOUNTANTS` exactly as Opacus's ``PrivacyEngine`` computes it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -37,6 +44,11 @@ from dpaudit.opacus_import import import_opacus
 
 #: Accountant names, in the order the table reports them.
 ACCOUNTANTS: tuple[str, ...] = ("pld", "prv", "rdp", "gdp")
+
+#: The accountants a training run's claim may name (config key ``train.accountant``):
+#: Opacus's, the ones its ``PrivacyEngine`` calibrates and reports with
+#: (:func:`poisson_epsilon`, :func:`calibrate_noise`).
+OPACUS_ACCOUNTANTS: tuple[str, ...] = ("rdp", "prv", "gdp")
 
 #: Discretisation interval of the dp_accounting PLD (smaller = tighter and slower).
 PLD_DISCRETIZATION = 1e-4
@@ -452,6 +464,75 @@ def noise_multiplier(
         else:
             lo = mid
     return hi
+
+
+# --------------------------------------------------------------------------------------------
+# The claimed epsilon of a training run (Opacus's accountants, as its PrivacyEngine uses them)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_claim(accountant: str, delta: float | None = None) -> None:
+    if accountant not in OPACUS_ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant!r}; allowed: {list(OPACUS_ACCOUNTANTS)}")
+    if delta is not None and not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+
+
+def poisson_epsilon(
+    noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp"
+) -> float | None:
+    """The claimed epsilon at ``delta`` of ``steps`` Poisson-subsampled Gaussian steps under
+    one of :data:`OPACUS_ACCOUNTANTS`; ``None`` (no guarantee) when ``noise_multiplier`` is 0.
+
+    The accountant object Opacus's ``PrivacyEngine`` would hold (``create_accountant``; for
+    ``prv`` the guarded one, :func:`guarded_accountant_name`), so ``gdp`` is Opacus's
+    ``eps_from_mu``, not :func:`epsilon_gdp`'s root find (they agree to round-off)."""
+    _check_claim(accountant, delta)
+    if noise_multiplier == 0:
+        return None
+    import_opacus()
+    from opacus.accountants import create_accountant
+
+    # prv: checked against the grid limit before it allocates (GridTooLargeError)
+    acc = create_accountant(guarded_accountant_name(accountant))
+    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eps = float(acc.get_epsilon(delta=delta))
+    if not math.isfinite(eps):
+        raise RuntimeError(f"accountant {accountant} returned a non-finite epsilon ({eps})")
+    return eps
+
+
+@functools.lru_cache(maxsize=256)
+def calibrate_noise(
+    target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
+) -> float:
+    """The noise multiplier for which the accountant (one of :data:`OPACUS_ACCOUNTANTS`)
+    claims ``target_epsilon``: :func:`noise_multiplier` (Opacus's ``get_noise_multiplier``,
+    tolerance 0.01 in epsilon); cached, as it takes seconds.
+
+    A target the accountant cannot reach with any noise Opacus searches raises ``ValueError``
+    naming the target, delta, sample rate and steps (Opacus says only "The privacy budget is
+    too low."). With ``prv``, a noise level whose PRV grid would exceed the limit (tiny noise,
+    a huge target) raises :class:`GridTooLargeError` before the grid is allocated.
+    """
+    _check_claim(accountant, delta)
+    if not target_epsilon > 0:
+        raise ValueError(f"target_epsilon must be > 0, got {target_epsilon}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return noise_multiplier(target_epsilon, delta, sample_rate, steps, accountant)
+        except GridTooLargeError:
+            raise  # names its own grid, limit and fix
+        except ValueError as exc:
+            raise ValueError(
+                f"target_epsilon {target_epsilon} at delta {delta} cannot be reached by the "
+                f"{accountant} accountant with {steps} steps at sample rate {sample_rate:.6g} "
+                f"(Opacus: {exc}); raise the target epsilon or delta, or train fewer steps or "
+                "with a smaller batch"
+            ) from exc
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,46 +21,29 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from dpaudit.accounting.dpsgd import OPACUS_ACCOUNTANTS
 from dpaudit.opacus_import import import_opacus
 from dpaudit.training.device import resolve_device
+from dpaudit.training.spec import RunSpec
+from dpaudit.training.step import OPTIMIZERS
 
 log = logging.getLogger(__name__)
 
-ACCOUNTANTS = ("rdp", "prv", "gdp")
-OPTIMIZERS = ("sgd", "adam")
 
-
-@dataclass
-class DPSGDParams:
-    """Hyper-parameters of one DP-SGD run.
-
-    ``target_epsilon=None`` trains without noise (clipping and Poisson sampling stay), the
-    "non-private" control whose claimed epsilon is infinite.
-    """
-
-    epochs: int
-    batch_size: int
-    lr: float
-    max_grad_norm: float
-    delta: float
-    target_epsilon: float | None
-    momentum: float = 0.0
-    accountant: str = "rdp"
-    optimizer: str = "sgd"
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(OPTIMIZERS)}")
-        if self.optimizer == "adam" and self.momentum:
-            raise ValueError(
-                f"momentum {self.momentum} applies to SGD; Adam has its own (train.adam_betas)"
-            )
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant {self.accountant!r}; allowed: {list(ACCOUNTANTS)}")
-        if self.target_epsilon is not None and not self.target_epsilon > 0:
-            raise ValueError(f"target_epsilon must be > 0 (or None), got {self.target_epsilon}")
+def check_opacus_train(train: Mapping[str, Any], target_epsilon: float | None) -> None:
+    """Raise ``ValueError`` naming the config key unless the run spec's ``train`` block and
+    target epsilon suit the Opacus engine: an Opacus accountant and an optimizer it wraps,
+    momentum for SGD only, a target epsilon above 0 (or None: no noise)."""
+    if train["optimizer"] not in OPTIMIZERS:
+        raise ValueError(f"optimizer {train['optimizer']!r}; allowed: {list(OPTIMIZERS)}")
+    if train["optimizer"] == "adam" and train["momentum"]:
+        raise ValueError(
+            f"momentum {train['momentum']} applies to SGD; Adam has its own (train.adam_betas)"
+        )
+    if train["accountant"] not in OPACUS_ACCOUNTANTS:
+        raise ValueError(f"accountant {train['accountant']!r}; allowed: {list(OPACUS_ACCOUNTANTS)}")
+    if target_epsilon is not None and not target_epsilon > 0:
+        raise ValueError(f"target_epsilon must be > 0 (or None), got {target_epsilon}")
 
 
 @dataclass
@@ -91,14 +75,16 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
         return float((model(x).argmax(dim=1) == y).float().mean())
 
 
-def make_optimizer(model: nn.Module, params: DPSGDParams) -> torch.optim.Optimizer:
-    """The optimizer Opacus's ``DPOptimizer`` wraps: SGD (with ``momentum``) or Adam (Kingma &
-    Ba 2015, ``betas``, ``eps``) stepping on the privatised gradient."""
-    if params.optimizer == "adam":
+def make_optimizer(model: nn.Module, train: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """The optimizer Opacus's ``DPOptimizer`` wraps (the run spec's ``train`` block): SGD
+    (with ``momentum``) or Adam (Kingma & Ba 2015, ``adam_betas``, ``adam_eps``) stepping on
+    the privatised gradient."""
+    if train["optimizer"] == "adam":
+        betas = (float(train["adam_betas"][0]), float(train["adam_betas"][1]))
         return torch.optim.Adam(
-            model.parameters(), lr=params.lr, betas=params.betas, eps=params.eps
+            model.parameters(), lr=train["lr"], betas=betas, eps=float(train["adam_eps"])
         )
-    return torch.optim.SGD(model.parameters(), lr=params.lr, momentum=params.momentum)
+    return torch.optim.SGD(model.parameters(), lr=train["lr"], momentum=train["momentum"])
 
 
 def train_with_canaries(
@@ -107,25 +93,33 @@ def train_with_canaries(
     canary_x: np.ndarray,
     canary_y: np.ndarray,
     membership: np.ndarray,
-    params: DPSGDParams,
+    spec: RunSpec | Mapping[str, Any],
     seed: int,
     device: str = "auto",
     max_physical_batch: int | None = None,
 ) -> TrainResult:
     """Train ``model`` with DP-SGD on ``data['x_train']`` plus the IN canaries; score all canaries.
 
-    Deterministic on the CPU for a given ``seed`` (parameter init is the caller's, under the
-    same seed; Poisson masks and noise draw from the seeded global torch generator).
-    ``max_physical_batch`` (config key ``compute.max_physical_batch``): each Poisson batch goes
-    through the model in chunks of at most this many examples, with Opacus's
-    ``BatchMemoryManager``: the ``DPOptimizer`` sums the chunks' clipped per-sample gradients and
-    adds the noise and steps once per logical batch. The random draws come in the same order
-    (a batch's mask, then its noise), so the run is the unchunked one up to floating-point
-    round-off; None processes each batch at once.
+    The hyper-parameters are the run spec's (:class:`~dpaudit.training.spec.RunSpec`, or a
+    mapping with some of its keys, the rest at the schema's defaults): ``train.epochs``,
+    ``batch_size``, ``lr``, ``momentum``, ``max_grad_norm``, ``delta``, ``accountant``,
+    ``optimizer``, ``adam_betas``, ``adam_eps``, and ``target_epsilon`` (None trains without
+    noise: clipping and Poisson sampling stay, the "non-private" control whose claimed epsilon
+    is infinite). Deterministic on the CPU for a given ``seed`` (parameter init is the
+    caller's, under the same seed; Poisson masks and noise draw from the seeded global torch
+    generator). ``max_physical_batch`` (config key ``compute.max_physical_batch``): each
+    Poisson batch goes through the model in chunks of at most this many examples, with
+    Opacus's ``BatchMemoryManager``: the ``DPOptimizer`` sums the chunks' clipped per-sample
+    gradients and adds the noise and steps once per logical batch. The random draws come in
+    the same order (a batch's mask, then its noise), so the run is the unchunked one up to
+    floating-point round-off; None processes each batch at once.
     """
     import_opacus()
     from opacus import PrivacyEngine
 
+    spec = RunSpec.from_run_spec(spec, drop_settings=True)
+    train, target_epsilon = spec.train, spec.target_epsilon
+    check_opacus_train(train, target_epsilon)
     dev = resolve_device(device)
     _seed_everything(seed)
     inside = membership.astype(bool)
@@ -133,38 +127,71 @@ def train_with_canaries(
     y = np.concatenate([data["y_train"], canary_y[inside]])
     loader = DataLoader(
         TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
-        batch_size=params.batch_size,
+        batch_size=train["batch_size"],
         shuffle=False,
     )
     model = model.to(dev)
-    optimizer = make_optimizer(model, params)
-    engine = PrivacyEngine(accountant=params.accountant)
+    optimizer = make_optimizer(model, train)
+    engine = PrivacyEngine(accountant=train["accountant"])
+    model, optimizer, loader = _make_private(
+        engine, model, optimizer, loader, train, target_epsilon
+    )
+    sample_rate = 1.0 / len(loader)
+    steps = _train_epochs(model, optimizer, loader, int(train["epochs"]), dev, max_physical_batch)
+    claimed = None
+    if target_epsilon is not None:
+        claimed = float(engine.accountant.get_epsilon(delta=train["delta"]))
+        if not math.isfinite(claimed):
+            raise RuntimeError(f"accountant returned a non-finite epsilon ({claimed})")
+    cx = torch.from_numpy(canary_x).to(dev)
+    cy = torch.from_numpy(canary_y).to(dev)
+    scores = -canary_losses(model, cx, cy)
+    acc = accuracy(
+        model, torch.from_numpy(data["x_test"]).to(dev), torch.from_numpy(data["y_test"]).to(dev)
+    )
+    return TrainResult(
+        canary_scores=scores,
+        claimed_epsilon=claimed,
+        accountant=f"opacus_{train['accountant']}" if claimed is not None else "none",
+        noise_multiplier=float(optimizer.noise_multiplier),
+        sample_rate=sample_rate,
+        steps=steps,
+        test_accuracy=acc,
+    )
+
+
+def _make_private(engine, model, optimizer, loader, train, target_epsilon):
+    """Opacus's ``make_private`` (no noise) or ``make_private_with_epsilon`` (noise calibrated
+    by Opacus to ``target_epsilon`` over ``train.epochs``), with Poisson sampling."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus warns about secure RNG; seeds are explicit here
-        if params.target_epsilon is None:
-            model, optimizer, loader = engine.make_private(
+        if target_epsilon is None:
+            return engine.make_private(
                 module=model,
                 optimizer=optimizer,
                 data_loader=loader,
                 noise_multiplier=0.0,
-                max_grad_norm=params.max_grad_norm,
+                max_grad_norm=train["max_grad_norm"],
                 poisson_sampling=True,
             )
-        else:
-            model, optimizer, loader = engine.make_private_with_epsilon(
-                module=model,
-                optimizer=optimizer,
-                data_loader=loader,
-                target_epsilon=params.target_epsilon,
-                target_delta=params.delta,
-                epochs=params.epochs,
-                max_grad_norm=params.max_grad_norm,
-                poisson_sampling=True,
-            )
-    sample_rate = 1.0 / len(loader)
+        return engine.make_private_with_epsilon(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            target_epsilon=target_epsilon,
+            target_delta=train["delta"],
+            epochs=train["epochs"],
+            max_grad_norm=train["max_grad_norm"],
+            poisson_sampling=True,
+        )
+
+
+def _train_epochs(model, optimizer, loader, epochs: int, dev, max_physical_batch) -> int:
+    """``epochs`` passes over the Poisson ``loader`` (through Opacus's
+    ``BatchMemoryManager`` when ``max_physical_batch`` is set); the logical steps taken."""
     steps = 0
     loss_fn = nn.CrossEntropyLoss()
-    for epoch in range(params.epochs):
+    for epoch in range(epochs):
         model.train()
         with contextlib.ExitStack() as stack:
             physical = loader
@@ -186,27 +213,8 @@ def train_with_canaries(
                 optimizer.zero_grad()
                 # (Opacus's flag: whether the step above ended a logical batch)
                 steps += not getattr(optimizer, "_is_last_step_skipped", False)
-        log.info("epoch %d/%d done (%d steps)", epoch + 1, params.epochs, steps)
-    claimed = None
-    if params.target_epsilon is not None:
-        claimed = float(engine.accountant.get_epsilon(delta=params.delta))
-        if not math.isfinite(claimed):
-            raise RuntimeError(f"accountant returned a non-finite epsilon ({claimed})")
-    cx = torch.from_numpy(canary_x).to(dev)
-    cy = torch.from_numpy(canary_y).to(dev)
-    scores = -canary_losses(model, cx, cy)
-    acc = accuracy(
-        model, torch.from_numpy(data["x_test"]).to(dev), torch.from_numpy(data["y_test"]).to(dev)
-    )
-    return TrainResult(
-        canary_scores=scores,
-        claimed_epsilon=claimed,
-        accountant=f"opacus_{params.accountant}" if claimed is not None else "none",
-        noise_multiplier=float(optimizer.noise_multiplier),
-        sample_rate=sample_rate,
-        steps=steps,
-        test_accuracy=acc,
-    )
+        log.info("epoch %d/%d done (%d steps)", epoch + 1, epochs, steps)
+    return steps
 
 
 def summary(result: TrainResult) -> dict[str, Any]:

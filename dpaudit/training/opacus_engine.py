@@ -23,7 +23,7 @@ from dpaudit.canaries.input_space import random_inputs
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.seeding import derive_seed
-from dpaudit.training.dpsgd import DPSGDParams, summary, train_with_canaries
+from dpaudit.training.dpsgd import summary, train_with_canaries
 from dpaudit.training.shard import check_finite_scores
 from dpaudit.training.spec import JobId, RunSpec
 
@@ -76,26 +76,13 @@ def run_setting(
     torch.manual_seed(derive_seed(seed, "init"))
     n_classes = int(data["y_train"].max()) + 1
     net = build_for_data(dict(spec.model), data["x_train"].shape[1:], n_classes)
-    params = DPSGDParams(
-        epochs=train["epochs"],
-        batch_size=train["batch_size"],
-        lr=train["lr"],
-        momentum=train["momentum"],
-        max_grad_norm=train["max_grad_norm"],
-        delta=train["delta"],
-        target_epsilon=target_epsilon,
-        accountant=train["accountant"],
-        optimizer=train["optimizer"],
-        betas=(float(train["adam_betas"][0]), float(train["adam_betas"][1])),
-        eps=float(train["adam_eps"]),
-    )
     result = train_with_canaries(
         net,
         data,
         canary_x,
         canary_y,
         membership,
-        params,
+        spec,
         derive_seed(seed, "train"),
         device,
         max_physical_batch=max_physical_batch,
@@ -117,7 +104,7 @@ def run_setting(
         "delta": train["delta"],
         "accountant": result.accountant,
         "sampler": "poisson",
-        "optimizer": params.optimizer,
+        "optimizer": train["optimizer"],
         "m": len(canary_y),
         "n_train": int(len(data["y_train"])),
         **summary(result),

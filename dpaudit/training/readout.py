@@ -11,10 +11,11 @@ import numpy as np
 import torch
 
 from dpaudit.canaries import input_space
+from dpaudit.training.engines import stacked_logits
 from dpaudit.training.spec import INPUT_CANARIES
 from dpaudit.training.stacked import StackedSequential
 from dpaudit.training.stacked import supports as stacked_supports
-from dpaudit.training.vectorized import ShardResult, stacked_logits
+from dpaudit.training.vectorized import ShardResult
 
 
 def input_pool(

@@ -62,14 +62,15 @@ import torch
 import torch.nn.functional as F
 
 from dpaudit import likelihood_ratios
+from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
 from dpaudit.canaries import gradient_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
 from dpaudit.models import build_for_data
 from dpaudit.scores import FORMAT_VERSION, ScoreFile
 from dpaudit.training.device import resolve_device
-from dpaudit.training.privacy import calibrate_noise, poisson_epsilon
 from dpaudit.training.readout import all_logits, input_pool
 from dpaudit.training.samplers import SamplerSpec
+from dpaudit.training.seeds import ModelSeeds, model_seeds
 from dpaudit.training.spec import (  # noqa: F401  (CANARY_DEFAULTS, TRAIN_DEFAULTS re-exported)
     CANARY_DEFAULTS,
     GRADIENT_CANARIES,
@@ -78,16 +79,8 @@ from dpaudit.training.spec import (  # noqa: F401  (CANARY_DEFAULTS, TRAIN_DEFAU
     JobId,
     RunSpec,
 )
-from dpaudit.training.vectorized import (
-    DPSGDConfig,
-    ModelSeeds,
-    Recording,
-    ShardData,
-    ShardResult,
-    TrainingDiverged,
-    model_seeds,
-    train_shard,
-)
+from dpaudit.training.step import DPSGDConfig, Recording, ShardData, TrainingDiverged
+from dpaudit.training.vectorized import ShardResult, train_shard
 
 
 @dataclass(frozen=True)
@@ -202,21 +195,12 @@ def run_shard(
     """
     experiment, setting, seed, shard = job_id.experiment, job_id.setting, job_id.seed, job_id.shard
     spec = RunSpec.from_run_spec(run_spec)
-    design, threat_model, target_epsilon = spec.design, spec.threat_model, spec.target_epsilon
+    design, threat_model = spec.design, spec.threat_model
     t, c = dict(spec.train), dict(spec.canaries)
-    if t["momentum"]:
-        raise ValueError(
-            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD or Adam "
-            "(momentum 0); use the Opacus one-model engine for momentum"
-        )
+    n_models = _check_train(t, plan)
     x_train, y_train = data["x_train"], data["y_train"]
     n_classes = int(max(np.max(y_train, initial=0), data["y_test"].max())) + 1
     shape = tuple(x_train.shape[1:])
-    n_models = int(t["models_per_shard"]) if plan is None else len(plan.model_ids)
-    if n_models < 1:
-        raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
-    for key in ("model_chunk", "eval_examples"):
-        _check_positive_int_or_none(t, key)
 
     def template_model():
         return build_for_data(dict(spec.model), shape, n_classes)
@@ -235,45 +219,16 @@ def run_shard(
         if design != "multi_run":
             raise ValueError(f"a shard plan needs design multi_run, got {design!r}")
         cans.member[:, 0] = plan.members
-    placed = None
-    if c["type"] == "dirac" and c["dirac_placement"] == "low_gradient":
-        mass = data_gradient_mass(
-            template_model, x_train, y_train, float(t["max_grad_norm"]), seeds
-        )
-        placed = gradient_space.lowest_mass_coordinates(mass, cans.pool_size, c["seed"])
+    placed = _dirac_placement(c, template_model, x_train, y_train, t, seeds, cans.pool_size)
     examples = _shard_examples(data, cans, t, n_params, n_classes, placed)
     job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
     cfg, claimed = _dpsgd_config(spec, len(y_train), n_params, job)
     wb_inputs = None
     if threat_model == "white_box_dot" and not cans.gradient:
         wb_inputs = np.unique(cans.cols)
-    try:
-        result = train_shard(
-            template_model,
-            ShardData(
-                torch.from_numpy(np.ascontiguousarray(examples.x)),
-                torch.from_numpy(np.ascontiguousarray(examples.y)),
-                examples.items,
-                examples.grad_pool,
-                (examples.n_inputs, examples.n_inputs + cans.pool_size) if cans.informed else None,
-                (examples.n_inputs, examples.n_inputs + cans.pool_size)
-                if cans.worst_case
-                else None,
-            ),
-            seeds,
-            cfg,
-            Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot"),
-            model_chunk=t["model_chunk"],
-            max_physical_batch=max_physical_batch,
-            engine=t["engine"],
-            checkpoint=checkpoint,
-            checkpoint_every_s=float(t["checkpoint_every_s"]),
-            step_hook=step_hook,
-            progress=progress,
-            device=resolve_device(device),
-        )
-    except TrainingDiverged as exc:
-        raise TrainingDiverged(f"{job}: {exc}", exc.model, exc.step) from exc
+    run = {"checkpoint": checkpoint, "step_hook": step_hook, "progress": progress}
+    run.update(device=resolve_device(device), max_physical_batch=max_physical_batch)
+    result = _train(template_model, examples, cans, seeds, cfg, wb_inputs, spec, job, run)
 
     template = template_model().to("meta")
     score, observations = _canary_scores(threat_model, template, result, examples, cans, wb_inputs)
@@ -281,13 +236,114 @@ def run_shard(
         score = _likelihood_ratio_scores(observations["step_dots"], c, cfg, job)
     check_finite_scores(score, job, cfg.steps)
     acc = _accuracy(template, result, data, t["eval_examples"])
+    counts = {"models": n_models, "n_train": len(y_train), "n_params": n_params}
+    accuracy = {
+        "test_accuracy": float(np.mean(acc)),
+        "test_accuracy_examples": int(min(len(data["y_test"]), t["eval_examples"] or 10**12)),
+        "test_accuracy_per_model": [float(a) for a in acc],
+    }
+    meta = _shard_meta(job_id, spec, c, cfg, claimed, cans, result, examples, counts, accuracy)
+    sf = ScoreFile(score=score, membership=cans.member, canary_id=cans.cols, meta=meta, source=job)
+    return ShardOutput(sf, observations, result)
+
+
+def _dirac_placement(
+    c: dict[str, Any],
+    template_model: Callable[[], torch.nn.Module],
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    t: dict[str, Any],
+    seeds: list[ModelSeeds],
+    pool_size: int,
+) -> np.ndarray | None:
+    """The coordinates of Dirac canaries placed where the data's gradients move least
+    (``canaries.dirac_placement: low_gradient``), else None (random coordinates)."""
+    if not (c["type"] == "dirac" and c["dirac_placement"] == "low_gradient"):
+        return None
+    mass = data_gradient_mass(template_model, x_train, y_train, float(t["max_grad_norm"]), seeds)
+    return gradient_space.lowest_mass_coordinates(mass, pool_size, c["seed"])
+
+
+def _train(
+    template_model: Callable[[], torch.nn.Module],
+    examples: _Examples,
+    cans: _Canaries,
+    seeds: list[ModelSeeds],
+    cfg: DPSGDConfig,
+    wb_inputs: np.ndarray | None,
+    spec: RunSpec,
+    job: str,
+    run: dict[str, Any],
+) -> ShardResult:
+    """Train the shard's models (:func:`~dpaudit.training.vectorized.train_shard`) on its
+    examples, with the adversary and recording its canaries and threat model need; ``run``:
+    the keyword arguments of how it runs (checkpoint, hook, progress, device, physical batch).
+    A diverged model's error is prefixed with ``job``."""
+    t, threat_model = spec.train, spec.threat_model
+    target_and_zero = (examples.n_inputs, examples.n_inputs + cans.pool_size)
+    data = ShardData(
+        torch.from_numpy(np.ascontiguousarray(examples.x)),
+        torch.from_numpy(np.ascontiguousarray(examples.y)),
+        examples.items,
+        examples.grad_pool,
+        target_and_zero if cans.informed else None,
+        target_and_zero if cans.worst_case else None,
+    )
+    record = Recording(white_box_inputs=wb_inputs, step_dots=threat_model == "per_step_dot")
+    try:
+        return train_shard(
+            template_model,
+            data,
+            seeds,
+            cfg,
+            record,
+            model_chunk=t["model_chunk"],
+            engine=t["engine"],
+            checkpoint_every_s=float(t["checkpoint_every_s"]),
+            **run,
+        )
+    except TrainingDiverged as exc:
+        raise TrainingDiverged(f"{job}: {exc}", exc.model, exc.step) from exc
+
+
+def _check_train(t: dict[str, Any], plan: ShardPlan | None) -> int:
+    """The number of models of the shard, once the ``train`` keys the vectorised engine
+    alone reads are checked (``ValueError`` naming the key)."""
+    if t["momentum"]:
+        raise ValueError(
+            f"train.momentum {t['momentum']}: the vectorised engine runs plain SGD or Adam "
+            "(momentum 0); use the Opacus one-model engine for momentum"
+        )
+    n_models = int(t["models_per_shard"]) if plan is None else len(plan.model_ids)
+    if n_models < 1:
+        raise ValueError(f"train.models_per_shard must be >= 1, got {n_models}")
+    for key in ("model_chunk", "eval_examples"):
+        _check_positive_int_or_none(t, key)
+    return n_models
+
+
+def _shard_meta(
+    job_id: JobId,
+    spec: RunSpec,
+    c: dict[str, Any],
+    cfg: DPSGDConfig,
+    claimed: float | None,
+    cans: _Canaries,
+    result: ShardResult,
+    examples: _Examples,
+    counts: dict[str, int],
+    accuracy: dict[str, Any],
+) -> dict[str, Any]:
+    """The score file's meta of a shard: the run spec's keys, the schedule, the claim,
+    ``counts`` (models, training records, parameters), the canaries and ``accuracy``."""
+    t, threat_model = spec.train, spec.threat_model
     meta = {
         "format_version": FORMAT_VERSION,
-        "experiment": experiment,
-        "setting": setting,
-        "seed": seed,
-        "shard": shard,
-        "design": design,
+        "experiment": job_id.experiment,
+        "setting": job_id.setting,
+        "seed": job_id.seed,
+        "shard": job_id.shard,
+        "design": spec.design,
         "threat_model": threat_model,
         "score": SCORE_NAMES[threat_model],
         "canary_type": c["type"],
@@ -297,7 +353,7 @@ def run_shard(
         "statistic": c["statistic"] if threat_model == "per_step_dot" else None,
         "prefix_batches": c["prefix_batches"] if threat_model == "per_step_dot" else None,
         "claimed_epsilon": claimed,
-        "target_epsilon": target_epsilon,
+        "target_epsilon": spec.target_epsilon,
         "delta": float(t["delta"]),
         "accountant": f"opacus_{t['accountant']}_poisson" if claimed is not None else "none",
         "sampler": t["sampler"],
@@ -310,22 +366,17 @@ def run_shard(
         "lr": float(t["lr"]),
         "optimizer": t["optimizer"],
         "max_grad_norm": float(t["max_grad_norm"]),
-        "models": n_models,
-        "n_train": len(y_train),
-        "n_params": n_params,
+        **counts,
         "canaries_per_trial": cans.n_cols,
         "canary_pool_size": cans.pool_size,
         "engine": result.meta["engine"],
-        "test_accuracy": float(np.mean(acc)),
-        "test_accuracy_examples": int(min(len(data["y_test"]), t["eval_examples"] or 10**12)),
-        "test_accuracy_per_model": [float(a) for a in acc],
+        **accuracy,
     }
-    if design == "lidp":
+    if spec.design == "lidp":
         meta["lidp_variant"] = "replace_one"
     if examples.dirac_coords is not None:  # canary_id indexes the pool: its coordinates
         meta["dirac_coordinates"] = [int(v) for v in examples.dirac_coords]
-    sf = ScoreFile(score=score, membership=cans.member, canary_id=cans.cols, meta=meta, source=job)
-    return ShardOutput(sf, observations, result)
+    return meta
 
 
 #: The ``score`` entry of the meta: the statistic each threat model scores a canary with.
@@ -440,7 +491,7 @@ def data_gradient_mass(
     score to the canary and the noise. Weights on input features that are constant zero in the
     data get exactly 0. Clipped as the trainer clips (Opacus's factor); records in chunks of
     at most ``budget`` gradient entries (models x records x parameters)."""
-    from dpaudit.training.vectorized import FuncEngine, init_models
+    from dpaudit.training.engines import FuncEngine, init_models
 
     template, params, buffers = init_models(model_fn, seeds)
     engine = FuncEngine(template)

@@ -18,7 +18,7 @@ helpers below for the layouts and fused steps (measured with ``benchmarks/bench_
 This is an exact reformulation of per-sample clipping (same numbers as Opacus up to
 floating-point round-off; ``tests/test_vectorized.py`` checks it), and it applies to models
 made only of ``nn.Sequential`` containers and the layers in :data:`SUPPORTED`. The ``torch.func``
-path in :mod:`dpaudit.training.vectorized` handles any other model.
+path in :mod:`dpaudit.training.engines` handles any other model.
 
 Shapes: ``M`` models, ``B`` examples per model; parameters are stacked along a leading ``M``
 dimension, inputs are ``(M, B, ...)``.
@@ -289,7 +289,13 @@ class StackedSequential:
     def _forward(self, params: dict[str, torch.Tensor], x: torch.Tensor):
         """Logits (M, B, classes) and the tape the manual backward pass reads: per layer, what
         its backward needs (a parametrised layer's input, an activation's output, a pooling
-        layer's input and indices)."""
+        layer's input and indices).
+
+        Long on purpose: one branch per layer kind of :data:`SUPPORTED`, sharing the state
+        that makes it fast (``owned``: whether ``h`` may be overwritten in place; a ``tanh``
+        fused into the convolution before it; the workspace buffers); split into functions,
+        each would pass that state in and out. The reference it must match is
+        :class:`~dpaudit.training.engines.FuncEngine` (``tests/test_vectorized.py``)."""
         m, b = x.shape[:2]
         h = x.contiguous()
         tape: list[tuple[_Layer, object]] = []
@@ -396,7 +402,12 @@ class StackedSequential:
         ATen backward kernels autograd would call, without its bookkeeping); per parametrised
         layer ``(layer, a, g)``: linear ``a`` its input and ``g`` the gradient with respect to
         its output; convolution ``a`` the per-sample weight gradients and ``g`` the output
-        gradient summed over positions."""
+        gradient summed over positions.
+
+        Long on purpose, as :meth:`_forward`: the backward pass walks the tape in reverse with
+        one branch per layer kind and reuses buffers in place across branches; the torch.func
+        engine (:class:`~dpaudit.training.engines.FuncEngine`) is the reference it is tested
+        against."""
         with torch.no_grad():
             out, tape = self._forward(params, x.detach())
             # d/dz of sum_i CE(z_i, y_i) = softmax(z_i) - onehot(y_i)
@@ -532,7 +543,7 @@ class StackedSequential:
         max_grad_norm: float,
         x_sqnorm: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Same contract as :meth:`dpaudit.training.vectorized.FuncEngine.clipped_grad_sum`;
+        """Same contract as :meth:`dpaudit.training.engines.FuncEngine.clipped_grad_sum`;
         ``x_sqnorm`` (M, B), optional: squared norms of the flattened inputs (saves a pass over
         them)."""
         items = self._grads(params, x, y)
