@@ -305,6 +305,7 @@ def test_the_one_run_figures_get_the_papers_printed_values():
                     target_epsilon=eps,
                     claimed_epsilon=eps,
                     trial=trial,
+                    dirac_placement="random",
                     epsilon=0.3 * eps**0.5,
                 )
             )
@@ -318,3 +319,22 @@ def test_the_one_run_figures_get_the_papers_printed_values():
         _close(fig)
     accuracy = pipeline_params.figure_params(config, "cpu_one_run_accuracy")
     assert sorted(m["paper"] for m in accuracy["marks"]) == [0.76, 0.78]
+
+
+def test_lines_that_differ_only_in_a_later_series_column_get_distinct_colours():
+    from matplotlib.colors import to_hex
+
+    rows = []
+    for kind, shift in (("mislabeled", 0.0), ("in_distribution", 0.1)):
+        table = _one_run_table().assign(type=kind)
+        table["epsilon"] += shift
+        rows.append(table)
+    spec = {**ONE_RUN_FIGURE, "series": ["target_epsilon", "type"]}
+    fig = draw_table(pd.concat(rows, ignore_index=True), spec)
+    try:
+        lines = {c.get_label(): to_hex(c.lines[0].get_color()) for c in fig.axes[0].containers}
+        # named by what tells them apart (the one target epsilon is the claim line's)
+        assert set(lines) == {"mislabelled records", "in-distribution records"}, lines
+        assert len(set(lines.values())) == 2, lines
+    finally:
+        _close(fig)

@@ -337,8 +337,13 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
         table[col] = table[col].fillna("").astype(str)
     overrides = fig.get("labels") or {}
     names = estimator_labels(table, fig.get("estimator_labels"))
-    color_col = "estimator" if "estimator" in series else (series[0] if series else None)
+    # colour by estimator, else by the first series column that varies (a column with one
+    # value, e.g. the one target epsilon, would give every line the same colour)
+    varying = [c for c in series if table[c].nunique() > 1]
+    color_col = "estimator" if "estimator" in series else (varying or series or [None])[0]
     marker_cols = [c for c in series if c != color_col]
+    # legends name what tells the lines apart (every column where none varies)
+    label_cols = varying or series
     main_rows = table[~_controls(table)]
     one_x = kind in ("simulate", "train") and len(main_rows) and main_rows[x].nunique() == 1
 
@@ -361,7 +366,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
         has_controls = False
         lo, hi = np.inf, -np.inf
         bars = kind in ("simulate", "train")
-        for values, key, grp in keyed:
+        for values, _key, grp in keyed:
             valid = _is_valid(grp, y)
             control = _controls(grp)
             style = {
@@ -382,7 +387,13 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                     agg.index.to_numpy(),
                     mean,
                     yerr=se if bars else None,
-                    label=series_label(series, key, names, overrides, valid),
+                    label=series_label(
+                        label_cols,
+                        [values[c] for c in label_cols],
+                        names,
+                        overrides,
+                        valid,
+                    ),
                     **style,
                     **({} if valid else UNCORRECTED),
                 )
