@@ -338,3 +338,14 @@ def test_lines_that_differ_only_in_a_later_series_column_get_distinct_colours():
         assert len(set(lines.values())) == 2, lines
     finally:
         _close(fig)
+
+
+def test_the_caption_of_a_one_x_figure_says_it_is_a_dot_chart():
+    from dpaudit.plots.captions import caption
+
+    raw = yaml.safe_load((ROOT / "config" / "cpu" / "shuffling.yaml").read_text())
+    text = caption(raw["experiments"]["shuffling_variants_cpu"], "shuffling_variants_cpu")
+    assert "dot chart" in text and "bars one standard error" in text
+    one_run = yaml.safe_load((ROOT / "config" / "cpu" / "one_run.yaml").read_text())
+    text = caption(one_run["experiments"]["cpu_one_run_fig6"], "cpu_one_run_fig6")
+    assert "dot chart" not in text and "grey diamonds" in text
