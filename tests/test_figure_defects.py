@@ -349,3 +349,25 @@ def test_the_caption_of_a_one_x_figure_says_it_is_a_dot_chart():
     one_run = yaml.safe_load((ROOT / "config" / "cpu" / "one_run.yaml").read_text())
     text = caption(one_run["experiments"]["cpu_one_run_fig6"], "cpu_one_run_fig6")
     assert "dot chart" not in text and "grey diamonds" in text
+
+
+def test_only_the_tuned_mechanisms_claim_joins_the_main_claim():
+    # the Opacus engine's epsilon of every accountant restates the one claim: not drawn
+    table = _one_run_table(claim=1.5).assign(
+        claimed_epsilon_rdp=1.5, claimed_epsilon_prv=1.45, claimed_epsilon_gdp=1.4
+    )
+    fig = draw_table(table, ONE_RUN_FIGURE)
+    try:
+        texts = _texts(fig)
+        assert "claimed ε" in texts and not [t for t in texts if "rdp" in t or "ε_B" in t]
+    finally:
+        _close(fig)
+    # a simulated selection game: its main claim is not a training run's budget
+    game = _selection_table([2.0, 4.0])
+    fig = draw_table(game, {**SELECTION_FIGURE, "kind": "simulate"})
+    try:
+        texts = _texts(fig)
+        assert "claimed ε" in texts
+        assert any(t.startswith("claim of the tuned mechanism ε_U") for t in texts)
+    finally:
+        _close(fig)

@@ -46,13 +46,17 @@ REFERENCE_LABELS = {
     "reduced_game_rdp": "upper bound ε_U-O: reduced game via RDP (Alg. 3)",
 }
 
-#: Legend labels of known ``claimed_epsilon_<name>`` columns (further claims of the same rows).
+#: Further claims of the same rows drawn beside the main one (``claimed_epsilon_<name>``
+#: columns) -> legend label. Only these: other such columns (the Opacus engine's epsilon of
+#: every accountant for one run) restate the main claim and are not drawn.
 CLAIM_LABELS = {
-    # Xiang, Wang, Wang (2024), App. A.1, Theorem 1: the tuned mechanism's claim epsilon_U
+    # Xiang, Wang, Wang (2024, arXiv:2402.13087), App. A.1, Theorem 1: the tuned mechanism's
+    # claim epsilon_U
     "papernot_steinke": "claim of the tuned mechanism ε_U (Papernot-Steinke)",
 }
 
-#: The main claim's label where the rows carry further claims (the base mechanism's budget).
+#: The main claim's label in a train table that carries the tuned mechanism's claim: there the
+#: main claim is the budget of one training run (``dpaudit.training.tuning``).
 BASE_CLAIM_LABEL = "claim of one training run ε_B"
 
 #: A claim line more than this many times above the data's top is left off the y range (the
@@ -61,21 +65,21 @@ CLAIM_SPAN = 3.0
 
 
 def _claim_columns(table: pd.DataFrame) -> list[str]:
-    """The ``claimed_epsilon_<name>`` columns of further claims with a finite value."""
+    """The ``claimed_epsilon_<name>`` columns of :data:`CLAIM_LABELS` with a finite value."""
     return [
-        c
-        for c in sorted(table.columns)
-        if c.startswith("claimed_epsilon_")
-        and np.isfinite(pd.to_numeric(table[c], errors="coerce")).any()
+        f"claimed_epsilon_{name}"
+        for name in CLAIM_LABELS
+        if f"claimed_epsilon_{name}" in table.columns
+        and np.isfinite(pd.to_numeric(table[f"claimed_epsilon_{name}"], errors="coerce")).any()
     ]
 
 
-def _claim_label(column: str, extra: bool) -> str:
-    """The legend label of a claim column (``claimed_epsilon`` or ``claimed_epsilon_<name>``)."""
+def _claim_label(column: str, base_is_budget: bool) -> str:
+    """The legend label of a claim column (``claimed_epsilon``, or one of
+    :data:`CLAIM_LABELS`); ``base_is_budget``: the main claim is one training run's epsilon_B."""
     if column == "claimed_epsilon":
-        return BASE_CLAIM_LABEL if extra else "claimed ε"
-    name = column[len("claimed_epsilon_") :]
-    return CLAIM_LABELS.get(name, f"claimed ε ({name.replace('_', ' ')})")
+        return BASE_CLAIM_LABEL if base_is_budget else "claimed ε"
+    return CLAIM_LABELS[column[len("claimed_epsilon_") :]]
 
 
 def _reference_label(column: str) -> str:
@@ -226,9 +230,10 @@ def _draw_dots(
         )
     tops: list[float] = [hi]
     extra = _claim_columns(table)
+    budget = fig.get("kind") == "train" and bool(extra)
     lines: list[tuple[str, str, dict]] = []
     if fig.get("claimed", True) and "claimed_epsilon" in table:
-        lines.append(("claimed_epsilon", _claim_label("claimed_epsilon", bool(extra)), CLAIMED))
+        lines.append(("claimed_epsilon", _claim_label("claimed_epsilon", budget), CLAIMED))
         for k, col in enumerate(extra):
             lines.append((col, _claim_label(col, True), EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]))
     if fig.get("references", True):
@@ -417,7 +422,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                 (c, EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]) for k, c in enumerate(extra)
             ]
             for col, style in columns:
-                label = _claim_label(col, bool(extra))
+                label = _claim_label(col, kind == "train" and bool(extra))
                 artist = _plot_claimed(ax, finite, x, col, label, style)
                 value = pd.to_numeric(finite[col], errors="coerce")
                 if artist is not None and np.isfinite(value).any():
