@@ -1,11 +1,14 @@
 """The black box of config/cpu/one_run.yaml (Steinke, Nasr, Jagielski 2023, arXiv:2305.08846,
 Sec. 4.2, Figs. 7 and 8) on Location-30.
 
-* The design's invariants, checked on the config itself (no data needed): the Poisson rate
-  q = B / (n - m + m/2) is 0.08 at every point, 1000 steps everywhere, the canaries fit the
-  held-out split, and the MLP's random-label capacity (about 2 bits per parameter, Cover 1965;
-  log2(29) bits per mislabeled label) lies between the IN canaries of Fig. 7's middle and
-  largest m (docs/real_data/one_run.md, "Black box: design").
+* The design's invariants, checked on the config itself (no data needed): the paper's recipe,
+  one batch size B = 20 and 1000 steps at every point (no per-point training key), so that the
+  Poisson rate q = B / (n - m + m/2) that ``RunSpec.schedule`` derives is 0.08 at the smallest
+  point and falls as m or n - m grows (the noise is recalibrated per point by the trainer); both
+  canary types at every point; the canaries fit the held-out split; and the MLP's random-label
+  capacity (about 2 bits per parameter, Cover 1965; log2(29) bits per mislabeled label) lies
+  between the IN canaries of Fig. 7's middle and largest m (docs/real_data/one_run.md, "Black
+  box: design").
 * A reduced copy of both experiments end to end through Snakemake on the real Location-30 records
   of the shared data mirror (skips on a fresh clone without ../shared, fails in CI).
 """
@@ -23,44 +26,50 @@ import pytest
 import yaml
 
 from dpaudit.models import build_for_data
+from dpaudit.training.spec import RunSpec
 from tests.test_real_one_run import build_paper_targets
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = yaml.safe_load((REPO / "config" / "cpu" / "one_run.yaml").read_text())
 BLACK_BOX = ("cpu_one_run_fig7", "cpu_one_run_fig8")
 LOCATION_ROWS, LOCATION_FEATURES, LOCATION_CLASSES = 5010, 446, 30
-Q, STEPS = 0.08, 1000
+Q_SMALLEST, BATCH, STEPS = 0.08, 20, 1000
 
 
 def _points(name: str) -> list[dict]:
-    """Each point of a black-box experiment with its m and n - m filled in."""
+    """Each (m, n - m) point of a black-box experiment, in the order of its grid."""
     exp = CPU["experiments"][name]
-    out = []
-    for point in exp["points"]:
-        out.append(
-            {
-                "m": point.get("canaries.m", exp["canaries"]["m"]),
-                "n_train": point.get("dataset.n_train", exp["dataset"].get("n_train")),
-                "batch_size": point["train.batch_size"],
-            }
-        )
-    return out
+    grid = exp.get("grid") or {}
+    ms = grid.get("canaries.m", [exp["canaries"]["m"]])
+    n_trains = grid.get("dataset.n_train", [exp["dataset"].get("n_train")])
+    return [{"m": m, "n_train": n} for m in ms for n in n_trains]
 
 
 @pytest.mark.parametrize("name", BLACK_BOX)
-def test_blackbox_points_hold_the_sample_rate_and_steps(name):
+def test_blackbox_points_follow_the_papers_recipe(name):
     exp = CPU["experiments"][name]
     assert exp["dataset"]["name"] == "location"
     assert exp["train"]["steps"] == STEPS and exp["train"]["target_epsilons"] == [8]
+    # one training recipe: no point sets its own batch size (or any training key)
+    assert "points" not in exp
+    assert not [k for k in exp.get("grid", {}) if k.startswith("train.")]
+    assert exp["train"]["batch_size"] == BATCH
+    # the paper reports the better canary type at each point: both are trained
+    assert exp["grid"]["canaries.type"] == ["mislabeled", "in_distribution"]
     test_rows = round(exp["dataset"]["test_fraction"] * LOCATION_ROWS)
     train_rows = LOCATION_ROWS - test_rows
     pool = exp["dataset"]["canary_pool"]
     assert exp["train"]["eval_examples"] == test_rows - pool  # every non-canary held-out row
+    rates = []
     for p in _points(name):
         n_train = train_rows if p["n_train"] is None else p["n_train"]
         assert 1 <= n_train <= train_rows and p["m"] <= pool
-        q = p["batch_size"] / (n_train + p["m"] / 2)  # the trainer's nominal data set
-        assert q == pytest.approx(Q, rel=0.005), (name, p, q)
+        block = copy.deepcopy(exp)
+        block["canaries"]["m"] = p["m"]
+        rates.append(RunSpec.from_block(block).schedule(n_train).sample_rate)
+        assert rates[-1] == pytest.approx(BATCH / (n_train + p["m"] / 2))  # nominal data set
+    assert rates[0] == pytest.approx(Q_SMALLEST, rel=0.005)  # the previous design's point
+    assert all(np.diff(rates) < 0), rates  # q falls along the grid
 
 
 def test_blackbox_mlp_capacity_lies_inside_the_m_grid():
@@ -86,9 +95,11 @@ def _reduced(mirror: Path) -> dict:
     }
     for name in BLACK_BOX:
         exp = copy.deepcopy(CPU["experiments"][name])
-        exp["points"] = exp["points"][:2]
-        if "grid" in exp:  # Fig. 7: mislabeled canaries only (its figure keeps the type column)
-            exp["grid"] = {"canaries.type": ["mislabeled"]}
+        # two points, mislabeled canaries only (the figures keep the type column)
+        exp["grid"] = {
+            **{k: v[:2] for k, v in exp["grid"].items() if k != "canaries.type"},
+            "canaries.type": ["mislabeled"],
+        }
         exp["train"].update(steps=20, models_per_shard=2)
         config["experiments"][name] = exp
     return config

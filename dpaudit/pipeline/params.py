@@ -116,10 +116,12 @@ def figure_params(config: Config, experiment: str) -> dict[str, Any]:
     block = {k: v for k, v in exp["figure"].items() if k != "caption"}
     title = block.pop("title", None)
     names = applicable_estimators(config, experiment) if exp["kind"] != "analysis" else []
+    # a value the paper prints for its own setup (not_comparable) is drawn too, labelled so
     marks = [
-        {k: row.get(k) for k in ("paper", "where", "column", "quantity")}
+        {k: row.get(k) for k in ("paper", "where", "column", "quantity", "source")}
         for row in exp.get("reproduce", [])
-        if row.get("paper") is not None and row.get("source", "printed") == "printed"
+        if row.get("paper") is not None
+        and row.get("source", "printed") in ("printed", "not_comparable")
     ]
     return canonical(
         {

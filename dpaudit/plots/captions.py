@@ -42,7 +42,9 @@ _LOOK_FOR = {
         "Look for: valid bounds (solid) below the claimed epsilon (grey) and close to it, or "
         "to the reference lines (black); dashed, lighter lines are uncorrected, not valid "
         "bounds; dotted lines are the no-noise control. Hollow stars are the values the paper "
-        "prints: ours should lie on them, within the sampling error."
+        "prints: ours should lie on them, within the sampling error; hollow grey diamonds are "
+        "values the paper prints for its own data and model, which a reduced config only "
+        "stands in for (shown, not judged)."
     ),
     "analysis": (
         "Look for: the shape of the paper's curves; hollow stars are the values the paper "
@@ -67,6 +69,14 @@ def paper_figure(experiment: Mapping[str, Any]) -> str:
     return paper or figure
 
 
+def _one_x(experiment: Mapping[str, Any]) -> bool:
+    """Whether a train experiment's figure has one x value (its x is the target epsilon and it
+    trains at one): :func:`dpaudit.plots.lines.draw_table` draws it as a dot chart."""
+    fig = experiment.get("figure") or {}
+    targets = (experiment.get("train") or {}).get("target_epsilons") or []
+    return experiment["kind"] == "train" and fig.get("x") == "target_epsilon" and len(targets) == 1
+
+
 def caption(experiment: Mapping[str, Any], name: str) -> str:
     """The caption (plain text, valid reStructuredText) of experiment ``name``'s figure."""
     kind = experiment["kind"]
@@ -82,6 +92,15 @@ def caption(experiment: Mapping[str, Any], name: str) -> str:
             "accountant claims for each DP-SGD setting."
         )
         look = _LOOK_FOR["eps"]
+    elif _one_x(experiment):
+        x = column_label(fig["x"])
+        shows = (
+            f"Empirical epsilon lower bound at the one {x} of the experiment, as a dot chart: "
+            "one row per setting, one marker per estimator and selection rule (mean over "
+            "models and seeds, bars one standard error), the claims and references as "
+            "vertical lines with their values."
+        )
+        look = _LOOK_FOR["audit"]
     else:
         x = column_label(fig.get("x") or "setting")
         shows = (

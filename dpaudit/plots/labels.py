@@ -90,6 +90,10 @@ VALUE_LABELS: dict[str, dict[str, str]] = {
     "method": METHOD_LABELS,
     # Pillutla et al. (2023), Fig. 3: K = 1 is the DP baseline, K = sqrt(n) their LiDP audit.
     "K": {"1": "DP baseline (K = 1)", "sqrt_n": "K = √n"},
+    # Xiang, Wang, Wang (2024, arXiv:2402.13087), Section 4: the threat models of the tuning
+    # audit and its two selection statistics
+    "setup": {"ntnv": "NTNV", "ntcv": "NTCV", "etcv": "ETCV (X empty)"},
+    "statistic": {"lambda_a": "λ_a", "lambda_b": "λ_b"},
 }
 
 #: Columns -> axis label (units in words; epsilon is dimensionless).

@@ -17,7 +17,7 @@ from dpaudit.plots.labels import (
     value_label,
     wrap_label,
 )
-from dpaudit.plots.style import PAPER, PAPER_LABEL
+from dpaudit.plots.style import PAPER, PAPER_LABEL, PAPER_OTHER, PAPER_OTHER_LABEL
 
 
 def select_rows(table: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
@@ -104,7 +104,9 @@ def draw_paper_values(
     y: str,
 ) -> int:
     """Draw each value the paper prints (``reproduce`` rows with ``paper``, whose ``column`` is
-    the plotted ``y``) at the x of the rows its ``where`` selects, as a hollow black star.
+    the plotted ``y``) at the x of the rows its ``where`` selects, as a hollow black star (a
+    hollow grey diamond, labelled so, where the row's ``source`` is ``not_comparable``: the
+    paper's number for its own, larger setup).
     Rows naming a column this table lacks, or selecting no plotted point (or several x), are
     not about a point of this figure and draw nothing. Returns how many were drawn."""
     drawn = 0
@@ -119,6 +121,9 @@ def draw_paper_values(
         xs = [v for v in xs if np.isfinite(v)]
         if len(xs) != 1:
             continue
-        ax.plot([xs[0]], [float(mark["paper"])], label=PAPER_LABEL, zorder=5, **PAPER)
+        other = mark.get("source") == "not_comparable"
+        label = PAPER_OTHER_LABEL if other else PAPER_LABEL
+        style = {**PAPER, **(PAPER_OTHER if other else {})}
+        ax.plot([xs[0]], [float(mark["paper"])], label=label, zorder=5, **style)
         drawn += 1
     return drawn

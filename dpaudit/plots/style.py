@@ -40,6 +40,22 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 CLAIMED = {"color": "#7f7f7f", "lw": 1.0, "zorder": 1}
 REFERENCE = {"color": "black", "lw": 0.9, "zorder": 1}
 
+#: Further claims of one row (``claimed_epsilon_<name>`` columns, e.g. the tuned mechanism's
+#: epsilon_U beside the base budget), each in its own grey style, told apart from the main claim.
+EXTRA_CLAIMED = (
+    {"color": "#4d4d4d", "lw": 1.2, "ls": "--", "marker": "d", "zorder": 1},
+    {"color": "#4d4d4d", "lw": 1.2, "ls": (0, (6, 2, 1, 2)), "marker": "p", "zorder": 1},
+)
+
+#: The reference lines of one figure (``reference_<name>`` columns), each in its own black style
+#: (line style and marker), so that two ceilings never look alike.
+REFERENCE_STYLES = (
+    {"ls": "-.", "marker": "v"},
+    {"ls": (0, (1, 1.5)), "marker": "^"},
+    {"ls": (0, (4, 1.5)), "marker": "s"},
+    {"ls": (0, (3, 1, 1, 1, 1, 1)), "marker": "x"},
+)
+
 #: Uncorrected curves (not valid bounds): dashed and lighter; the legend says "(uncorrected)".
 UNCORRECTED = {"ls": "--", "alpha": 0.55}
 UNCORRECTED_SUFFIX = " (uncorrected)"
@@ -51,6 +67,9 @@ CONTROL_LABEL = "no-noise control (dotted)"
 #: A value printed in the paper, drawn on top of ours.
 PAPER = {"marker": "*", "ms": 10, "mfc": "none", "mec": "black", "mew": 0.9, "ls": "none"}
 PAPER_LABEL = "paper (printed value)"
+#: A value the paper prints for its own setup, which a reduced config only stands in for.
+PAPER_OTHER = {"marker": "D", "ms": 6, "mec": "#4d4d4d"}
+PAPER_OTHER_LABEL = "paper (printed, the paper's data and model)"
 
 
 @contextlib.contextmanager
@@ -82,8 +101,17 @@ def assign_colors(keys: Sequence[tuple[Any, str | None]]) -> dict[Any, str]:
     return colors
 
 
-def legend(fig: Any, ax: Any) -> None:
-    """The legend of ``ax``, outside the data (to the right of the axes), without repeats."""
+#: A legend of more entries than this, or of longer labels, goes below the axes: beside them
+#: it would be taller than the figure (matplotlib then draws it past the canvas).
+LEGEND_BESIDE_MAX = (8, 36)
+#: Height of one legend text line, in inches (legend.fontsize 7 pt, line spacing 1.5).
+_LEGEND_LINE_IN = 7 * 1.5 / 72
+
+
+def legend(fig: Any, ax: Any, below: bool | None = None) -> None:
+    """The legend of ``ax`` without repeats: to the right of the axes when it is short, below
+    them in two columns when it is long (``below``: force either), the figure made taller so
+    that the legend fits inside it."""
     from matplotlib.container import ErrorbarContainer
 
     handles, labels = ax.get_legend_handles_labels()
@@ -93,8 +121,21 @@ def legend(fig: Any, ax: Any) -> None:
             seen[label] = handle
     # the lines of data first, then the references (claimed, paper, controls)
     order = sorted(seen, key=lambda label: not isinstance(seen[label], ErrorbarContainer))
-    if order:
+    if not order:
+        return
+    lines = [len(label.split("\n")) for label in order]
+    widest = max(len(part) for label in order for part in label.split("\n"))
+    if below is None:
+        below = len(order) > LEGEND_BESIDE_MAX[0] or widest > LEGEND_BESIDE_MAX[1]
+    if not below:
         fig.legend([seen[label] for label in order], order, loc="outside right upper")
+        return
+    ncols = 1 if widest > 60 else 2
+    rows = [max(lines[i : i + ncols]) for i in range(0, len(lines), ncols)]
+    need = sum(rows) * _LEGEND_LINE_IN + 0.3
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, max(height, 2.6 + need))
+    fig.legend([seen[label] for label in order], order, loc="outside lower center", ncols=ncols)
 
 
 def title(ax: Any, text: str, width: int = 60) -> None:
@@ -127,5 +168,6 @@ def save(fig: Any, outputs: Sequence[str | Path]) -> None:
     with styled():
         for out in outputs:
             with atomic_path(out) as tmp:
-                fig.savefig(tmp, format=Path(out).suffix.lstrip("."))
+                # tight: whatever is drawn is saved, even past the figure's nominal size
+                fig.savefig(tmp, format=Path(out).suffix.lstrip("."), bbox_inches="tight")
     plt.close(fig)

@@ -31,12 +31,13 @@ import pandas as pd
 from dpaudit.accounting.dpsgd import dpsgd_tradeoff, eps_delta_tradeoff
 from dpaudit.estimators.multi_run import cp_upper, epsilon_from_rates, rate_level, sweep
 from dpaudit.plots import pyplot
+from dpaudit.plots.labels import wrap_label
 from dpaudit.plots.style import (
     CLAIMED,
     PALETTE,
     REFERENCE,
     UNCORRECTED,
-    UNCORRECTED_SUFFIX,
+    legend,
     save,
     styled,
 )
@@ -176,9 +177,19 @@ def tradeoff_table(
     return table
 
 
+#: The legend's words for the two empirical curves of a setting. The bounded curve is a
+#: Clopper-Pearson bound at each threshold (at ``rate_level`` per rate): a valid bound per
+#: point, not "uncorrected"; what it is not is simultaneous over the thresholds, and the legend
+#: says so. The raw curve is the rates themselves, no bound at all.
+RAW_TEXT = "raw rates (no confidence bound)"
+
+
 def _confidence_text(confidence: float) -> str:
-    # per point, not simultaneous over the thresholds scanned: labelled as uncorrected
-    return f"{100 * rate_level(confidence):g}% pointwise CP bounds{UNCORRECTED_SUFFIX}"
+    """The bounded curve's label: its Clopper-Pearson level per rate, pointwise."""
+    return (
+        f"Clopper-Pearson upper bounds, {100 * rate_level(confidence):g}% per rate "
+        "(pointwise, not simultaneous over thresholds)"
+    )
 
 
 def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
@@ -205,7 +216,7 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
                     color=color,
                     lw=0.8,
                     **UNCORRECTED,
-                    label=f"{name}{UNCORRECTED_SUFFIX}",
+                    label=f"{name}: {RAW_TEXT}",
                 )
                 ax.step(
                     c["fpr_upper"],
@@ -213,7 +224,7 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
                     where="post",
                     color=color,
                     lw=1.4,
-                    label=f"{name}, {conf}",
+                    label=wrap_label(f"{name}: {conf}", 90),
                 )
                 ax.fill_between(
                     c["fpr_upper"],
@@ -239,9 +250,9 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
         axes[1].set_title(f"zoom: FPR ≤ {ZOOM:g}", fontsize="small")
         if heading:
             figure.suptitle("\n".join(textwrap.wrap(heading, 100)))
-        # below the panels (two columns): beside them it would squeeze the two panels
-        handles, names = axes[0].get_legend_handles_labels()
-        figure.legend(handles, names, loc="outside lower center", ncols=2)
+        # below the panels: beside them it would squeeze the two panels (one column where the
+        # labels are long, the figure made taller to hold it)
+        legend(figure, axes[0], below=True)
     return figure
 
 
