@@ -1,0 +1,190 @@
+"""Table 1 of Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run"
+(ICML 2025, arXiv:2410.22235): the idealised Gaussian setting of their App. D (Alg. 4).
+
+The setting: m orthogonal unit canaries; canary i has a sign s_i = +1 (in) or -1 (out) by a
+fair coin, and the auditor observes s_i + N(0, (2 sigma)^2), a Gaussian mechanism of
+mu = 1 / sigma. For c' guesses the auditor guesses "in" on the c'/2 largest observations (and
+"out" on the c'/2 smallest, the same accuracy by symmetry); the paper sets the number of
+correct guesses to c = ceil(c' * the fraction of the c'/2 largest with s = +1), the fraction
+averaged over 100 repetitions (:func:`ideal_counts`). Each method audits the same (m, c', c)
+and reports its best epsilon over c' at delta = 1e-5 (Table 1):
+
+* ``theoretical``: the epsilon of mu-GDP at delta;
+* ``Steinke et al.``: the (epsilon, delta) one-run test of Steinke, Nasr, Jagielski (2023)
+  (:mod:`dpaudit.estimators.one_run`) at delta;
+* ``Steinke et al. (pointwise)``: Sec. 4.2 of Mahloujifar et al.: one game, the (m, c') that is
+  best for Steinke et al. at delta = 1e-5; then the (epsilon_delta', delta') test at 60 values
+  delta' = 10^-x, x evenly spaced in [3, 9]; the Gaussian curve mu is rejected when any one
+  test rejects (as the paper states: no correction for the 60 tests), reported at delta
+  (:func:`steinke_pointwise`);
+* ``ours (Mahloujifar et al.)``: the recursion of their Algorithm 3 with the mu-GDP family at
+  tau = 0.05 (:mod:`dpaudit.estimators.fdp_abstention`).
+
+Our choices where the paper is silent: the c' grid (:func:`guess_grid`, geometric, even
+values), the seed. The paper's printed values (:data:`PAPER_TABLE1`) are kept only to be put
+next to ours (column ``paper``); they never enter a computation. Findings
+(docs/estimators/fdp_abstention.md, "Table 1"): the counts reproduce the paper's own
+(c' = 1500, c = 1429 at m = 10^5, sigma = 1, App. B), the Steinke et al. columns agree, and the
+paper's own bound on these counts stays below its printed column.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.estimators import fdp_abstention, one_run
+from dpaudit.estimators.fdp_one_run import from_epsilon, to_epsilon
+from dpaudit.seeding import derive_seed
+
+#: Table 1 of the paper (delta = 1e-5): sigma -> (m, theoretical, Steinke et al.,
+#: Steinke et al. (pointwise), ours).
+PAPER_TABLE1 = {
+    0.5: (100_000, 9.99, 4.99, 5.01, 8.16),
+    1.0: (100_000, 4.37, 2.61, 2.71, 3.61),
+    2.0: (100_000, 1.99, 1.33, 1.35, 1.59),
+    4.0: (1_000_000, 0.92, 0.61, 0.67, 0.82),
+}
+#: The series names of the table, in the paper's column order.
+SERIES = (
+    "theoretical",
+    "Steinke et al.",
+    "Steinke et al. (pointwise)",
+    "ours (Mahloujifar et al.)",
+)
+#: Sec. 4.2: the deltas of the pointwise audit, 10^-x for 60 x evenly spaced in [3, 9].
+POINTWISE_DELTAS = tuple(float(10.0**-x) for x in np.linspace(3.0, 9.0, 60))
+
+
+def guess_grid(m: int, size: int = 40, smallest: int = 10) -> list[int]:
+    """Our c' grid (the paper does not state its own): ``size`` geometric values from
+    ``smallest`` to m, each rounded to an even number (c'/2 guesses each way), deduplicated."""
+    if m < 2 or size < 1 or smallest < 2:
+        raise ValueError(f"need m >= 2, size >= 1, smallest >= 2; got {m}, {size}, {smallest}")
+    values = np.geomspace(min(smallest, m), m, size)
+    return sorted({max(2, 2 * (int(round(v)) // 2)) for v in values})
+
+
+def ideal_fractions(
+    m: int, sigma: float, guesses: Sequence[int], repetitions: int = 100, seed: int = 0
+) -> np.ndarray:
+    """The fraction of s = +1 among the c'/2 largest observations of App. D's Gaussian
+    mechanism, per repetition (rows) and per c' of ``guesses`` (columns)."""
+    if sigma <= 0 or repetitions < 1:
+        raise ValueError(f"need sigma > 0 and repetitions >= 1, got {sigma}, {repetitions}")
+    halves = np.array([int(g) // 2 for g in guesses])
+    if len(halves) == 0 or halves.min() < 1 or 2 * halves.max() > m:
+        raise ValueError(f"each c' must lie in [2, m = {m}], got {list(guesses)}")
+    rng = np.random.default_rng(derive_seed(seed, "fdp_abstention_ideal", m, sigma))
+    top = int(halves.max())
+    out = np.empty((repetitions, len(halves)))
+    for t in range(repetitions):
+        signs = rng.integers(0, 2, size=m) * 2 - 1
+        obs = signs + rng.normal(0.0, 2.0 * sigma, size=m)
+        idx = np.argpartition(-obs, top - 1)[:top]
+        idx = idx[np.argsort(-obs[idx], kind="stable")]
+        inside = np.cumsum(signs[idx] > 0)
+        out[t] = inside[halves - 1] / halves
+    return out
+
+
+def ideal_counts(
+    m: int, sigma: float, guesses: Sequence[int], repetitions: int = 100, seed: int = 0
+) -> list[int]:
+    """App. D, Alg. 4: c = ceil(c' * the mean fraction over ``repetitions``), per c'."""
+    mean = ideal_fractions(m, sigma, guesses, repetitions, seed).mean(axis=0)
+    # the product is a ratio of integers: drop float noise before the ceiling
+    return [
+        min(int(g), math.ceil(round(int(g) * f, 9))) for g, f in zip(guesses, mean, strict=True)
+    ]
+
+
+def steinke_pointwise(
+    m: int,
+    guesses: int,
+    correct: int,
+    deltas: Sequence[float] = POINTWISE_DELTAS,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Sec. 4.2's pointwise audit: (mu, epsilon at ``delta``) of the least private Gaussian
+    curve rejected by any of the (epsilon_d, d) tests of Steinke et al. at the ``deltas``.
+
+    The test at d rejects mu-GDP when its epsilon at d lies below the test's bound eps_d, i.e.
+    when mu is below the mu whose GDP epsilon at d is eps_d; the union rejects every mu below
+    the largest of these."""
+    mu = 0.0
+    for d in deltas:
+        eps_d = one_run.epsilon_lower_bound(m, guesses, correct, d, confidence)
+        if eps_d > 0.0:
+            mu = max(mu, from_epsilon("gdp", eps_d, d))
+    return mu, to_epsilon("gdp", mu, delta)
+
+
+def _ours_best(m: int, grid: list[int], counts: list[int], delta: float, confidence: float):
+    by_r = dict(zip(grid, counts, strict=True))
+    r, (bound, _, _) = fdp_abstention.best_over_grid(
+        m, grid, confidence, counts=lambda g: (g // 2, g - g // 2, g - by_r[g]), delta=delta
+    )
+    return r, bound
+
+
+def table1_rows(
+    sigma: float,
+    m: int,
+    repetitions: int = 100,
+    seed: int = 0,
+    grid_size: int = 40,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+) -> list[dict]:
+    """The four Table 1 entries for one sigma (one row each; x = sigma, y = epsilon)."""
+    grid = guess_grid(m, grid_size)
+    counts = ideal_counts(m, sigma, grid, repetitions, seed)
+    paper = PAPER_TABLE1.get(float(sigma))
+    rows = []
+
+    def row(series: str, eps: float, mu: float, r: int | None, c: int | None) -> None:
+        printed = paper[1 + SERIES.index(series)] if paper and paper[0] == m else math.nan
+        rows.append(
+            {"x": float(sigma), "y": eps, "series": series, "m": m, "mu": mu,
+             "guesses": r, "correct": c, "paper": printed, "difference": eps - printed}
+        )  # fmt: skip
+
+    mu_true = 1.0 / sigma
+    row("theoretical", to_epsilon("gdp", mu_true, delta), mu_true, None, None)
+    steinke = [
+        one_run.epsilon_lower_bound(m, g, c, delta, confidence)
+        for g, c in zip(grid, counts, strict=True)
+    ]
+    best = int(np.argmax(steinke))  # the first c' of the largest bound
+    g_s, c_s = grid[best], counts[best]
+    row("Steinke et al.", steinke[best], from_epsilon("gdp", steinke[best], delta), g_s, c_s)
+    mu_p, eps_p = steinke_pointwise(m, g_s, c_s, POINTWISE_DELTAS, delta, confidence)
+    row("Steinke et al. (pointwise)", eps_p, mu_p, g_s, c_s)
+    r, bound = _ours_best(m, grid, counts, delta, confidence)
+    row("ours (Mahloujifar et al.)", bound.epsilon, bound.param, r, r - bound.wrong)
+    return rows
+
+
+def table1(
+    sigmas: Sequence[float] = (0.5, 1.0, 2.0, 4.0),
+    ms: Sequence[int] = (100_000, 100_000, 100_000, 1_000_000),
+    repetitions: int = 100,
+    seed: int = 0,
+    grid_size: int = 40,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Table 1 (idealised Gaussian, App. D): theoretical epsilon, Steinke et al., Steinke et
+    al. (pointwise) and the paper's bound per sigma, with the paper's printed value beside ours
+    (columns ``paper``, ``difference``). Tidy: x = sigma, y = epsilon, series = the column."""
+    if len(sigmas) != len(ms):
+        raise ValueError(f"sigmas and ms must have the same length, got {sigmas} and {ms}")
+    rows = []
+    for sigma, m in zip(sigmas, ms, strict=True):
+        rows += table1_rows(float(sigma), int(m), repetitions, seed, grid_size, delta, confidence)
+    return pd.DataFrame(rows)
