@@ -90,3 +90,33 @@ def test_registry_and_paper_config_agree_with_the_library():
     for c in checks:
         sigma, series = c["where"]["x"], c["where"]["series"]
         assert c["paper"] == F.PAPER_TABLE1[sigma][1 + F.SERIES.index(series)], c["quantity"]
+
+
+def test_argmax_accuracy_against_its_definition():
+    """k = 2: P[1 + s Z0 > s Z1] = Phi(1 / (2 sigma)) in closed form; k = 10 against a
+    Monte Carlo draw of the k coordinates (4 standard errors)."""
+    from scipy import special
+
+    assert F.argmax_accuracy(2, 1.0) == pytest.approx(special.ndtr(0.5), abs=1e-9)
+    rng = np.random.default_rng(3)
+    s, n = 0.6 * np.sqrt(2), 200_000
+    obs = rng.normal(0.0, s, size=(n, 10))
+    obs[:, 0] += 1.0
+    mc = np.mean(np.argmax(obs, axis=1) == 0)
+    acc = F.argmax_accuracy(10, 0.6)
+    assert abs(mc - acc) <= 4 * np.sqrt(acc * (1 - acc) / n)
+
+
+def test_reconstruction_curve_rises_with_k_and_k2_is_membership():
+    """App. B, Fig. 5's claim (more options per canary, more entropy): the bound rises with
+    k at m = 100; at k = 2 it is the membership bound of the same counts; never above the
+    theoretical epsilon; registered for config/paper/fdp_abstention.yaml."""
+    t = F.reconstruction_curve(sigma=0.6, m=100, ks=(2, 5, 20, 50))
+    ours = t[t["series"] == "ours, m = 100"].sort_values("x")
+    assert np.all(np.diff(ours["y"].to_numpy()) > 0)
+    k2 = ours.iloc[0]
+    member = fdp_abstention.epsilon_lower_bound(100, 100, 100 - int(k2["correct"]), "gdp", 1e-5)
+    assert k2["y"] == member.epsilon
+    theory = t[t["series"] == "theoretical"]["y"].iloc[0]
+    assert ours["y"].max() < theory
+    assert registry.get("fdp_abstention_reconstruction") is F.reconstruction_curve

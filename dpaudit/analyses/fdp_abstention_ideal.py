@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import special, stats
 
 from dpaudit.estimators import fdp_abstention, one_run
 from dpaudit.estimators.fdp_one_run import from_epsilon, to_epsilon
@@ -187,4 +188,42 @@ def table1(
     rows = []
     for sigma, m in zip(sigmas, ms, strict=True):
         rows += table1_rows(float(sigma), int(m), repetitions, seed, grid_size, delta, confidence)
+    return pd.DataFrame(rows)
+
+
+def argmax_accuracy(k: int, sigma: float) -> float:
+    """P[the argmax of k coordinates is the shifted one]: one coordinate 1 + N(0, s^2), the
+    other k - 1 N(0, s^2), s = sigma sqrt(2) (so that any two options are (1/sigma)-GDP apart,
+    as the membership setting of App. D), by quadrature of
+    integral phi(z) Phi(z + 1/s)^(k - 1) dz."""
+    if k < 2 or sigma <= 0:
+        raise ValueError(f"need k >= 2 and sigma > 0, got {k}, {sigma}")
+    shift = 1.0 / (sigma * math.sqrt(2.0))
+    z = np.linspace(-12.0, 12.0, 24_001)
+    log_cdf = special.log_ndtr(z + shift) * (k - 1)
+    return float(np.trapezoid(np.exp(log_cdf) * stats.norm.pdf(z), z))
+
+
+def reconstruction_curve(
+    sigma: float = 0.6,
+    m: int = 10_000,
+    ks: Sequence[int] = (50, 100, 200, 500, 1000, 2000, 5000),
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """App. B, Fig. 5 as an idealised target: the reconstruction game (Alg. 2) on m canaries of
+    k options, no abstention (c' = m), the auditor naming the argmax; c = floor(m x the
+    expected accuracy, :func:`argmax_accuracy`), the bound of Theorem 3.1 with k options and
+    the mu-GDP family, mu = 1/sigma, beside the theoretical epsilon. Our choices (the paper
+    shows the curves only in a figure): the mechanism (orthogonal options, noise sigma sqrt(2)
+    per coordinate) and the expected count in place of repetitions. x = k, y = epsilon."""
+    truth = to_epsilon("gdp", 1.0 / sigma, delta)
+    rows = []
+    for k in ks:
+        acc = argmax_accuracy(int(k), sigma)
+        c = int(math.floor(m * acc))
+        b = fdp_abstention.epsilon_lower_bound(m, m, m - c, "gdp", delta, confidence, k=int(k))
+        common = {"x": int(k), "k": int(k), "m": m, "sigma": sigma, "accuracy": acc, "correct": c}
+        rows.append({**common, "y": b.epsilon, "mu": b.param, "series": f"ours, m = {m}"})
+        rows.append({**common, "y": truth, "mu": 1.0 / sigma, "series": "theoretical"})
     return pd.DataFrame(rows)

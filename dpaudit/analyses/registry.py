@@ -47,6 +47,7 @@ ANALYSES: dict[str, Callable[..., pd.DataFrame]] = {
     "tight_one_run_vs_delta": tight_one_run.versus_delta,
     "tight_one_run_p_values": tight_one_run.p_values,
     "fdp_abstention_table1": fdp_abstention_ideal.table1,
+    "fdp_abstention_reconstruction": fdp_abstention_ideal.reconstruction_curve,
 }
 
 

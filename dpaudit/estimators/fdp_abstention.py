@@ -180,7 +180,7 @@ def _upper_hull(alpha: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.array(hx), np.array(hy)
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=1024)  # a bisection's dyadic parameters recur across audits
 def sgm_curve(
     mu: float, q: float, steps: int, discretization: float = SGM_DISCRETIZATION
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ the most powerful statistic.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -37,6 +38,15 @@ def dpsgd_scores(
     return loss.sum(axis=0), member
 
 
+@functools.lru_cache(maxsize=32)
+def claimed_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
+    """The PLD accountant's epsilon (dp_accounting, discretisation 1e-4) at ``delta``
+    (cached: seconds per setting)."""
+    from dpaudit.accounting.dpsgd import epsilon_pld
+
+    return float(epsilon_pld(sigma, q, steps, delta))
+
+
 def dpsgd_score_file(
     m: int,
     sigma: float,
@@ -50,8 +60,6 @@ def dpsgd_score_file(
 ) -> ScoreFile:
     """One run of :func:`dpsgd_scores` as a one-run score file; the claimed epsilon is the PLD
     accountant's (dp_accounting, discretisation 1e-4) at ``delta``."""
-    from dpaudit.accounting.dpsgd import epsilon_pld
-
     score, member = dpsgd_scores(m, sigma, q, steps, np.random.default_rng(seed))
     meta = {
         "format_version": FORMAT_VERSION,
@@ -60,7 +68,7 @@ def dpsgd_score_file(
         "seed": int(seed),
         "design": "one_run",
         "threat_model": "simulation",
-        "claimed_epsilon": float(epsilon_pld(sigma, q, steps, delta)),
+        "claimed_epsilon": claimed_epsilon(sigma, q, steps, delta),
         "delta": float(delta),
         "accountant": "pld",
         "mechanism": "dpsgd_ideal",
