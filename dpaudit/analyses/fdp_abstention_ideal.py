@@ -157,17 +157,11 @@ def table1_rows(
 
     mu_true = 1.0 / sigma
     row("theoretical", to_epsilon("gdp", mu_true, delta), mu_true, None, None)
-    steinke = [
-        one_run.epsilon_lower_bound(m, g, c, delta, confidence)
-        for g, c in zip(grid, counts, strict=True)
-    ]
-    best = int(np.argmax(steinke))  # the first c' of the largest bound
-    g_s, c_s = grid[best], counts[best]
-    row("Steinke et al.", steinke[best], from_epsilon("gdp", steinke[best], delta), g_s, c_s)
+    (e_s, g_s, c_s), (e_o, r, c_o, mu_o) = _both(m, grid, counts, delta, confidence)
+    row("Steinke et al.", e_s, from_epsilon("gdp", e_s, delta), g_s, c_s)
     mu_p, eps_p = steinke_pointwise(m, g_s, c_s, POINTWISE_DELTAS, delta, confidence)
     row("Steinke et al. (pointwise)", eps_p, mu_p, g_s, c_s)
-    r, bound = _ours_best(m, grid, counts, delta, confidence)
-    row("ours (Mahloujifar et al.)", bound.epsilon, bound.param, r, r - bound.wrong)
+    row("ours (Mahloujifar et al.)", e_o, mu_o, r, c_o)
     return rows
 
 
@@ -226,4 +220,113 @@ def reconstruction_curve(
         common = {"x": int(k), "k": int(k), "m": m, "sigma": sigma, "accuracy": acc, "correct": c}
         rows.append({**common, "y": b.epsilon, "mu": b.param, "series": f"ours, m = {m}"})
         rows.append({**common, "y": truth, "mu": 1.0 / sigma, "series": "theoretical"})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ Figs. 1 and 6-11
+
+
+def expected_counts(m: int, sigma: float, guesses: Sequence[int]) -> list[int]:
+    """Noise-free counts of App. D's setting: c = ceil(c' x the expected accuracy of the c'/2
+    largest observations) (:func:`dpaudit.analyses.one_run_theory.gaussian_accuracy` with
+    noise 2 sigma), in place of the 100-repetition mean at scales where simulating m
+    observations 100 times is too slow (m up to 10^7; our choice)."""
+    from dpaudit.analyses.one_run_theory import gaussian_accuracy
+
+    out = []
+    for g in guesses:
+        acc = gaussian_accuracy(int(g), int(m), 2.0 * sigma)
+        out.append(min(int(g), math.ceil(round(int(g) * acc, 9))))
+    return out
+
+
+def _both(m: int, grid: list[int], counts: list[int], delta: float, confidence: float):
+    """Steinke et al.'s best over the grid, (epsilon, c', c), and ours, (epsilon, c', c, mu)."""
+    steinke = [
+        one_run.epsilon_lower_bound(m, g, c, delta, confidence)
+        for g, c in zip(grid, counts, strict=True)
+    ]
+    i = int(np.argmax(steinke))
+    r, bound = _ours_best(m, grid, counts, delta, confidence)
+    return (steinke[i], grid[i], counts[i]), (bound.epsilon, r, r - bound.wrong, bound.param)
+
+
+def _row(x, series: str, eps: float, sigma: float, m: int, r, c, **extra) -> dict:
+    return {"x": x, "y": eps, "series": series, "sigma": sigma, "m": m, "guesses": r,
+            "correct": c, **extra}  # fmt: skip
+
+
+def versus_m(
+    sigma: float = 1.0,
+    ms: Sequence[int] = (100, 1000, 10_000, 100_000, 1_000_000, 10_000_000),
+    grid_size: int = 40,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Fig. 1 as an idealised target: Steinke et al. and the paper's bound, each at its best c'
+    of our grid, as the number of canaries m grows (noise-free counts, :func:`expected_counts`),
+    beside the theoretical epsilon. x = m."""
+    truth = to_epsilon("gdp", 1.0 / sigma, delta)
+    rows = []
+    for m in ms:
+        grid = guess_grid(int(m), grid_size)
+        counts = expected_counts(int(m), sigma, grid)
+        (es, gs, cs), (eo, go, co, _) = _both(int(m), grid, counts, delta, confidence)
+        rows += [
+            _row(int(m), "Steinke et al.", es, sigma, int(m), gs, cs),
+            _row(int(m), "ours (Mahloujifar et al.)", eo, sigma, int(m), go, co),
+            _row(int(m), "theoretical", truth, sigma, int(m), None, None),
+        ]
+    return pd.DataFrame(rows)
+
+
+def versus_guesses(
+    sigma: float = 1.0,
+    m: int = 10_000_000,
+    guesses: Sequence[int] = (100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000),
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Figs. 6-9 as idealised targets: both bounds at each c' (m = 10^7, noise-free counts).
+    x = c'."""
+    counts = expected_counts(int(m), sigma, guesses)
+    rows = []
+    for g, c in zip(guesses, counts, strict=True):
+        es = one_run.epsilon_lower_bound(int(m), int(g), c, delta, confidence)
+        eo = fdp_abstention.epsilon_lower_bound(
+            int(m), int(g), int(g) - c, "gdp", delta, confidence
+        )
+        rows += [
+            _row(int(g), "Steinke et al.", es, sigma, int(m), int(g), c),
+            _row(int(g), "ours (Mahloujifar et al.)", eo.epsilon, sigma, int(m), int(g), c),
+        ]
+    return pd.DataFrame(rows)
+
+
+def versus_delta_confidence(
+    vary: str = "delta",
+    values: Sequence[float] = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3),
+    m: int = 100_000,
+    guesses: int = 1500,
+    correct: int = 1429,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Figs. 10-11 as idealised targets: the paper's counts (m = 10^5, c' = 1500, c = 1429,
+    sigma = 1, App. B), both bounds as delta (``vary: delta``) or the confidence (``vary:
+    confidence``) varies, the other held at ``delta`` / ``confidence``. x = the varied value."""
+    if vary not in ("delta", "confidence"):
+        raise ValueError(f"vary must be 'delta' or 'confidence', got {vary!r}")
+    rows = []
+    for v in values:
+        d, conf = (float(v), confidence) if vary == "delta" else (delta, float(v))
+        es = one_run.epsilon_lower_bound(m, guesses, correct, d, conf)
+        eo = fdp_abstention.epsilon_lower_bound(m, guesses, guesses - correct, "gdp", d, conf)
+        extra = {"delta": d, "confidence": conf}
+        rows += [
+            _row(float(v), "Steinke et al.", es, 1.0, m, guesses, correct, **extra),
+            _row(float(v), "ours (Mahloujifar et al.)", eo.epsilon, 1.0, m, guesses, correct,
+                 **extra),
+            _row(float(v), "theoretical", to_epsilon("gdp", 1.0, d), 1.0, m, None, None, **extra),
+        ]  # fmt: skip
     return pd.DataFrame(rows)
