@@ -120,3 +120,39 @@ def test_reconstruction_curve_rises_with_k_and_k2_is_membership():
     theory = t[t["series"] == "theoretical"]["y"].iloc[0]
     assert ours["y"].max() < theory
     assert registry.get("fdp_abstention_reconstruction") is F.reconstruction_curve
+
+
+def test_noise_free_counts_agree_with_the_simulated_ones():
+    """Figs. 1 and 6-9 use c = ceil(c' x the expected accuracy): at App. B's point it is the
+    simulated 100-repetition count within 3 (and the paper's 1429 within 2)."""
+    (c,) = F.expected_counts(100_000, 1.0, [1500])
+    assert abs(c - F.ideal_counts(100_000, 1.0, [1500], repetitions=100, seed=0)[0]) <= 3
+    assert abs(c - 1429) <= 2
+
+
+def test_figs10_11_on_the_papers_counts():
+    """m = 10^5, c' = 1500, c = 1429: the paper's bound is 3.30 at (1e-5, 95%), falls as the
+    confidence grows, stays at least Steinke et al.'s at every delta and below the theory."""
+    t = F.versus_delta_confidence("confidence", (0.5, 0.9, 0.95, 0.99))
+    ours = t[t["series"] == "ours (Mahloujifar et al.)"].sort_values("x")["y"].to_numpy()
+    assert np.all(np.diff(ours) < 0) and ours[2] == pytest.approx(3.299, abs=0.005)
+    t = F.versus_delta_confidence("delta", (1e-9, 1e-5, 1e-3))
+    y = {s: g.sort_values("x")["y"].to_numpy() for s, g in t.groupby("series")}
+    assert np.all(y["ours (Mahloujifar et al.)"] >= y["Steinke et al."])
+    assert np.all(y["ours (Mahloujifar et al.)"] < y["theoretical"])
+    with pytest.raises(ValueError, match="vary must be 'delta' or 'confidence'"):
+        F.versus_delta_confidence("m", (1.0,))
+
+
+@pytest.mark.slow
+def test_fig1_and_figs6_9_shapes():
+    """Fig. 1: the paper's bound grows with m while Steinke et al.'s falls from 10^5 to 10^7
+    (its m x delta term); App. B at m = 10^7: Steinke et al. is 0 at c' = 1000, the paper's
+    bound is not (sigma = 2). About 4 s."""
+    t = F.versus_m(2.0, ms=(1000, 100_000, 10_000_000), grid_size=20)
+    y = {s: g.sort_values("x")["y"].to_numpy() for s, g in t.groupby("series")}
+    assert np.all(np.diff(y["ours (Mahloujifar et al.)"]) > 0)
+    assert y["Steinke et al."][2] < y["Steinke et al."][1]
+    g = F.versus_guesses(2.0, 10_000_000, (1000,))
+    by = dict(zip(g["series"], g["y"], strict=True))
+    assert by["Steinke et al."] == 0.0 and by["ours (Mahloujifar et al.)"] > 1.5
