@@ -190,9 +190,12 @@ def sgm_curve(
     dp_accounting's pessimistic privacy-loss distribution
     (:func:`dpaudit.accounting.dpsgd.dpsgd_pld`), i.e. the convex minorant of the two trade-off
     curves, min(f_remove, f_add)** (Dong, Roth, Su 2022, arXiv:1905.02383, Sec. 4.1 for the
-    symmetrisation). The pessimistic discretisation rounds every loss up and moves truncated
-    tails to the infinite loss, so this f lies below the exact curve: the null is weaker and
-    the test stays valid. mu = 0 is the identity (f(x) = 1 - x). Cached per setting."""
+    symmetrisation). The pessimistic discretisation (dp_accounting's connect-the-dots, Doroshenko,
+    Ghazi, Kamath, Kumar, Manurangsi 2022; truncated tails moved to the infinite loss) dominates
+    the exact pair, so this f lies below the exact curve (tested: never above it at q = 1 and
+    at one step): the null is weaker and the test stays valid. mu = 0 is the identity
+    (f(x) = 1 - x). Cached per setting; the cost grows with mu (about 0.3 s at mu = 1.4, 4 s
+    at mu = 8, 9 s at mu = 32 for q = 0.5 and 4 steps under load)."""
     if mu <= 0.0:
         return np.array([0.0, 1.0]), np.array([0.0, 1.0])
     from dpaudit.accounting.dpsgd import dpsgd_pld
