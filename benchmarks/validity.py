@@ -22,6 +22,7 @@ import numpy as np
 
 from dpaudit.audit import run_estimator
 from dpaudit.mechanisms.batched_gaussian import bgm_score_file
+from dpaudit.mechanisms.dpsgd_ideal import claimed_epsilon, dpsgd_score_file
 from dpaudit.mechanisms.lidp_gaussian import score_file as lidp_score_file
 from dpaudit.mechanisms.one_run_ideal import (
     gaussian_score_file,
@@ -139,6 +140,20 @@ def cases() -> list[Case]:
             lambda s: gaussian_score_file(1000, 2.0, 1e-5, seed=s),
             g.claimed_epsilon,
             {**abstention, "selections": ["multi_split"], "splits": 4, "split_seed": 0},
+        ),
+        Case(
+            "fdp_abstention subsampled Gaussian q = 0.5, 4 steps (Bonferroni)",
+            "idealised DP-SGD, sigma = 0.7, q = 0.5, 4 steps, m = 1000",
+            lambda s: dpsgd_score_file(1000, 0.7, 0.5, 4, 1e-5, seed=s),
+            claimed_epsilon(0.7, 0.5, 4, 1e-5),
+            {
+                **abstention,
+                "family": "subsampled_gaussian",
+                "q": 0.5,
+                "steps": 4,
+                "selections": ["bonferroni"],
+                "r_grid": [100, 200, 500],
+            },
         ),
         Case(
             "lidp Wilson order 2 (held out)",

@@ -116,6 +116,7 @@ def test_an_unknown_declared_family_is_an_error_naming_the_file(tmp_path):
         ("fdp_one_run", "approx_dp", None, "approx_dp_delta>0"),  # delta not known yet
         ("fdp_abstention", "approx_dp", 1e-5, ""),  # the recursion holds for every f
         ("fdp_abstention", "gdp", 1e-5, "gdp"),
+        ("fdp_abstention", "subsampled_gaussian", 1e-5, "subsampled_gaussian_steps"),
     ],
 )
 def test_what_each_method_assumes(method, family, delta, want):

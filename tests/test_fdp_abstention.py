@@ -12,6 +12,7 @@ rest.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -255,12 +256,14 @@ def test_multi_split_row():
 def test_bad_input_is_a_clear_error():
     method = get("fdp_abstention")
     sf = gaussian_score_file(200, 2.0, 1e-5, seed=0)
-    with pytest.raises(ValueError, match="not supported by the f-DP abstention audit; allowed"):
+    with pytest.raises(ValueError, match="family subsampled_gaussian needs parameter q"):
         method.run(sf, {"family": "subsampled_gaussian"})
     with pytest.raises(ValueError, match="unknown null family"):
         method.run(sf, {"family": "renyi"})
-    with pytest.raises(ValueError, match=r"fdp_abstention: unknown parameter\(s\) \['q'\]"):
+    with pytest.raises(ValueError, match="q and steps belong to family subsampled_gaussian"):
         method.run(sf, {"q": 0.1})
+    with pytest.raises(ValueError, match=r"fdp_abstention: unknown parameter\(s\) \['k'\]"):
+        method.run(sf, {"k": 3})
     with pytest.raises(ValueError, match="needs params r"):
         method.run(sf, {"selections": ["fixed"]})
     with pytest.raises(ValueError, match="unknown selection"):
@@ -282,11 +285,17 @@ def test_bad_input_is_a_clear_error():
         method.run(lidp, {})
 
 
-def test_config_rejects_a_family_without_a_closed_form_inverse():
+def test_config_takes_the_subsampled_gaussian_family_and_rejects_unknown_ones():
+    """subsampled_gaussian (with q and steps) is a family of this audit since its numerical
+    inverse (fdp_abstention.sgm_curve); an unknown family is still a config error."""
     cfg = {
         "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
-        "estimators": {"e": {"method": "fdp_abstention", "family": "subsampled_gaussian"}},
+        "estimators": {
+            "e": {"method": "fdp_abstention", "family": "subsampled_gaussian", "q": 0.1, "steps": 3}
+        },
     }
+    validate_config(copy.deepcopy(cfg), load_schema())
+    cfg["estimators"]["e"]["family"] = "poisson"
     with pytest.raises(ConfigError, match="estimators.e.family"):
         validate_config(cfg, load_schema())
 

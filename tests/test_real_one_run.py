@@ -86,5 +86,5 @@ def test_reduced_cpu_one_run_config_builds_its_figures_and_claims(tmp_path):
     assert {"m", "target_epsilon", "test_accuracy"} <= set(table.columns)
     assert table["test_accuracy"].between(0.2, 1.0).all()  # digits: well above chance (0.1)
     tight = pd.read_csv(tmp_path / "results/cpu_tight_one_run_fig6/audit.csv")
-    assert set(tight["estimator"]) == {"one_run_half", "fdp_one_run_half"}
+    assert set(tight["estimator"]) == {"one_run_half", "fdp_one_run_half", "fdp_abstention_half"}
     assert set(tight["r"]) == {500}  # r = m/2 of 1000 Dirac canaries

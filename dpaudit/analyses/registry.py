@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from dpaudit.analyses import (
+    fdp_abstention_ideal,
     lidp_gaussian,
     lidp_sample_complexity,
     one_run_theory,
@@ -45,6 +46,11 @@ ANALYSES: dict[str, Callable[..., pd.DataFrame]] = {
     "tight_one_run_vs_r": tight_one_run.versus_r,
     "tight_one_run_vs_delta": tight_one_run.versus_delta,
     "tight_one_run_p_values": tight_one_run.p_values,
+    "fdp_abstention_table1": fdp_abstention_ideal.table1,
+    "fdp_abstention_reconstruction": fdp_abstention_ideal.reconstruction_curve,
+    "fdp_abstention_vs_m": fdp_abstention_ideal.versus_m,
+    "fdp_abstention_vs_guesses": fdp_abstention_ideal.versus_guesses,
+    "fdp_abstention_vs_delta_confidence": fdp_abstention_ideal.versus_delta_confidence,
 }
 
 

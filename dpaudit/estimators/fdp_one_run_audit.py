@@ -116,7 +116,8 @@ def audit_scores(
         else math.nan
     )
 
-    tail_of_bound = fdp_abstention.TAIL if bound is fdp_abstention.epsilon_lower_bound else tail
+    abstention = getattr(bound, "func", bound) is fdp_abstention.epsilon_lower_bound  # or partial
+    tail_of_bound = fdp_abstention.TAIL if abstention else tail
 
     def claimed_p(nn: int, r: int, wrong: int) -> float:
         if math.isnan(theta_claim) or bound is not fdp.epsilon_lower_bound:

@@ -57,6 +57,10 @@ ASSUMPTIONS: dict[str, str] = {
     "gdp": "a Gaussian (mu-GDP) trade-off curve",
     "laplace": "a Laplace trade-off curve",
     "subsampled_gaussian": "a one-step subsampled-Gaussian trade-off curve",
+    "subsampled_gaussian_steps": (
+        "a DP-SGD trade-off curve: the stated steps of Poisson-subsampled Gaussian noise at the "
+        "stated rate q, both neighbouring directions (fdp_abstention)"
+    ),
     "approx_dp_delta>0": (
         "delta-events independent per canary (Xiang et al.'s Theorem 1 at f_{eps,delta}, "
         "delta > 0, does not hold for every (eps, delta)-DP mechanism)"
@@ -101,6 +105,8 @@ def assumes(method: str, family: str | None = None, delta: float | None = None) 
         return FAMILY_FREE if delta is not None and float(delta) == 0.0 else "approx_dp_delta>0"
     if family not in ASSUMPTIONS:
         raise ValueError(f"{method}: unknown null family {family!r}")
+    if method == "fdp_abstention" and family == "subsampled_gaussian":
+        return "subsampled_gaussian_steps"  # composed over steps (fdp_abstention.sgm_curve)
     return family
 
 

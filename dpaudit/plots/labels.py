@@ -141,6 +141,7 @@ ASSUMES_LABELS = {
     "gdp": "GDP",
     "laplace": "Laplace",
     "subsampled_gaussian": "subsampled Gaussian",
+    "subsampled_gaussian_steps": "DP-SGD curve",
     "approx_dp_delta>0": "independent δ-events",
 }
 
