@@ -2,11 +2,11 @@
 
 Xiang, Wang, Xiao, Tian, Wang 2025, "Tight Privacy Audit in One Run", arXiv:2509.08704. Each
 function is one formula of the paper, evaluated by a fine fixed quadrature rule, a bounded
-minimisation or a bisection: slow, but with no caching, rank interpolation, rounding, root
-finding on a transformed statistic or closed-form shortcut. The fast code
-(:mod:`.fdp_one_run_tails`, :mod:`.fdp_one_run_bound`) is tested against it
-(tests/test_fdp_one_run.py): its v_j and tail are at most 5e-5 (relative) from these and on the
-conservative side, and its bound is within the search tolerance of :func:`param_lower_bound`.
+minimisation or a bisection: slow, but with no caching, rank interpolation, rounding or root
+finding on a transformed statistic. The fast code (:mod:`.fdp_one_run_tails`,
+:mod:`.fdp_one_run_bound`) is tested against it (tests/test_fdp_one_run.py): its v_j are at most
+these and within 5e-5 (relative), its tail is at least this one (a larger p-value) and close, and
+its bound is at most :func:`param_lower_bound`'s (to its bisection tolerance) and within 2e-4.
 
 * Theorem 3, Eq. (25): v_j = E[h(U_(j))], U_(j) ~ Beta(j, n - j + 1), with h the error quantile
   of :mod:`.fdp_one_run_families` (:func:`v_vector`).
