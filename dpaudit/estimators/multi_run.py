@@ -30,6 +30,11 @@ mu = Phi^-1(1 - alpha_up) - Phi^-1(beta_up) and reported as the epsilon(delta) o
 assumes the mechanism's trade-off curve is Gaussian; when it is not, it can exceed the true
 epsilon (private selection's max-of-K, and randomized response in tests/test_multi_run.py), so
 it is an estimate, never a valid bound.
+
+Where each part lives: :mod:`.multi_run_definition` (Clopper-Pearson, Eq. 1, the sweep and
+Algorithm 5's maximum computed bound by bound: the reference of the tests),
+:mod:`.multi_run_search` (the same maximum found by branch and bound); this module: the threshold
+choice (``same_data`` / ``heldout``), the split and the result row.
 """
 
 from __future__ import annotations
