@@ -116,7 +116,9 @@ def audit_scores(
         else math.nan
     )
 
-    bounds_on = _bounds_on(score, membership, guess, family, delta, q, tail, bound)
+    tail_of_bound = fdp_abstention.TAIL if bound is fdp_abstention.epsilon_lower_bound else tail
+
+    bounds_on = _bounds_on(score, membership, guess, family, delta, q, tail, bound, tail_of_bound)
 
     def bound_on(part: slice | np.ndarray) -> rules.BoundAt:
         return bounds_on(part)[0]
@@ -160,11 +162,12 @@ def _bounds_on(
     q: float | None,
     tail: str,
     bound: Callable[..., fdp.FdpBound],
+    tail_of_bound: str,
 ) -> Callable[[slice | np.ndarray], tuple[rules.BoundAt, rules.Maximiser | None]]:
     """part -> (the test at each r on the canaries ``part`` of :func:`audit_scores`, a
     maximiser over the grid or None): the guesses released at r (ties straddling a cut abstain,
-    :mod:`.ties`) and ``bound`` on them."""
-    tail_of_bound = fdp_abstention.TAIL if bound is fdp_abstention.epsilon_lower_bound else tail
+    :mod:`.ties`) and ``bound`` on them (``tail_of_bound``: the tail a row without guesses
+    reports)."""
 
     def bound_on(part: slice | np.ndarray) -> tuple[rules.BoundAt, rules.Maximiser | None]:
         sc = score[part]
