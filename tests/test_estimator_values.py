@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dpaudit.accounting.gaussian import gdp_epsilon
-from dpaudit.estimators import fdp_one_run_audit, multi_run, one_run, xbern
+from dpaudit.estimators import fdp_one_run_audit, multi_run, multi_run_search, one_run, xbern
 
 TOL = 1e-9
 
@@ -238,12 +238,12 @@ def test_multi_run_branch_and_bound_matches_the_bound_order_search(estimate):
     for n, shift, seed, digits in [(20000, 1.0, 20, 3), (20000, 0.0, 21, 3), (30000, 3.0, 22, 9)]:
         s, mem = _scores(n, shift, seed)
         sw = multi_run.sweep(np.round(s, digits), mem)
-        assert sw.threshold.size > 4 * multi_run._LEAF
+        assert sw.threshold.size > 4 * multi_run_search._LEAF
         for scale in (1.0, 0.7):
             args = (sw.false_pos * scale, sw.n_nonmembers * scale, sw.false_neg * scale)
             args = (*args, sw.n_members * scale, lvl, objective)
             got = multi_run.argmax_over_thresholds(*args)
-            assert got == multi_run._argmax_in_bound_order(*args)
+            assert got == multi_run_search._argmax_in_bound_order(*args)
             full = objective(
                 multi_run.cp_upper(args[0], args[1], lvl), multi_run.cp_upper(args[2], args[3], lvl)
             )
@@ -260,21 +260,21 @@ def test_multi_run_branch_and_bound_start_value_changes_nothing(estimate):
     s, mem = _scores(20000, 1.0, 23)
     sw = multi_run.sweep(s, mem)
     args = (sw.false_pos * 1.0, sw.n_nonmembers, sw.false_neg * 1.0, sw.n_members, lvl)
-    want = multi_run._argmax_in_bound_order(*args, objective)
+    want = multi_run_search._argmax_in_bound_order(*args, objective)
     for floor in (-np.inf, 0.0, want[1] - 1e-3, want[1]):
-        assert multi_run._branch_and_bound(*args, objective, floor) == want
-    assert multi_run._branch_and_bound(*args, objective, want[1] + 1e-9) is None
+        assert multi_run_search._branch_and_bound(*args, objective, floor) == want
+    assert multi_run_search._branch_and_bound(*args, objective, want[1] + 1e-9) is None
 
 
 @pytest.mark.parametrize("estimate", ["cp", "gdp"])
 def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
-    """_binned_argmax (bin counts without sorting all scores, branch and bound over bins, a sort
+    """binned_argmax (bin counts without sorting all scores, branch and bound over bins, a sort
     of the kept bins only) returns the threshold, counts, value and rates of the full sweep's
     search, with and without projected counts; on ties it hands back (None). Inputs large
     enough to be binned: shifted, null, rounded (ties) and heavy-tailed scores."""
     objective = _multi_run_objective(estimate)
     lvl = multi_run.rate_level(0.95)
-    n = multi_run._BINNED_MIN + 10000
+    n = multi_run_search._BINNED_MIN + 10000
     decided = 0
     for shift, seed, kind in [(1.0, 30, "plain"), (3.0, 31, "rounded"), (0.3, 32, "cauchy")]:
         s, mem = _scores(n, shift, seed)
@@ -287,7 +287,7 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
         sw = multi_run.sweep(s, mem)
         for ev in (None, (12345, 23456)):
             ev0, ev1 = ev if ev else (None, None)
-            got = multi_run._binned_argmax(s, mem, lvl, objective, ev0, ev1)
+            got = multi_run_search.binned_argmax(s, mem, lvl, objective, ev0, ev1)
             got = got if got is None else got[:6]
             j, (val, a, b) = multi_run._maximiser(sw, objective, ev1, ev0)(None, lvl)
             want = (float(sw.threshold[j]), int(sw.false_pos[j]), int(sw.false_neg[j]), val, a, b)

@@ -20,6 +20,9 @@ from dpaudit import cli
 from dpaudit.accounting.gaussian import gdp_delta
 from dpaudit.estimators import fdp_one_run as F
 from dpaudit.estimators import fdp_one_run_audit as A
+from dpaudit.estimators import fdp_one_run_bound as bound
+from dpaudit.estimators import fdp_one_run_definition as definition
+from dpaudit.estimators import fdp_one_run_tails as tails
 from dpaudit.estimators import one_run
 from dpaudit.estimators.registry import get
 from dpaudit.mechanisms import fdp_one_run_sim as S
@@ -167,35 +170,80 @@ def test_expected_errors_single_audit():
 # ------------------------------------------------------------------ numerical accuracy
 
 
-def _reference_v(mu: float, j: int, n: int, family: str = "gdp", q: float | None = None):
-    """Converged composite Gauss-Legendre (80 panels x 20 nodes, refined at both ends)."""
-    e = np.r_[0, np.logspace(-12, -0.31, 40)]
-    edges = np.unique(np.r_[e, 1 - e[::-1]])
-    g, gw = np.polynomial.legendre.leggauss(20)
-    tot = 0.0
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
-        x = a + (b - a) * (g + 1) / 2
-        t = special.betaincinv(j, n - j + 1, x)
-        tot += F.error_quantile(family, mu, t, q) @ ((b - a) * gw / 2)
-    return tot
-
-
 @pytest.mark.parametrize("family", ["gdp", "subsampled_gaussian"])
 @pytest.mark.parametrize("n", [100, 10_000])
 @pytest.mark.parametrize("mu", [0.3, 1.0, 2.0])
 def test_v_quadrature_is_accurate_and_rounded_down(family, n, mu):
+    """The fast v_j (cached Beta nodes, 8-node panels, rounded down) against the definition of
+    Eq. (25) on a converged rule (80 panels x 20 nodes, refined at both ends)."""
     q = 0.5 if family == "subsampled_gaussian" else None
     for j in sorted({1, 2, 10, n // 5, n}):
-        ref = _reference_v(mu, j, n, family, q)
+        ref = definition.v_vector(family, mu, n, [j], q=q)[0]
         v = F.v_vector(family, mu, n, j, q=q)[-1]
         assert v <= ref  # conservative
         assert v == pytest.approx(ref, rel=5e-5)
 
 
+@pytest.mark.parametrize("n", [100, 2000])
+@pytest.mark.parametrize("theta", [0.3, 2.0])
+def test_approx_dp_v_is_the_definition(n, theta):
+    """f_{eps,delta}: the fast v_j (a Binomial cdf) is P[U_(j) > delta] / (1 + e^eps) of
+    Eq. (25), with no rounding."""
+    v = F.v_vector("approx_dp", theta, n, n, delta=1e-3)
+    ref = definition.v_vector("approx_dp", theta, n, np.arange(1, n + 1), delta=1e-3)
+    np.testing.assert_allclose(v, ref, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("family", "n", "kw"),
+    [
+        ("gdp", 100, {}),
+        ("gdp", 2000, {}),
+        pytest.param("subsampled_gaussian", 100, {"q": 0.5}, marks=pytest.mark.slow),
+        ("approx_dp", 100, {"delta": 1e-3}),
+        ("approx_dp", 2000, {"delta": 1e-3}),
+    ],
+)
+def test_tails_equal_the_definition(family, n, kw):
+    """The fast tails against the definitions: the exact tail (fixed panels, m rounded down)
+    is at least the definition of Eq. (19) (a larger p-value, still valid) and within 1e-3 of
+    it on the log scale (relative where |log p| > 1); Eq. (26) equals the plain minimisation
+    over lambda."""
+    for theta in (0.3, 2.0):
+        for r, u in ((50, 5), (min(n, 300), 30), (n, n // 10)):
+            got = F.exact_log_cdf(family, theta, n, r, u, **kw)
+            want = definition.exact_log_cdf(family, theta, n, r, u, **kw)
+            assert got >= want - 1e-12
+            assert got - want <= 1e-3 * max(1.0, abs(want))
+            v = F.v_vector(family, theta, n, r, **kw)
+            c = F.chernoff_log_p(v, u)
+            assert c == pytest.approx(definition.chernoff_log_p(v, u), rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("args", "kw"),
+    [
+        ((200, 100, 10, "approx_dp"), {"delta": 1e-3}),
+        ((200, 100, 10, "approx_dp"), {"delta": 1e-3, "tail": "exact"}),
+        ((1000, 200, 5, "approx_dp"), {"delta": 1e-4}),
+        ((500, 500, 60, "approx_dp"), {"delta": 0.0}),
+        pytest.param((100, 50, 5, "gdp"), {"tail": "exact"}, marks=pytest.mark.slow),
+    ],
+)
+def test_bound_equals_the_definition(args, kw):
+    """The fast bound (Brent on a smooth statistic, then the conservative end) against the
+    definition of Section 5.4 (bisection on the rejection, to 1e-5): never above it beyond
+    that tolerance (the fast p-values are the larger), and within 2e-4 (relative) of it."""
+    got, _ = F.param_lower_bound(*args, **kw)
+    want = definition.param_lower_bound(*args, **kw, tol=1e-5)
+    assert got <= want + 1e-5
+    assert got == pytest.approx(want, rel=2e-4, abs=1e-5)
+
+
 def test_v_rank_interpolation(monkeypatch):
     n, r = 10_000, 3000
     approx = F.v_vector("gdp", 1.0, n, r)
-    monkeypatch.setattr(F, "J_EXACT", 10**6)
+    monkeypatch.setattr(tails, "J_EXACT", 10**6)
     F.clear_caches()
     full = F.v_vector("gdp", 1.0, n, r)
     F.clear_caches()
@@ -784,7 +832,7 @@ def test_exact_tail_no_nan_on_large_r():
     for n, r, wrong in cases:
         b = F.epsilon_lower_bound(n, r, wrong, "gdp", tail="exact")
         assert math.isfinite(b.epsilon) and b.param >= 0 and 0.0 <= b.p_value <= 1.0
-    assert F._normal_score(1e-17) == F._normal_score(0.0) < 0
+    assert bound._normal_score(1e-17) == bound._normal_score(0.0) < 0
     assert F.poisson_binomial_log_cdf(np.full(50, 1e-18), 3) <= 0.0
 
 

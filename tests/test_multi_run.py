@@ -16,6 +16,8 @@ from dpaudit import audit as audit_mod
 from dpaudit.accounting.gaussian import gdp_delta, gdp_epsilon, gdp_mu_from_rates
 from dpaudit.estimators import METHODS
 from dpaudit.estimators import multi_run as mr
+from dpaudit.estimators import multi_run_definition as definition
+from dpaudit.estimators import multi_run_search as search
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 DELTA = 1e-5
@@ -94,16 +96,16 @@ def test_cp_lower_is_certified_below_the_exact_bound(level):
                 top - rng.random(20) * min(n, 5),
             ]
         ).astype(float)
-        lower, approx = mr._cp_lower(k, n, level)
+        lower, approx = search._cp_lower(k, n, level)
         exact = mr.cp_upper(k, n, level)
         assert np.all(lower <= exact), (n, level, k[lower > exact][:5])
-        assert np.all(lower >= mr._cp_floor(k, n, level))
+        assert np.all(lower >= search._cp_floor(k, n, level))
         assert np.all((approx >= 0) & (approx <= 1))
         if n != top:
-            assert np.array_equal(lower, mr._cp_floor(k, n, level))
+            assert np.array_equal(lower, search._cp_floor(k, n, level))
             continue
         j = np.floor(k)
-        test = (lower > mr._cp_floor(k, n, level)) & (j < n)  # the Berry-Esseen branch
+        test = (lower > search._cp_floor(k, n, level)) & (j < n)  # the Berry-Esseen branch
         cdf = stats.binom.cdf(j[test], int(n), lower[test])
         assert np.all(cdf >= 1 - level - 1e-12), (n, level)
 
@@ -115,7 +117,7 @@ def test_cp_lower_is_close_for_large_counts():
     level = 0.975
     for n in (10**5, 5 * 10**5, 10**7):
         k = np.linspace(0.1 * n, 0.9 * n, 301).round()
-        lower, approx = mr._cp_lower(k, n, level)
+        lower, approx = search._cp_lower(k, n, level)
         exact = mr.cp_upper(k, n, level)
         assert np.all((exact - lower) * n < 9.0)
         assert np.all(np.abs(approx - exact) * n < 1.0)
@@ -145,8 +147,8 @@ def test_bound_blocks_drops_only_what_exact_bounds_drop(estimate):
             starts = np.arange(0, k0.size - width, width)
             ends = starts + width
             for floor in (-np.inf, float(exact.max()) - 1e-3, float(exact.max()) - 1e-6):
-                rates = mr._RatesAt(k0, sw.n_nonmembers, k1, sw.n_members, level)
-                best, ub, _ = mr._bound_blocks(rates, objective, starts, ends - 1, floor)
+                rates = search._RatesAt(k0, sw.n_nonmembers, k1, sw.n_members, level)
+                best, ub, _ = search._bound_blocks(rates, objective, starts, ends - 1, floor)
                 assert best <= exact.max()
                 assert best == floor or np.any(exact == best)
                 exact_ub = objective(
@@ -226,18 +228,102 @@ def test_same_data_equals_algorithm5(seed):
 
 
 def test_pruned_search_equals_full_sweep():
+    """The pruned search at 20,000 runs gives exactly the maximum of Eq. 1 (and of the GDP mu)
+    over every threshold of the sweep, as the definition module computes it."""
     rng = np.random.default_rng(7)
     for mu in (0.3, 2.0, 4.0):
         s, m = _gauss(rng, mu, 20000)
-        sw = mr.sweep(s, m)
-        eps, a, b = mr.sweep_epsilons(sw, DELTA, 0.975)
-        assert mr.threshold_audit(s, m, DELTA, selection="same_data").epsilon == pytest.approx(
-            eps.max(), rel=1e-12
-        )
+        sw = definition.sweep(s, m)
+        eps, a, b = definition.sweep_epsilons(sw, DELTA, 0.975)
+        assert mr.threshold_audit(s, m, DELTA, selection="same_data").epsilon == eps.max()
         mu_full = gdp_mu_from_rates(a, b).max()
-        assert mr.threshold_audit(
-            s, m, DELTA, selection="same_data", estimate="gdp"
-        ).mu == pytest.approx(mu_full, rel=1e-12)
+        assert mr.threshold_audit(s, m, DELTA, selection="same_data", estimate="gdp").mu == mu_full
+
+
+def _objective(estimate: str):
+    if estimate == "cp":
+        return lambda a, b: definition.epsilon_from_rates(a, b, DELTA)
+    return gdp_mu_from_rates
+
+
+def _small_grid():
+    """(scores, membership) of small audits: 2 to 5,000 runs, few and many distinct scores
+    (ties), no signal to near separation, unbalanced classes."""
+    rng = np.random.default_rng(2026)
+    for n in (2, 3, 9, 65, 70, 300, 1000, 5000):
+        for shift in (0.0, 1.0, 4.0):
+            for digits in (0, 1, 12):
+                m = (rng.random(n) < (0.5 if n > 9 else 0.6)).astype(np.int64)
+                m[0], m[-1] = 0, 1  # both classes present
+                yield np.round(rng.normal(size=n) + shift * m, digits), m
+
+
+@pytest.mark.parametrize("estimate", ["cp", "gdp"])
+def test_fast_search_equals_the_plain_definition_bit_for_bit(estimate):
+    """The search of multi_run_search (branch and bound, bound-order search) returns exactly the
+    value of the plain definition (every Clopper-Pearson bound, then the maximum), the same
+    index where the maximum is attained once and a maximising index otherwise, with plain and
+    projected counts; threshold_audit (same_data) reports that value."""
+    objective = _objective(estimate)
+    for confidence in (0.6, 0.95):
+        level = definition.rate_level(confidence)
+        for s, m in _small_grid():
+            sw = definition.sweep(s, m)
+            for scale in (1.0, 0.7):
+                args = (sw.false_pos * scale, sw.n_nonmembers * scale)
+                args = (*args, sw.false_neg * scale, sw.n_members * scale, level, objective)
+                j, value, a, b = search.argmax_over_thresholds(*args)
+                jr, value_r, a_r, b_r = definition.plain_argmax(*args)
+                assert value == value_r
+                k0, n0, k1, n1 = args[:4]
+                val = objective(
+                    definition.cp_upper(k0, n0, level), definition.cp_upper(k1, n1, level)
+                )
+                ties = np.flatnonzero(val == value_r)
+                assert j in ties and (j == jr or ties.size > 1)
+                assert (a, b) == (
+                    float(definition.cp_upper(k0[j], n0, level)),
+                    float(definition.cp_upper(k1[j], n1, level)),
+                )
+            res = mr.threshold_audit(
+                s, m, DELTA, confidence, selection="same_data", estimate=estimate
+            )
+            _, want, _, _ = definition.plain_argmax(
+                sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members, level, objective
+            )
+            assert (res.epsilon if estimate == "cp" else res.mu) == want
+
+
+def test_heldout_audit_equals_the_plain_definition():
+    """threshold_audit (heldout, cp) equals the definition step by step: the stratified split,
+    Algorithm 5's maximum on the selection part with the counts projected onto the evaluation
+    sizes, then Eq. 1 at that threshold on the evaluation part; exactly, where the selection's
+    maximum is attained at one threshold."""
+    compared = 0
+    for s, m in _small_grid():
+        if min(np.count_nonzero(m), np.count_nonzero(m == 0)) < 4:
+            continue  # too few per class to split
+        res = mr.threshold_audit(s, m, DELTA, 0.95, selection="heldout", split_seed=5)
+        level = definition.rate_level(0.95)
+        sel, ev = mr.stratified_split(m, 0.5, 5)
+        sw = definition.sweep(s[sel], m[sel])
+        n1 = int(np.count_nonzero(m[ev]))
+        n0 = ev.size - n1
+        k0 = sw.false_pos * (n0 / sw.n_nonmembers)
+        k1 = sw.false_neg * (n1 / sw.n_members)
+        objective = _objective("cp")
+        val = objective(definition.cp_upper(k0, n0, level), definition.cp_upper(k1, n1, level))
+        if np.count_nonzero(val == val.max()) > 1:
+            assert res.threshold in sw.threshold[val == val.max()]
+            continue
+        tau = sw.threshold[definition.plain_argmax(k0, n0, k1, n1, level, objective)[0]]
+        fp = int(np.count_nonzero((s[ev] > tau) & (m[ev] == 0)))
+        fn = int(np.count_nonzero((s[ev] <= tau) & (m[ev] == 1)))
+        eps, a, b = definition.epsilon_from_counts(fp, n0, fn, n1, DELTA, 0.95)
+        assert (res.threshold, res.false_pos, res.false_neg) == (tau, fp, fn)
+        assert (res.epsilon, res.fpr_upper, res.fnr_upper) == (eps, a, b)
+        compared += 1
+    assert compared > 20
 
 
 def test_ties_are_never_split():

@@ -136,6 +136,9 @@ def epsilon_bootstrap(
     rng: np.random.Generator,
     counts=None,
 ) -> np.ndarray:
+    # Long (110 lines): one chunk's two-stage draw (block totals, then the expanded blocks) takes
+    # the generator's numbers in this fixed order (a split that reorders the draws changes every
+    # interval), and a third of the body is the tests' ``counts`` branch and _spread's arguments.
     """``resamples`` bootstrap draws of the raw-count epsilon (:mod:`.attack_metrics`), the IN
     and the OUT scores each resampled with replacement (n1 and n0 draws).
 

@@ -119,17 +119,58 @@ def audit_scores(
     abstention = getattr(bound, "func", bound) is fdp_abstention.epsilon_lower_bound  # or partial
     tail_of_bound = fdp_abstention.TAIL if abstention else tail
 
-    def claimed_p(nn: int, r: int, wrong: int) -> float:
-        if math.isnan(theta_claim) or bound is not fdp.epsilon_lower_bound:
-            return math.nan
-        if math.isinf(theta_claim) or r == 0:  # any theta allowed, or no guess: no rejection
-            return 1.0
-        return fdp.p_value(nn, r, wrong, family, theta_claim, delta, q, tail)
+    bounds_on = _bounds_on(score, membership, guess, family, delta, q, tail, bound, tail_of_bound)
 
     def bound_on(part: slice | np.ndarray) -> rules.BoundAt:
-        return _bound_on(part)[0]
+        return bounds_on(part)[0]
 
-    def _bound_on(part: slice | np.ndarray) -> tuple[rules.BoundAt, rules.Maximiser | None]:
+    rows: list[dict[str, Any]] = []
+    for sel in selections:
+        rule = rules.strategy(sel, grid, r_fixed, split_seed, "params r (or r_fraction)")
+        (bound_at, maximise), held_out = bounds_on(slice(None)), None
+        if isinstance(rule, rules.Explicit):
+            rule = rules.Explicit(int(rule.candidate))
+        elif isinstance(rule, rules.Split):
+            a, bh = rule.halves(n)
+            na, nb = len(a), len(bh)
+            if na < 1:
+                raise ValueError("sample_split needs at least 2 canaries")
+            grid_a = sorted({max(1, min(na, round(r * na / n))) for r in grid})
+            bound_at, maximise = bound_on(bh), None
+            choose_at, choose_max = bounds_on(a)
+            held_out = rules.HeldOut(
+                grid_a, choose_at, partial(_rescale, n_from=na, n_to=nb), choose_max
+            )
+        picked = rules.select(
+            rule, confidence, bound_at, key=_epsilon_of, maximise=maximise, held_out=held_out
+        )
+        b, kp, km = picked.result
+        p = _claimed_p(theta_claim, b.n, b.r, b.wrong, family, delta, q, tail, bound)
+        if isinstance(rule, rules.Bonferroni) and not math.isnan(p):
+            p = min(1.0, p * picked.grid_size)
+        rows.append(
+            _row(sel, b, kp, km, confidence, picked.level, picked.grid_size, picked.valid, p, guess)
+        )
+    return rows
+
+
+def _bounds_on(
+    score: np.ndarray,
+    membership: np.ndarray,
+    guess: str,
+    family: str,
+    delta: float,
+    q: float | None,
+    tail: str,
+    bound: Callable[..., fdp.FdpBound],
+    tail_of_bound: str,
+) -> Callable[[slice | np.ndarray], tuple[rules.BoundAt, rules.Maximiser | None]]:
+    """part -> (the test at each r on the canaries ``part`` of :func:`audit_scores`, a
+    maximiser over the grid or None): the guesses released at r (ties straddling a cut abstain,
+    :mod:`.ties`) and ``bound`` on them (``tail_of_bound``: the tail a row without guesses
+    reports)."""
+
+    def bound_on(part: slice | np.ndarray) -> tuple[rules.BoundAt, rules.Maximiser | None]:
         sc = score[part]
         counts = fdp.guess_counter(sc, membership[part], guess)
 
@@ -148,34 +189,28 @@ def audit_scores(
             )
         return bound_at, maximise
 
-    rows: list[dict[str, Any]] = []
-    for sel in selections:
-        rule = rules.strategy(sel, grid, r_fixed, split_seed, "params r (or r_fraction)")
-        (bound_at, maximise), held_out = _bound_on(slice(None)), None
-        if isinstance(rule, rules.Explicit):
-            rule = rules.Explicit(int(rule.candidate))
-        elif isinstance(rule, rules.Split):
-            a, bh = rule.halves(n)
-            na, nb = len(a), len(bh)
-            if na < 1:
-                raise ValueError("sample_split needs at least 2 canaries")
-            grid_a = sorted({max(1, min(na, round(r * na / n))) for r in grid})
-            bound_at, maximise = bound_on(bh), None
-            choose_at, choose_max = _bound_on(a)
-            held_out = rules.HeldOut(
-                grid_a, choose_at, partial(_rescale, n_from=na, n_to=nb), choose_max
-            )
-        picked = rules.select(
-            rule, confidence, bound_at, key=_epsilon_of, maximise=maximise, held_out=held_out
-        )
-        b, kp, km = picked.result
-        p = claimed_p(b.n, b.r, b.wrong)
-        if isinstance(rule, rules.Bonferroni) and not math.isnan(p):
-            p = min(1.0, p * picked.grid_size)
-        rows.append(
-            _row(sel, b, kp, km, confidence, picked.level, picked.grid_size, picked.valid, p, guess)
-        )
-    return rows
+    return bound_on
+
+
+def _claimed_p(
+    theta_claim: float,
+    n: int,
+    r: int,
+    wrong: int,
+    family: str,
+    delta: float,
+    q: float | None,
+    tail: str,
+    bound: Callable[..., fdp.FdpBound],
+) -> float:
+    """The p-value of the claimed null f_theta_claim at the released guesses (NaN without a
+    finite claim or for another test than :func:`.fdp_one_run.epsilon_lower_bound`; 1 when
+    any theta is allowed or no guess was released)."""
+    if math.isnan(theta_claim) or bound is not fdp.epsilon_lower_bound:
+        return math.nan
+    if math.isinf(theta_claim) or r == 0:  # any theta allowed, or no guess: no rejection
+        return 1.0
+    return fdp.p_value(n, r, wrong, family, theta_claim, delta, q, tail)
 
 
 def _rescale(r: int, n_from: int, n_to: int) -> int:
