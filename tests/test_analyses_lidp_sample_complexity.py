@@ -130,6 +130,7 @@ def test_table1_from_audit_tables():
     assert cells.loc[("a", 2.0), "paper_factor"] == 0.68
     assert cells.loc[("b", 8.0), "paper_factor"] == 4.30
     assert (cells["repetitions"] == 3).all() and (cells["factor_se"] == 0).all()
+    assert (cells["reference_no_gain"] == 1.0).all()  # the figure's line at 1
     summ = t[t["row"] == "summary_harmonic"].set_index("canary")
     assert summ.loc["poisoning", "factor"] == pytest.approx(4.0)
     assert summ.loc["poisoning", "paper_quoted"] == 2.3

@@ -42,6 +42,22 @@ def test_clipbkd_uses_low_variance_directions():
         tail_components(x, 5, 11)
 
 
+def test_clipbkd_random_labels():
+    """label=None gives each canary its own class, the same directions as a fixed label, and
+    the same labels for the same seed; the fixed label stays the default behaviour."""
+    rng = np.random.default_rng(1)
+    x = (rng.normal(size=(300, 40)) * np.linspace(3, 0.01, 40)).astype(np.float32)
+    fx, fy = clipbkd(x, 32, 8, 40, label=5, scale=20.0, seed=3)
+    rx, ry = clipbkd(x, 32, 8, 40, label=None, scale=20.0, seed=3, n_classes=10)
+    np.testing.assert_array_equal(rx, fx)
+    assert (fy == 5).all() and ry.dtype == np.int64
+    assert ((ry >= 0) & (ry < 10)).all() and len(set(ry.tolist())) >= 5
+    np.testing.assert_array_equal(clipbkd(x, 32, 8, 40, None, 20.0, 3, n_classes=10)[1], ry)
+    assert not np.array_equal(clipbkd(x, 32, 8, 40, None, 20.0, 4, n_classes=10)[1], ry)
+    with pytest.raises(ValueError, match="n_classes"):
+        clipbkd(x, 4, 8, 40, label=None)
+
+
 def test_gradient_canaries():
     v, coords = dirac(20, 100, 2.0, seed=3)
     assert len(set(coords)) == 20

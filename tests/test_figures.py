@@ -275,3 +275,40 @@ def test_the_audit_table_gets_display_names_beside_the_ids():
     assert out["selection_label"].tolist() == ["Bonferroni", "held-out threshold"]
     assert not internal_names(" ".join(out["threat_model_label"]))
     assert list(out["epsilon"]) == [1.0, 2.0]
+
+
+def test_an_analysis_table_draws_its_own_se_column_and_reference_line():
+    """LiDP Table 1's figure: error bars from the table's ``factor_se`` column and the
+    ``reference_no_gain`` line at 1 (an analysis table has one row per point, so the generic
+    bars over repeated rows would be none)."""
+    import matplotlib.pyplot as plt
+
+    table = pd.DataFrame(
+        {
+            "order": [2, 4, 2, 4],
+            "factor": [1.5, 1.3, 0.4, 0.5],
+            "factor_se": [0.2, 0.1, 0.05, float("nan")],
+            "label": ["digits linear"] * 2 + ["digits MLP"] * 2,
+            "canary": ["poisoning"] * 4,
+            "reference_no_gain": [1.0] * 4,
+        }
+    )
+    spec = {"kind": "analysis", "x": "order", "y": "factor", "series": ["label", "canary"]}
+    fig = draw_table(table, spec)
+    try:
+        ax = fig.axes[0]
+        bars = [c for c in ax.containers if c.has_yerr]
+        assert len(bars) == 2
+        segs = np.concatenate([c.lines[2][0].get_segments() for c in bars])
+        heights = sorted(round(float(s[1, 1] - s[0, 1]), 6) for s in segs)
+        assert heights == [0.0, 0.1, 0.2, 0.4]  # 2 x SE; an undefined SE draws none
+        labels = [h.get_label() for h in ax.get_lines()]
+        assert "factor 1: no trials saved" in labels
+        ref = ax.get_lines()[labels.index("factor 1: no trials saved")]
+        assert set(ref.get_ydata()) == {1.0}
+        legend_texts = [
+            t.get_text() for lg in fig.legends + [ax.get_legend()] if lg for t in lg.texts
+        ]
+        assert any("factor_se" in t for t in legend_texts)
+    finally:
+        plt.close(fig)

@@ -28,7 +28,7 @@ def _small_config(mirror: Path) -> dict:
     exp = cpu["experiments"]["shuffling_variants_cpu"]
     exp["dataset"].update(n_train=199, n_test=100)
     exp["shards"] = 1
-    exp["train"].update(models_per_shard=200, eval_examples=100)
+    exp["train"].update(models_per_shard=200, eval_examples=100, batch_size=10)
     keep = [
         ("poisson", "batch_worst_case"),  # a fixed data set: the Poisson claim covers it
         ("no_shuffle", "partially_informed"),

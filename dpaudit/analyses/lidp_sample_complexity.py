@@ -216,6 +216,7 @@ def table1(
                         "factor_se": se,
                         "repetitions": len(seeds),
                         "paper_factor": paper.get(float(eps), math.nan),
+                        "reference_no_gain": 1.0,
                     }
                 )
     cells = pd.DataFrame(out)

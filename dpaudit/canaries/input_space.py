@@ -69,17 +69,31 @@ def clipbkd(
     n: int,
     first: int,
     last: int,
-    label: int,
+    label: int | None,
     scale: float = 1.0,
     seed: int = 0,
+    n_classes: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lifted ClipBKD canaries (LiDP App. D.1, after Jagielski et al. 2020): ``n`` inputs
     ``mean + scale * v_j`` with ``v_j`` drawn without replacement from the tail principal
-    directions ``[first, last)``, all with the fixed class ``label`` (the authors' code; the
-    paper's per-canary worst label needs ~100 extra trainings). Without replacement, so canary
-    ids are unique within a trial (the paper draws i.i.d.; the difference is small when
-    ``n`` is small against ``last - first``)."""
+    directions ``[first, last)``. Without replacement, so canary ids are unique within a trial
+    (the paper draws i.i.d.; the difference is small when ``n`` is small against
+    ``last - first``).
+
+    Labels: ``label`` an int gives every canary that class (the authors' code; the paper's
+    per-canary worst label needs ~100 extra trainings). ``label=None`` gives each canary its
+    own uniformly random class of ``range(n_classes)`` (from ``seed``, a stream independent of
+    the directions'): the inserted half of the pool then does not teach the model one class
+    for every input near the mean, which would lower the loss of the null half too.
+    """
     comps, mean = tail_components(x_train, first, last)
     idx = _pick(len(comps), n, seed, "ClipBKD canaries")
     x = (mean + scale * comps[idx]).reshape((n, *x_train.shape[1:]))
-    return x.astype(np.float32), np.full(n, int(label), dtype=np.int64)
+    if label is None:
+        if n_classes is None or n_classes < 2:
+            raise ValueError(f"ClipBKD random labels need n_classes >= 2, got {n_classes!r}")
+        rng = np.random.default_rng([seed, 1])
+        y = rng.integers(0, n_classes, size=n).astype(np.int64)
+    else:
+        y = np.full(n, int(label), dtype=np.int64)
+    return x.astype(np.float32), y

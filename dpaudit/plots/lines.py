@@ -44,6 +44,8 @@ REFERENCE_LABELS = {
     # Xiang, Wang, Wang (2024, arXiv:2402.13087), Section 5.1: the reduced Gaussian game
     "reduced_game_exact": "ceiling: reduced game, exact ε (Sec. 5.1)",
     "reduced_game_rdp": "upper bound ε_U-O: reduced game via RDP (Alg. 3)",
+    # LiDP Table 1 (Pillutla et al. 2023, arXiv:2305.18447): a factor of 1 saves no trials
+    "no_gain": "factor 1: no trials saved",
 }
 
 #: Further claims of the same rows drawn beside the main one (``claimed_epsilon_<name>``
@@ -133,6 +135,15 @@ def _stats(grp: pd.DataFrame, by: str, y: str) -> pd.DataFrame:
     agg = grp.groupby(by)[y].agg(["mean", "std", "count"]).sort_index()
     agg["se"] = agg["std"].fillna(0.0) / np.sqrt(agg["count"])
     return agg
+
+
+def _se_column(main: pd.DataFrame, x: str, y: str, index: pd.Index) -> np.ndarray:
+    """The error bars an analysis table states itself: its ``<y>_se`` column (e.g. LiDP Table
+    1's jackknife ``factor_se``) per ``x``, 0 where absent or undefined."""
+    if f"{y}_se" not in main:
+        return np.zeros(len(index))
+    se = pd.to_numeric(main[f"{y}_se"], errors="coerce").groupby(main[x]).mean()
+    return se.reindex(index).fillna(0.0).to_numpy(dtype=float)
 
 
 def error_bar_note(table: pd.DataFrame, by: Sequence[str], y: str) -> str | None:
@@ -383,7 +394,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
             main, ctrl = grp[~control], grp[control]
             if len(main):
                 agg = _stats(main, x, y)
-                se = agg["se"].to_numpy() if bars else np.zeros(len(agg))
+                se = agg["se"].to_numpy() if bars else _se_column(main, x, y, agg.index)
                 mean = agg["mean"].to_numpy(dtype=float)
                 if np.isfinite(mean).any():
                     hi = max(hi, float(np.nanmax(mean + se)))
@@ -391,7 +402,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                 ax.errorbar(
                     agg.index.to_numpy(),
                     mean,
-                    yerr=se if bars else None,
+                    yerr=se if bars or f"{y}_se" in main else None,
                     label=series_label(
                         label_cols,
                         [values[c] for c in label_cols],
@@ -441,6 +452,8 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
             note = error_bar_note(finite, [*series, x], y)
             if note:
                 ax.plot([], [], ls="none", label=note)
+        elif f"{y}_se" in finite and np.isfinite(pd.to_numeric(finite[f"{y}_se"])).any():
+            ax.plot([], [], ls="none", label=f"error bars: ±1 s.e. (the table's {y}_se)")
         if fig.get("logx"):
             ax.set_xscale("log")
         if fig.get("logy"):

@@ -50,6 +50,7 @@ def input_pool(
             canaries["label"],
             canaries["scale"],
             seed,
+            n_classes,
         )
     raise ValueError(f"unknown canary type {kind!r}; allowed: {list(INPUT_CANARIES)}")
 

@@ -208,7 +208,7 @@ def run_shard(
     n_params = sum(p.numel() for p in template_model().parameters())
     ids = range(n_models) if plan is None else plan.model_ids
     seeds = [model_seeds(seed, setting, shard, int(j)) for j in ids]
-    if c["type"] == "clipbkd" and not 0 <= int(c["label"]) < n_classes:
+    if c["type"] == "clipbkd" and c["label"] is not None and not 0 <= int(c["label"]) < n_classes:
         raise ValueError(
             f"canaries.label {c['label']} is not a class of the data (0..{n_classes - 1})"
         )
