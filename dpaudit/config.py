@@ -135,7 +135,6 @@ def validate_config(
     if not isinstance(config, dict):
         raise ConfigError(f"config: the top level must be a mapping, got {type(config).__name__}")
     _check_experiments_block(config, require_experiments)
-    _check_removed_keys(config)
     validator = DefaultFillingValidator(load_schema() if schema is None else schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
@@ -292,18 +291,6 @@ def _check_mechanism_params(exp: str, block: dict[str, Any]) -> None:
                     f"config key experiments.{exp}.{where}.{k}: not a parameter of mechanism "
                     f"{block['mechanism']!r}; allowed: {sorted(allowed)}"
                 )
-
-
-def _check_removed_keys(config: dict[str, Any]) -> None:
-    """A removed key (an experiment's ``trainer``) is an error naming its replacement."""
-    experiments = config.get("experiments")
-    for exp, block in (experiments if isinstance(experiments, dict) else {}).items():
-        if isinstance(block, dict) and "trainer" in block:
-            raise ConfigError(
-                f"config key experiments.{exp}.trainer: removed; the engine is train.engine "
-                "(trainer opacus -> train.engine: opacus; trainer vectorized -> train.engine: "
-                "auto, stacked or func)"
-            )
 
 
 def _check_trainer(exp: str, block: dict[str, Any]) -> None:

@@ -298,14 +298,6 @@ def test_canaries_beyond_the_pool_size_are_rejected():
         validate_config(_exp_cfg(exp), SCHEMA)
 
 
-def test_removed_trainer_key_names_train_engine():
-    """The old ``trainer`` key is an error that names its replacement, train.engine."""
-    for old, new in (("opacus", "train.engine: opacus"), ("vectorized", "train.engine: auto")):
-        with pytest.raises(ConfigError, match=r"experiments\.x\.trainer: removed") as err:
-            validate_config(_exp_cfg({"kind": "train", "trainer": old}), SCHEMA)
-        assert new in str(err.value)
-
-
 #: What the run spec says of a Dirac canary under the default threat model (black_box_loss):
 #: the job would fail on it, so validation does (dpaudit.training.spec.RunSpec).
 _DIRAC_LOSS = "experiments.x.threat_model: threat model 'black_box_loss' does not apply to 'dirac'"

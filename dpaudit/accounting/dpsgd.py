@@ -313,22 +313,6 @@ def epsilon_pld(
     return float(pld.get_epsilon_for_delta(delta))
 
 
-def delta_pld(
-    sigma: float,
-    q: float,
-    steps: int,
-    epsilon: float,
-    value_discretization_interval: float = PLD_DISCRETIZATION,
-    max_grid_points: int | None = None,
-) -> float:
-    """delta(epsilon) of DP-SGD from the PLD accountant."""
-    check_dpsgd(sigma, q, steps, 0.5)
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    pld = dpsgd_pld(sigma, q, steps, value_discretization_interval, max_grid_points)
-    return float(pld.get_delta_for_epsilon(epsilon))
-
-
 EPSILON_FUNCTIONS: dict[str, Callable[..., float]] = {
     "pld": epsilon_pld,
     "prv": epsilon_prv,
