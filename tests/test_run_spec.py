@@ -19,7 +19,7 @@ from dpaudit.training.spec import (
     INSERT,
     LIDP_DEFAULT_POOL,
     NEIGHBOURING,
-    THREAT_MODELS,
+    TRAINING_THREAT_MODELS,
     RunSpec,
     SpecError,
 )
@@ -49,12 +49,32 @@ def test_schema_enums_are_the_run_spec_constants():
     props = SCHEMA["$defs"]["train_experiment"]["properties"]
     canaries = props["canaries"]["properties"]
     assert tuple(props["design"]["enum"]) == DESIGNS
-    assert tuple(props["threat_model"]["enum"]) == tuple(THREAT_MODELS)
+    assert tuple(props["threat_model"]["enum"]) == tuple(TRAINING_THREAT_MODELS)
     assert tuple(canaries["type"]["enum"]) == INPUT_CANARIES + GRADIENT_CANARIES
     assert tuple(canaries["neighbouring"]["enum"]) == NEIGHBOURING
     assert tuple(canaries["adversary"]["enum"]) == ADVERSARIES
     assert tuple(canaries["statistic"]["enum"]) == CANARY_STATISTICS
     assert tuple(canaries["insert"]["enum"]) == INSERT
+
+
+def test_schema_enums_are_the_qualified_constants():
+    """Each constant named for what it lists holds the schema enum of its key."""
+    from dpaudit import likelihood_ratios
+    from dpaudit.accounting.dpsgd import EPSILON_ACCOUNTANTS
+    from dpaudit.training import dpsgd, job, privacy, tuning, vectorized
+
+    props = SCHEMA["$defs"]["train_experiment"]["properties"]
+    train, tuning_block = props["train"]["properties"], props["selection"]["properties"]
+    assert tuple(train["engine"]["enum"]) == job.TRAINING_ENGINES
+    assert ("opacus", *vectorized.VECTORIZED_ENGINES) == job.TRAINING_ENGINES
+    assert tuple(train["optimizer"]["enum"]) == vectorized.TRAINING_OPTIMIZERS
+    assert dpsgd.TRAINING_OPTIMIZERS == vectorized.TRAINING_OPTIMIZERS
+    assert tuple(train["accountant"]["enum"]) == privacy.TRAINING_ACCOUNTANTS
+    assert dpsgd.TRAINING_ACCOUNTANTS == privacy.TRAINING_ACCOUNTANTS
+    assert set(privacy.TRAINING_ACCOUNTANTS) < set(EPSILON_ACCOUNTANTS)
+    assert tuple(tuning_block["statistic"]["enum"]) == tuning.TUNING_STATISTICS
+    assert tuple(tuning_block["setup"]["enum"]) == tuning.SETUPS
+    assert likelihood_ratios.SHUFFLE_STATISTICS == ADVERSARIES
 
 
 def test_config_and_training_job_share_the_schedule():

@@ -35,8 +35,8 @@ import numpy as np
 
 from dpaudit.opacus_import import import_opacus
 
-#: Accountant names, in the order the table reports them.
-ACCOUNTANTS: tuple[str, ...] = ("pld", "prv", "rdp", "gdp")
+#: The accountants that report DP-SGD's epsilon (``dpaudit accountant``), in the table's order.
+EPSILON_ACCOUNTANTS: tuple[str, ...] = ("pld", "prv", "rdp", "gdp")
 
 #: Discretisation interval of the dp_accounting PLD (smaller = tighter and slower).
 PLD_DISCRETIZATION = 1e-4
@@ -329,13 +329,13 @@ def epsilon(
     delta: float,
     max_grid_points: int | None = None,
 ) -> float:
-    """Epsilon of DP-SGD under the named accountant (one of :data:`ACCOUNTANTS`);
+    """Epsilon of DP-SGD under the named accountant (one of :data:`EPSILON_ACCOUNTANTS`);
     ``max_grid_points`` bounds the grids of ``prv`` and ``pld`` (:class:`GridTooLargeError`)."""
     try:
         fn = EPSILON_FUNCTIONS[accountant]
     except KeyError:
         raise ValueError(
-            f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}"
+            f"unknown accountant {accountant!r}; allowed: {', '.join(EPSILON_ACCOUNTANTS)}"
         ) from None
     if accountant in BYTES_PER_POINT:
         return fn(sigma, q, steps, delta, max_grid_points=max_grid_points)
@@ -347,7 +347,7 @@ def accountant_table(
     q: float,
     steps: int,
     delta: float,
-    accountants: Sequence[str] = ACCOUNTANTS,
+    accountants: Sequence[str] = EPSILON_ACCOUNTANTS,
     max_grid_points: int | None = None,
 ):
     """One row per accountant for one DP-SGD setting (a pandas DataFrame).
@@ -405,8 +405,10 @@ def noise_multiplier(
         raise ValueError(f"target epsilon must be a finite number > 0, got {target_epsilon!r}")
     if not epsilon_tolerance > 0:
         raise ValueError(f"epsilon tolerance must be > 0, got {epsilon_tolerance!r}")
-    if accountant not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
+    if accountant not in EPSILON_ACCOUNTANTS:
+        raise ValueError(
+            f"unknown accountant {accountant!r}; allowed: {', '.join(EPSILON_ACCOUNTANTS)}"
+        )
     if accountant != "pld":
         import_opacus()
         from opacus.accountants.utils import get_noise_multiplier

@@ -25,8 +25,9 @@ from dpaudit.training.device import resolve_device
 
 log = logging.getLogger(__name__)
 
-ACCOUNTANTS = ("rdp", "prv", "gdp")
-OPTIMIZERS = ("sgd", "adam")
+#: ``train.accountant`` and ``train.optimizer`` values the Opacus engine takes.
+TRAINING_ACCOUNTANTS = ("rdp", "prv", "gdp")
+TRAINING_OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass
@@ -50,14 +51,16 @@ class DPSGDParams:
     eps: float = 1e-8
 
     def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(OPTIMIZERS)}")
+        if self.optimizer not in TRAINING_OPTIMIZERS:
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(TRAINING_OPTIMIZERS)}")
         if self.optimizer == "adam" and self.momentum:
             raise ValueError(
                 f"momentum {self.momentum} applies to SGD; Adam has its own (train.adam_betas)"
             )
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant {self.accountant!r}; allowed: {list(ACCOUNTANTS)}")
+        if self.accountant not in TRAINING_ACCOUNTANTS:
+            raise ValueError(
+                f"accountant {self.accountant!r}; allowed: {list(TRAINING_ACCOUNTANTS)}"
+            )
         if self.target_epsilon is not None and not self.target_epsilon > 0:
             raise ValueError(f"target_epsilon must be > 0 (or None), got {self.target_epsilon}")
 

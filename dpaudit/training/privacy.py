@@ -14,12 +14,15 @@ import warnings
 
 from dpaudit.opacus_import import import_opacus
 
-ACCOUNTANTS = ("rdp", "prv", "gdp")
+#: ``train.accountant``: the accountants a training job calibrates its noise with.
+TRAINING_ACCOUNTANTS = ("rdp", "prv", "gdp")
 
 
 def _check(accountant: str, delta: float | None = None) -> None:
-    if accountant not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {accountant!r}; allowed: {list(ACCOUNTANTS)}")
+    if accountant not in TRAINING_ACCOUNTANTS:
+        raise ValueError(
+            f"unknown accountant {accountant!r}; allowed: {list(TRAINING_ACCOUNTANTS)}"
+        )
     if delta is not None and not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 

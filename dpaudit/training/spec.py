@@ -37,7 +37,7 @@ GRADIENT_CANARIES = ("dirac", "random_gradient")
 #: ``canaries.type`` of canaries drawn from the dataset's held-out records (dataset.canary_pool).
 RECORD_CANARIES = ("mislabeled", "in_distribution")
 #: ``threat_model`` -> the canary types it scores.
-THREAT_MODELS: dict[str, tuple[str, ...]] = {
+TRAINING_THREAT_MODELS: dict[str, tuple[str, ...]] = {
     "black_box_loss": INPUT_CANARIES,
     "black_box_logit": INPUT_CANARIES,
     "white_box_dot": INPUT_CANARIES + GRADIENT_CANARIES,
@@ -288,9 +288,10 @@ class RunSpec:
         c, design, tm = self.canaries, self.design, self.threat_model
         if design not in DESIGNS:
             raise SpecError("design", f"unknown design {design!r}; allowed: {list(DESIGNS)}")
-        if tm not in THREAT_MODELS:
+        if tm not in TRAINING_THREAT_MODELS:
             raise SpecError(
-                "threat_model", f"unknown threat_model {tm!r}; allowed: {list(THREAT_MODELS)}"
+                "threat_model",
+                f"unknown threat_model {tm!r}; allowed: {list(TRAINING_THREAT_MODELS)}",
             )
         kind, kinds = c["type"], list(INPUT_CANARIES + GRADIENT_CANARIES)
         if kind not in kinds:
@@ -337,11 +338,11 @@ class RunSpec:
                 "zero_out needs gradient canaries (the zero-out record has a zero gradient, "
                 "which no input has)",
             )
-        if kind not in THREAT_MODELS[tm]:
+        if kind not in TRAINING_THREAT_MODELS[tm]:
             raise SpecError(
                 "threat_model",
                 f"threat model {tm!r} does not apply to {kind!r} canaries; it takes "
-                f"{list(THREAT_MODELS[tm])}",
+                f"{list(TRAINING_THREAT_MODELS[tm])}",
             )
         if kind == "clipbkd":
             for part in ("first_component", "last_component"):

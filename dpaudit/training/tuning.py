@@ -50,8 +50,10 @@ from dpaudit.accounting.selection import RunCountDistribution, TruncatedNegative
 from dpaudit.scores import ScoreFile
 from dpaudit.training.spec import JobId, RunSpec
 
+#: ``selection.setup``: the threat models of the tuning audit (their Section 4, Table 2).
 SETUPS = ("ntnv", "ntcv", "etcv")
-STATISTICS = ("lambda_a", "lambda_b")
+#: ``selection.statistic``: the released statistic of a tuning trial (their Eq. 10).
+TUNING_STATISTICS = ("lambda_a", "lambda_b")
 #: Table 3 of the paper (z = Z_D, full-batch DP-SGD, TNB(0, 1e-2), 2,000 games, the mean of 3
 #: trials): the audited epsilon_L per (setup, data set X, statistic) and epsilon_B. X is
 #: FashionMNIST ("F"), CIFAR-10 ("C"), SVHN ("S") or empty (ETCV).
@@ -180,8 +182,8 @@ def run_tuning(
     if sel is None:
         raise ValueError("run spec key selection: a tuning audit needs one")
     setup, stat_name = sel["setup"], sel["statistic"]
-    if stat_name not in STATISTICS:
-        raise ValueError(f"selection.statistic {stat_name!r}; allowed: {list(STATISTICS)}")
+    if stat_name not in TUNING_STATISTICS:
+        raise ValueError(f"selection.statistic {stat_name!r}; allowed: {list(TUNING_STATISTICS)}")
     if spec.canaries["type"] not in TUNING_CANARIES:
         raise ValueError(
             f"canaries.type {spec.canaries['type']!r}: the tuning audit takes "

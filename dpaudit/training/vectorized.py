@@ -108,8 +108,8 @@ def model_seeds(base_seed: int, setting: str, shard: int, model: int) -> ModelSe
     return ModelSeeds(init=a, sampling=b, noise=c, canary=d)
 
 
-#: The update rules applied to the noisy gradient (``DPSGDConfig.optimizer``).
-OPTIMIZERS = ("sgd", "adam")
+#: ``train.optimizer``: the update rules applied to the noisy gradient (``DPSGDConfig.optimizer``).
+TRAINING_OPTIMIZERS = ("sgd", "adam")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -142,8 +142,8 @@ class DPSGDConfig:
     eps: float = 1e-8
 
     def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(OPTIMIZERS)}")
+        if self.optimizer not in TRAINING_OPTIMIZERS:
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(TRAINING_OPTIMIZERS)}")
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         if not self.eps > 0:
@@ -389,14 +389,15 @@ class StackedEngine:
         return self.net.clipped_dot(params, x, y, max_grad_norm, direction)
 
 
-ENGINES = ("auto", "stacked", "func")
+#: ``train.engine`` values the vectorised trainer runs (every engine but ``opacus``).
+VECTORIZED_ENGINES = ("auto", "stacked", "func")
 
 
 def choose_engine(template: nn.Module, engine: str = "auto"):
     """The per-sample-gradient engine: ``stacked``, ``func``, or ``auto`` (stacked when the model
     is a plain sequential stack it supports: 3-4x faster on the CPU for LeNet-5; else func)."""
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; allowed: {list(ENGINES)}")
+    if engine not in VECTORIZED_ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; allowed: {list(VECTORIZED_ENGINES)}")
     if engine == "func":
         return FuncEngine(template)
     if engine == "stacked":
