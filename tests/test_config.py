@@ -343,8 +343,8 @@ def test_unreachable_target_epsilon_is_rejected():
 
 def test_unreachable_target_agrees_with_the_training_calibration():
     """The validation-time check says 'unreachable' exactly where the job's calibration fails."""
-    from dpaudit.config import reachable_epsilon_problem
     from dpaudit.training.privacy import calibrate_noise
+    from dpaudit.training.reachability import reachable_epsilon_problem
 
     for target in (0.05, 0.15):
         problem = reachable_epsilon_problem(target, 1e-5, 0.1, 300, "rdp")
@@ -357,8 +357,8 @@ def test_unreachable_target_agrees_with_the_training_calibration():
 
 
 def test_rdp_floor_bound_covers_the_accountants():
-    from dpaudit.config import OPACUS_LARGEST_SIGMA, rdp_floor_bound
     from dpaudit.training.privacy import poisson_epsilon
+    from dpaudit.training.reachability import OPACUS_LARGEST_SIGMA, rdp_floor_bound
 
     for delta in (1e-2, 1e-5, 1e-8):
         for acc in ("rdp", "prv"):
@@ -405,7 +405,7 @@ PAPER_CONFIGS = sorted((REPO / "config" / "paper").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", PAPER_CONFIGS, ids=lambda p: p.name)
 def test_paper_config_leaves_the_default_experiments_alone(path):
-    from dpaudit.pipeline import applicable_estimators
+    from dpaudit.pipeline.settings import applicable_estimators
 
     default = load("config.yaml")
     paper = yaml.safe_load(path.read_text())
@@ -697,7 +697,7 @@ def test_dataset_sizes_beyond_the_source_splits_are_config_errors(dataset, messa
 
 def test_the_source_split_sizes_are_those_prepare_dataset_makes(tmp_path):
     """The digits split the check assumes is the split prepare_dataset writes."""
-    from dpaudit.config import source_split_sizes
+    from dpaudit.data.catalog import source_split_sizes
     from dpaudit.data.prepare import load_prepared, prepare_dataset
 
     out = tmp_path / "d.npz"

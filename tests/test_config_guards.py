@@ -12,7 +12,7 @@ import time
 import pytest
 
 from dpaudit.config import ConfigError, load_config_file, validate_config
-from dpaudit.pipeline import train_settings
+from dpaudit.pipeline.settings import train_settings
 from tests.test_config import SCHEMA, _exp_cfg
 
 _EST = {"o": {"method": "one_run"}}

@@ -14,8 +14,9 @@ import yaml
 
 from dpaudit.audit import run_estimator
 from dpaudit.config import ConfigError, estimator_block, validate_config
-from dpaudit.pipeline import applicable_estimators, paths, setting_columns, train_settings
 from dpaudit.pipeline import params as pipeline_params
+from dpaudit.pipeline import paths
+from dpaudit.pipeline.settings import applicable_estimators, setting_columns, train_settings
 from dpaudit.pipeline.targets import figure_name
 from dpaudit.plots.captions import caption
 from dpaudit.plots.eps import draw_empirical_vs_claimed

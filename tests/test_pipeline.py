@@ -334,7 +334,7 @@ def _grid_config(**extra) -> dict:
 
 
 def test_a_train_grid_makes_one_setting_per_point_and_epsilon():
-    from dpaudit.pipeline import experiment_settings
+    from dpaudit.pipeline.settings import experiment_settings
 
     cfg = _grid_config()
     settings = experiment_settings(cfg["experiments"]["g"])

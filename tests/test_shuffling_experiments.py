@@ -20,7 +20,7 @@ from dpaudit.mechanisms import registry
 from dpaudit.mechanisms import shuffle_reference as ref
 from dpaudit.mechanisms.batched_gaussian import bgm_score_file
 from dpaudit.mechanisms.bgm_calibrated import bgm_calibrated_score_file, resolve_sigma
-from dpaudit.pipeline import simulate_settings
+from dpaudit.pipeline.settings import simulate_settings
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_CONFIG = REPO / "config" / "paper" / "shuffling.yaml"
