@@ -181,7 +181,7 @@ def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
 def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
     """The dataset keys apply to the named dataset (:mod:`dpaudit.data.catalog`), a checksum
     the catalog does not pin is given, and the sizes fit the source's splits."""
-    name = dataset.get("name", "synthetic")
+    name = dataset["name"]
     data = catalog.entry(name)
     allowed = data.keys
     for key, value in dataset.items():
@@ -301,7 +301,7 @@ def _check_trainer(exp: str, block: dict[str, Any]) -> None:
     supports."""
     if block.get("kind") != "train" or block.get("train", {}).get("engine") != "opacus":
         return
-    problem = opacus_problem(block, block.get("shards", 1))
+    problem = opacus_problem(block, block["shards"])
     if problem is not None:
         raise ConfigError(f"config key experiments.{exp}.{problem[0]}: {problem[1]}")
 
@@ -421,7 +421,7 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
             f"config key experiments.{exp}.canaries.dirac_coordinate: set to {first} but "
             f"canaries.type is {c['type']!r}; allowed: null, or canaries.type dirac"
         )
-    placement = c.get("dirac_placement", "random")
+    placement = c["dirac_placement"]
     if placement != "random" and c["type"] != "dirac":
         raise ConfigError(
             f"config key experiments.{exp}.canaries.dirac_placement: set to {placement!r} but "
@@ -554,7 +554,7 @@ def _check_lidp_order(config: dict[str, Any], exp: str, block: dict[str, Any]) -
     sizes = _lidp_sizes(block)
     for name in applicable_estimators(config, exp):
         est = config["estimators"][name]
-        if est["method"] != "lidp" or est.get("below_order", "error") != "error":
+        if est["method"] != "lidp" or est["below_order"] != "error":
             continue
         for where, size in sizes.items():
             if size < int(est["order"]):
@@ -577,8 +577,8 @@ def _check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) 
         if est["method"] != "lidp" or not est.get("trials"):
             continue
         available = models
-        if est.get("threshold", "heldout") == "heldout":
-            available = models - int(round(float(est.get("heldout_fraction", 0.5)) * models))
+        if est["threshold"] == "heldout":  # lidp.split_trials: round(fraction x trials) tune
+            available = models - int(round(float(est["heldout_fraction"]) * models))
         if max(est["trials"]) > available:
             raise ConfigError(
                 f"config key estimators.{name}.trials: asks for {max(est['trials'])} evaluation "
@@ -606,14 +606,12 @@ def _check_paper_targets(config: dict[str, Any]) -> None:
                 seen[target] = f"experiments.{exp}.{key}"
 
 
-#: Audit-table columns a verdict may group by besides the experiment's setting columns.
-VERDICT_ID_COLUMNS = ("estimator", "threat_model", "design", "canary_type", "selection")
-
-
 def _check_verdict_tradeoff(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
     """A verdict groups by columns the audit table has and reads an estimator the experiment
     runs; a trade-off figure selects at least one setting of a multi_run experiment and asks
     for no more runs than a setting has (each fails only inside a job otherwise)."""
+    from dpaudit.tables import VERDICT_ID_COLUMNS  # pandas
+
     verdict, tradeoff = block.get("verdict"), block.get("tradeoff")
     if (verdict or tradeoff) and block.get("kind") != "train":
         raise ConfigError(
@@ -739,6 +737,8 @@ def _grid_points(
     """(grid point name, the experiment block with its values set) of each point of a train
     experiment's ``grid`` / ``points`` (one unnamed point without them); each point's block is
     checked against the schema like the experiment's own keys."""
+    from dpaudit.audit import RESERVED_COLUMNS  # pandas
+
     if block.get("kind") != "train":
         return [("", block)]
     varied = list(block.get("grid") or {})
@@ -753,12 +753,12 @@ def _grid_points(
             )
     columns = [k.rsplit(".", 1)[-1] for k in varied]
     for key, column in zip(varied, columns, strict=True):
-        if columns.count(column) > 1 or column in _RESERVED_COLUMNS:
+        if columns.count(column) > 1 or column in RESERVED_COLUMNS:
             taken = "another grid key" if columns.count(column) > 1 else "the table"
             raise ConfigError(
                 f"config key experiments.{exp}.grid.{key}: its audit-table column {column!r} "
                 f"(the key's last part) is taken by {taken}; "
-                f"allowed: grid keys with distinct last parts, none of {sorted(_RESERVED_COLUMNS)}"
+                f"allowed: grid keys with distinct last parts, none of {sorted(RESERVED_COLUMNS)}"
             )
     try:
         points = train_points(block)
@@ -777,25 +777,3 @@ def _grid_points(
                 )
         out.append((name, effective))
     return out
-
-
-#: Audit-table columns a grid key's column must not replace.
-_RESERVED_COLUMNS = frozenset(
-    {
-        "experiment",
-        "setting",
-        "seed",
-        "design",
-        "threat_model",
-        "estimator",
-        "method",
-        "params",
-        "epsilon",
-        "valid",
-        "selection",
-        "target_epsilon",
-        "claimed_epsilon",
-        "delta",
-        "accountant",
-    }
-)

@@ -793,3 +793,18 @@ def test_dirac_placement_needs_dirac_canaries_and_no_fixed_coordinate():
     exp["canaries"] = {"type": "dirac", "dirac_placement": "lowest"}
     with pytest.raises(ConfigError, match="dirac_placement"):
         validate_config(_exp_cfg(exp), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("grid", "words"),
+    [
+        ({"train.delta": [1e-5, 1e-6]}, "grid.train.delta: its audit-table column 'delta'"),
+        ({"canaries.seed": [0, 1]}, "column 'seed' (the key's last part) is taken by the table"),
+        ({"canaries.statistic": ["sum"], "selection.statistic": ["lambda_a"]}, "another grid key"),
+    ],
+)
+def test_grid_key_whose_column_the_audit_table_has_is_an_error(grid, words):
+    """A grid key's audit-table column (its last part) must not replace a column every audit
+    row has (dpaudit.audit.RESERVED_COLUMNS) nor another grid key's."""
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        validate_config(_exp_cfg({"kind": "train", "grid": grid}), SCHEMA)
