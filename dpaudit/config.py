@@ -22,7 +22,6 @@ from dpaudit.data import catalog
 from dpaudit.defaults import SETTING_KEYS, DefaultFillingValidator, load_schema
 from dpaudit.io import read_yaml
 from dpaudit.pipeline.guards import GuardError, check_duplicate_keys, check_guards
-from dpaudit.pipeline.params import canonical
 from dpaudit.pipeline.settings import (
     applicable_estimators,
     apply_point,
@@ -168,14 +167,6 @@ def default_estimator_config(methods: Iterable[str]) -> dict[str, Any]:
     every parameter at its schema default: what ``dpaudit audit --estimator METHOD`` runs."""
     blocks = {m: {"method": m} for m in methods}
     return validate_config({"estimators": blocks}, require_experiments=False)
-
-
-def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
-    """The parameters an audit of estimator ``name`` runs with: the block of the validated
-    ``config`` (``method`` plus every parameter, schema defaults filled in; not its display
-    ``label``), keys sorted. The
-    pipeline's audit rule and ``dpaudit audit`` both take their estimators from here."""
-    return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
 
 
 def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:

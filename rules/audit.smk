@@ -18,7 +18,7 @@ rule audit:
     resources:
         **JOB_RESOURCES,
     params:
-        estimators=audit_estimators,
+        estimators=per_job(pipeline_params.audit_estimators, "experiment"),
         code=library_code("audit"),
     script:
         "../scripts/audit.py"

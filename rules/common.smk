@@ -9,7 +9,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
+from dpaudit.config import ConfigError, load_schema, validate_config
 from dpaudit.pipeline.guards import SETTING_PATTERN, GuardError, check_duplicate_keys
 from dpaudit.pipeline import paths
 from dpaudit.pipeline.params import canonical
@@ -98,13 +98,6 @@ def per_job(function, *names, **kwargs):
     return lambda wildcards: function(
         config, *(getattr(wildcards, name) for name in names), **kwargs
     )
-
-
-def audit_estimators(wildcards):
-    """The estimator blocks an audit job runs, as [name, block] pairs in the order of the
-    audit table's rows (estimator_block gives `dpaudit audit` the same blocks)."""
-    names = applicable_estimators(config, wildcards.experiment)
-    return [[name, estimator_block(config, name)] for name in names]
 
 
 def report_targeted_run():

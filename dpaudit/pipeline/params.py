@@ -71,6 +71,22 @@ def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any
     return canonical(spec)
 
 
+def estimator_block(config: Config, name: str) -> dict[str, Any]:
+    """The parameters an audit of estimator ``name`` runs with: the block of the validated
+    ``config`` (``method`` plus every parameter, schema defaults filled in; not its display
+    ``label``), keys sorted. The
+    pipeline's audit rule (:func:`audit_estimators`) and ``dpaudit audit`` both take their
+    estimators from here."""
+    return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
+
+
+def audit_estimators(config: Config, experiment: str) -> list[list[Any]]:
+    """The estimator blocks an audit job of ``experiment`` runs, as [name, block] pairs in the
+    order of the audit table's rows (:func:`estimator_block` of each block that applies)."""
+    names = applicable_estimators(config, experiment)
+    return [[name, estimator_block(config, name)] for name in names]
+
+
 def max_physical_batch(config: Config, experiment: str) -> int | None:
     """Examples per model in one pass of a training job: the experiment's
     ``train.max_physical_batch`` if set, else ``compute.max_physical_batch`` (None: the whole
