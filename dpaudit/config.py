@@ -26,6 +26,7 @@ from dpaudit.pipeline.settings import (
     applicable_estimators,
     apply_point,
     experiment_designs,
+    models_per_seed,
     setting_columns,
     setting_name,
     simulate_settings,
@@ -562,7 +563,7 @@ def _check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) 
     threshold; :func:`dpaudit.estimators.lidp_audit.trial_subsets`)."""
     if block.get("kind") != "train" or "lidp" not in experiment_designs(block):
         return
-    models = int(block["shards"]) * int(block["train"]["models_per_shard"])
+    models = models_per_seed(block)
     for name in applicable_estimators(config, exp):
         est = config["estimators"][name]
         if est["method"] != "lidp" or not est.get("trials"):
@@ -644,12 +645,7 @@ def _check_verdict_tradeoff(config: dict[str, Any], exp: str, block: dict[str, A
                 f"selects no setting; allowed: values of the setting columns {columns}"
             )
         runs = tradeoff.get("runs") or []
-        train = block.get("train") or {}
-        available = (
-            len(block.get("seeds") or [0])
-            * int(block.get("shards") or 1)
-            * int(train.get("models_per_shard") or 0)
-        )
+        available = len(block["seeds"]) * models_per_seed(block)
         if runs and available and max(runs) > available:
             raise ConfigError(
                 f"config key experiments.{exp}.tradeoff.runs: asks for {max(runs)} runs, but a "

@@ -106,6 +106,14 @@ def train_settings(experiment: dict[str, Any]) -> dict[str, float | None]:
     return {name: target for name, (_, target) in train_setting_specs(experiment).items()}
 
 
+def models_per_seed(experiment: dict[str, Any]) -> int:
+    """Models a train experiment trains per (setting, seed): ``shards`` jobs of
+    ``train.models_per_shard`` models each (the Opacus engine trains one model per job)."""
+    train = experiment["train"]
+    per_job = 1 if train["engine"] == "opacus" else int(train["models_per_shard"])
+    return int(experiment["shards"]) * per_job
+
+
 def setting_experiment(experiment: dict[str, Any], setting: str) -> dict[str, Any]:
     """The experiment block that trains ``setting``: its grid point applied."""
     point_name, _ = train_setting_specs(experiment)[setting]
