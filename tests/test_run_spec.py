@@ -74,7 +74,7 @@ def test_schema_enums_are_the_qualified_constants():
     assert dpsgd.TRAINING_ACCOUNTANTS == privacy.TRAINING_ACCOUNTANTS
     assert set(privacy.TRAINING_ACCOUNTANTS) < set(EPSILON_ACCOUNTANTS)
     assert tuple(tuning_block["statistic"]["enum"]) == tuning.TUNING_STATISTICS
-    assert tuple(tuning_block["setup"]["enum"]) == tuning.SETUPS
+    assert tuple(tuning_block["setup"]["enum"]) == tuning.TUNING_SETUPS
     assert likelihood_ratios.SHUFFLE_STATISTICS == ADVERSARIES
     assert TUNING_NEEDS["train.engine"] == vectorized.VECTORIZED_ENGINES
 

@@ -119,7 +119,7 @@ def test_calibrated_score_file_is_the_bgm_with_the_claim_attached():
     assert sf.claimed_epsilon == 1.0 and sf.meta["accountant"] == "poisson_pld"
     assert sf.meta["poisson_epsilon"] == pytest.approx(1.0, abs=0.005)
     assert sf.meta["shuffle_lower_bound"] == pytest.approx(1.94, abs=0.01)  # Chua et al. (ours)
-    assert registry.DESIGNS["bgm_calibrated"] == "multi_run"
+    assert registry.MECHANISM_DESIGNS["bgm_calibrated"] == "multi_run"
     assert registry.get("bgm_calibrated") is bgm_calibrated_score_file
 
 

@@ -194,9 +194,9 @@ def setting_columns(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def experiment_designs(experiment: dict[str, Any]) -> set[str]:
     """The score-file designs an experiment produces."""
     if experiment["kind"] == "simulate":
-        from dpaudit.mechanisms.registry import DESIGNS
+        from dpaudit.mechanisms.registry import MECHANISM_DESIGNS
 
-        return {DESIGNS[experiment["mechanism"]]}
+        return {MECHANISM_DESIGNS[experiment["mechanism"]]}
     return {experiment.get("design", "one_run")}
 
 

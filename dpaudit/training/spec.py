@@ -27,9 +27,8 @@ from types import MappingProxyType
 from typing import Any
 
 from dpaudit.defaults import SETTING_KEYS, fill_defaults, train_experiment_defaults
+from dpaudit.scores import DESIGNS  # ``design``: a training job writes each score-file layout
 
-#: ``design``: the score-file layouts a training job writes (see :mod:`dpaudit.training.shard`).
-DESIGNS = ("one_run", "lidp", "multi_run")
 #: ``canaries.type`` of canaries that are input records.
 INPUT_CANARIES = ("random_input", "mislabeled", "in_distribution", "clipbkd")
 #: ``canaries.type`` of canaries that are gradients.

@@ -51,7 +51,7 @@ from dpaudit.scores import ScoreFile
 from dpaudit.training.spec import JobId, RunSpec
 
 #: ``selection.setup``: the threat models of the tuning audit (their Section 4, Table 2).
-SETUPS = ("ntnv", "ntcv", "etcv")
+TUNING_SETUPS = ("ntnv", "ntcv", "etcv")
 #: ``selection.statistic``: the released statistic of a tuning trial (their Eq. 10).
 TUNING_STATISTICS = ("lambda_a", "lambda_b")
 #: Table 3 of the paper (z = Z_D, full-batch DP-SGD, TNB(0, 1e-2), 2,000 games, the mean of 3
@@ -150,8 +150,8 @@ def statistics_of_runs(
     score: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """``lambda_a`` and ``lambda_b`` of every run (Eq. 10 and the NTCV/ETCV variant)."""
-    if setup not in SETUPS:
-        raise ValueError(f"selection.setup {setup!r}; allowed: {list(SETUPS)}")
+    if setup not in TUNING_SETUPS:
+        raise ValueError(f"selection.setup {setup!r}; allowed: {list(TUNING_SETUPS)}")
     sign = -1.0 if setup == "ntnv" else 1.0
     return {"lambda_a": lambda_a, "lambda_b": lambda_a + sign * score}
 
