@@ -1,7 +1,7 @@
 # dpaudit: empirical privacy auditing of DP machine learning.
 # Run everything: snakemake --cores all (its last job writes results/report.html)
-# Rules live in rules/*.smk; config validation and input functions in rules/common.smk, the
-# logic behind them in dpaudit.pipeline (paths, targets, params); docs/architecture.md maps it.
+# Rules live in rules/*.smk; config validation in rules/common.smk, the logic behind the
+# rules in dpaudit.pipeline (settings, paths, targets, params); docs/architecture.md maps it.
 
 
 configfile: "config/config.yaml"
@@ -31,14 +31,14 @@ onsuccess:
 rule all:
     default_target: True
     input:
-        all_targets(),
+        pipeline_targets.all_targets(config),
         REPORT,
 
 
 rule all_results:
     """Every result of the config, without the report (the report's own target)."""
     input:
-        all_targets(),
+        pipeline_targets.all_targets(config),
 
 
 rule report:
@@ -46,7 +46,7 @@ rule report:
     is missing, a result changed, or the config changed, even if nothing else has to run.
     """
     input:
-        all_targets(),
+        pipeline_targets.all_targets(config),
     output:
         REPORT,
     log:

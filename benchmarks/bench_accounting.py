@@ -30,14 +30,14 @@ def best_time(fn) -> float:
 
 def accountants() -> None:
     settings = [(1.0, 0.01, 100), (1.0, 0.01, 10_000), (0.8, 0.004, 2500)]
-    print("| setting (sigma, q, T) | " + " | ".join(dpsgd.ACCOUNTANTS) + " | rdp/pld |")
-    print("|---|" + "---|" * (len(dpsgd.ACCOUNTANTS) + 1))
+    print("| setting (sigma, q, T) | " + " | ".join(dpsgd.EPSILON_ACCOUNTANTS) + " | rdp/pld |")
+    print("|---|" + "---|" * (len(dpsgd.EPSILON_ACCOUNTANTS) + 1))
     for s, q, t in settings:
         secs = {
             a: best_time(lambda a=a, s=s, q=q, t=t: dpsgd.epsilon(a, s, q, t, 1e-5))
-            for a in dpsgd.ACCOUNTANTS
+            for a in dpsgd.EPSILON_ACCOUNTANTS
         }
-        cells = " | ".join(f"{secs[a] * 1e3:.1f} ms" for a in dpsgd.ACCOUNTANTS)
+        cells = " | ".join(f"{secs[a] * 1e3:.1f} ms" for a in dpsgd.EPSILON_ACCOUNTANTS)
         print(f"| {s}, {q}, {t} | {cells} | {secs['rdp'] / secs['pld']:.2f} |")
 
 

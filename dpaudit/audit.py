@@ -40,6 +40,9 @@ ID_COLUMNS = [
     "method",
     "params",
 ]
+#: Audit-table columns a setting column (the last part of a grid key) must not replace: the ID
+#: columns, the bound and its validity, the selection rule and the setting's target epsilon.
+RESERVED_COLUMNS = frozenset([*ID_COLUMNS, "epsilon", "valid", "selection", "target_epsilon"])
 
 
 def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataFrame:

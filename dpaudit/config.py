@@ -11,26 +11,35 @@ from the schema are filled in, so every rule sees a complete config.
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from dpaudit import estimators
 from dpaudit.data import catalog
-from dpaudit.data.catalog import data_shape, source_split_sizes  # noqa: F401  (re-exported)
-from dpaudit.defaults import (  # noqa: F401  (re-exported: the config's view of the schema)
-    SCHEMA_RESOURCE,
-    SETTING_KEYS,
-    DefaultFillingValidator,
-    estimator_defaults,
-    fill_defaults,
-    load_schema,
-)
+from dpaudit.defaults import SETTING_KEYS, DefaultFillingValidator, load_schema
 from dpaudit.io import read_yaml
-from dpaudit.training.spec import RECORD_CANARIES, RunSpec, SpecError
+from dpaudit.pipeline.guards import GuardError, check_duplicate_keys, check_guards
+from dpaudit.pipeline.settings import (
+    applicable_estimators,
+    apply_point,
+    experiment_designs,
+    models_per_seed,
+    setting_columns,
+    setting_name,
+    simulate_settings,
+    train_points,
+)
+from dpaudit.pipeline.targets import tradeoff_settings
+from dpaudit.training.job import opacus_problem
+from dpaudit.training.reachability import reachable_epsilon_problem
+from dpaudit.training.spec import RECORD_CANARIES, RunSpec, Schedule, SpecError
+
+# The cross-key checks that build models, read the mechanism and analysis registries or run a
+# user's entry point import torch, SciPy or pandas inside their function: every Snakemake
+# process imports this module to fill in the defaults (tests/test_workflow_imports.py).
 
 
 class ConfigError(ValueError):
@@ -45,8 +54,6 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         data = read_yaml(path)
     except ValueError as err:  # read_yaml's message starts with the path
         raise ConfigError(f"config file {err}") from None
-    from dpaudit.pipeline.guards import GuardError, check_duplicate_keys
-
     try:
         check_duplicate_keys(path)
     except GuardError as err:
@@ -135,7 +142,6 @@ def validate_config(
     if not isinstance(config, dict):
         raise ConfigError(f"config: the top level must be a mapping, got {type(config).__name__}")
     _check_experiments_block(config, require_experiments)
-    _check_removed_keys(config)
     validator = DefaultFillingValidator(load_schema() if schema is None else schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
@@ -143,8 +149,6 @@ def validate_config(
         lines = "\n".join(f"  - {m}" for m in messages)
         raise ConfigError(f"invalid configuration ({len(messages)} problem(s)):\n{lines}")
     if cross_checks:
-        from dpaudit.pipeline.guards import GuardError, check_guards
-
         try:
             check_guards(config)  # the job count first, before any grid is expanded
         except GuardError as err:
@@ -166,20 +170,10 @@ def default_estimator_config(methods: Iterable[str]) -> dict[str, Any]:
     return validate_config({"estimators": blocks}, require_experiments=False)
 
 
-def estimator_block(config: dict[str, Any], name: str) -> dict[str, Any]:
-    """The parameters an audit of estimator ``name`` runs with: the block of the validated
-    ``config`` (``method`` plus every parameter, schema defaults filled in; not its display
-    ``label``), keys sorted. The
-    pipeline's audit rule and ``dpaudit audit`` both take their estimators from here."""
-    from dpaudit.pipeline import canonical
-
-    return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
-
-
 def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
     """The dataset keys apply to the named dataset (:mod:`dpaudit.data.catalog`), a checksum
     the catalog does not pin is given, and the sizes fit the source's splits."""
-    name = dataset.get("name", "synthetic")
+    name = dataset["name"]
     data = catalog.entry(name)
     allowed = data.keys
     for key, value in dataset.items():
@@ -200,7 +194,7 @@ def _check_dataset(exp: str, dataset: dict[str, Any]) -> None:
 def _check_dataset_sizes(exp: str, name: str, dataset: dict[str, Any]) -> None:
     """n_train, and n_test plus canary_pool, must fit in the source splits (a class filter
     only shrinks them, so this is necessary, and exact without one)."""
-    sizes = source_split_sizes(name, dataset)
+    sizes = catalog.source_split_sizes(name, dataset)
     if sizes is None:
         return
     n_train_src, n_test_src = sizes
@@ -294,63 +288,33 @@ def _check_mechanism_params(exp: str, block: dict[str, Any]) -> None:
                 )
 
 
-def _check_removed_keys(config: dict[str, Any]) -> None:
-    """A removed key (an experiment's ``trainer``) is an error naming its replacement."""
-    experiments = config.get("experiments")
-    for exp, block in (experiments if isinstance(experiments, dict) else {}).items():
-        if isinstance(block, dict) and "trainer" in block:
-            raise ConfigError(
-                f"config key experiments.{exp}.trainer: removed; the engine is train.engine "
-                "(trainer opacus -> train.engine: opacus; trainer vectorized -> train.engine: "
-                "auto, stacked or func)"
-            )
-
-
 def _check_trainer(exp: str, block: dict[str, Any]) -> None:
     """An experiment trained by Opacus (``train.engine: opacus``) uses only what that engine
     supports."""
-    from dpaudit.training.job import opacus_problem
-
     if block.get("kind") != "train" or block.get("train", {}).get("engine") != "opacus":
         return
-    problem = opacus_problem(block, block.get("shards", 1))
+    problem = opacus_problem(block, block["shards"])
     if problem is not None:
         raise ConfigError(f"config key experiments.{exp}.{problem[0]}: {problem[1]}")
 
 
-def _check_selection(exp: str, block: dict[str, Any]) -> None:
-    """A tuning audit (``selection``: :mod:`dpaudit.training.tuning`) needs design multi_run,
-    the white-box statistic, a canary it can score, the vectorised engine and a noisy base."""
-    from dpaudit.training.tuning import TUNING_CANARIES
-
-    sel = block.get("selection")
-    if block.get("kind") != "train" or sel is None:
+def _check_tuning(exp: str, block: dict[str, Any]) -> None:
+    """A tuning audit (``selection``: :mod:`dpaudit.training.tuning`) trains noisy settings
+    only; what its run spec needs is the run spec's check
+    (:data:`dpaudit.training.spec.TUNING_NEEDS`, in :func:`_check_canary_pool`)."""
+    if block.get("kind") != "train" or block.get("selection") is None:
         return
-    need = {
-        "design": ("multi_run",),
-        "threat_model": ("white_box_dot",),
-        "canaries.type": TUNING_CANARIES,
-        "train.engine": ("auto", "stacked", "func"),
-        "train.nonprivate": (False,),
-        "train.noise_multiplier": (None,),
-    }
-    for key, allowed in need.items():
-        head, _, tail = key.partition(".")
-        value = block.get(head) if not tail else (block.get(head) or {}).get(tail)
-        if value not in allowed:
-            raise ConfigError(
-                f"config key experiments.{exp}.{key}: {value!r}; a selection (tuning) audit "
-                f"needs one of {list(allowed)} (the noise is calibrated to each target epsilon)"
-            )
+    if block["train"]["nonprivate"]:
+        raise ConfigError(
+            f"config key experiments.{exp}.train.nonprivate: True; a selection (tuning) audit "
+            "needs one of [False] (the noise is calibrated to each target epsilon)"
+        )
 
 
 def _check_estimators_apply(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
     """Every estimator an experiment lists must apply to its score-file design (else the audit
     would drop it and leave an empty table); an experiment that lists none needs at least one
     estimator block that applies."""
-    from dpaudit import estimators
-    from dpaudit.pipeline import experiment_designs
-
     if block.get("kind") not in ("train", "simulate"):
         return
     designs = experiment_designs(block)
@@ -431,7 +395,7 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
 
     from dpaudit.models import build_for_data
 
-    shape, k = data_shape(block.get("dataset") or {})
+    shape, k = catalog.data_shape(block.get("dataset") or {})
     model = block.get("model") or {}
     try:
         with torch.device("meta"):
@@ -449,7 +413,7 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
             f"config key experiments.{exp}.canaries.dirac_coordinate: set to {first} but "
             f"canaries.type is {c['type']!r}; allowed: null, or canaries.type dirac"
         )
-    placement = c.get("dirac_placement", "random")
+    placement = c["dirac_placement"]
     if placement != "random" and c["type"] != "dirac":
         raise ConfigError(
             f"config key experiments.{exp}.canaries.dirac_placement: set to {placement!r} but "
@@ -480,64 +444,12 @@ def _check_model_fits(exp: str, block: dict[str, Any]) -> None:
             )
 
 
-#: Largest noise multiplier Opacus' get_noise_multiplier tries before it gives up with "The
-#: privacy budget is too low." (it doubles sigma from 20 and stops above MAX_SIGMA = 1e6).
-OPACUS_LARGEST_SIGMA = 20.0 * 2**15
-
-
-def nominal_sampling(block: dict[str, Any]) -> tuple[float, int]:
-    """(sample rate, steps) a train experiment's job calibrates with
-    (:meth:`dpaudit.training.spec.RunSpec.schedule`). With the dataset size unknown before
-    download (real data, n_train null) it is q = 1 and steps = epochs, the largest claimed
-    epsilon at a given noise, so the reachability check stays conservative."""
-    t, dataset = block["train"], block.get("dataset") or {}
-    n_train = dataset.get("n_train")
-    if n_train is None and dataset.get("name", "synthetic") == "synthetic":
-        n_train = catalog.SYNTHETIC_N_TRAIN
-    if n_train is None:
-        return 1.0, int(t["steps"] or t["epochs"])
-    schedule = RunSpec.from_block(block).schedule(int(n_train))
-    return schedule.sample_rate, schedule.steps
-
-
-#: Largest Renyi order of Opacus' RDP accountant (DEFAULT_ALPHAS end at 63).
-OPACUS_MAX_ORDER = 63
-
-
-def rdp_floor_bound(delta: float, steps: int) -> float:
-    """An upper bound on the epsilon the RDP accountant claims at Opacus' largest noise: the
-    conversion at order a = 63 is eps(a) - (log delta + log a) / (a - 1) + log((a - 1) / a)
-    <= eps(a) + log(1 / delta) / (a - 1), and eps(a) <= steps * a / (2 sigma^2) (Gaussian RDP at
-    q = 1). PRV, tighter, claims no more (tested). A target above it is always reachable."""
-    a = OPACUS_MAX_ORDER
-    return steps * a / (2 * OPACUS_LARGEST_SIGMA**2) + math.log(1 / delta) / (a - 1)
-
-
-@functools.lru_cache(maxsize=512)
-def reachable_epsilon_problem(
-    target: float, delta: float, q: float, steps: int, accountant: str
-) -> str | None:
-    """Why the accountant cannot calibrate noise to ``target`` (None: it can). rdp and prv
-    evaluate epsilon at the largest noise Opacus tries (one accountant call, the exact
-    condition of its "privacy budget is too low"); gdp calibrates with the training job's own
-    function (fast for gdp). Cached."""
-    from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
-
-    if accountant in ("rdp", "prv") and target > rdp_floor_bound(delta, steps):
-        return None  # reachable for sure: no need to import Opacus (and torch) here
-    try:
-        if accountant == "gdp":
-            calibrate_noise(target, delta, q, steps, accountant)
-            return None
-        floor = poisson_epsilon(OPACUS_LARGEST_SIGMA, q, steps, delta, accountant)
-    except (ValueError, RuntimeError) as err:
-        return f"the accountant fails: {err}"
-    if floor is not None and floor > target:
-        return (
-            f"the smallest epsilon it can claim is {floor:.4g} (Opacus: 'The privacy budget "
-            "is too low.')"
-        )
-    return None
+def nominal_schedule(block: dict[str, Any]) -> Schedule:
+    """The schedule a train experiment's job calibrates its noise with, as far as the config
+    knows the dataset's size (:meth:`RunSpec.nominal_schedule
+    <dpaudit.training.spec.RunSpec.nominal_schedule>`)."""
+    n_train = catalog.known_n_train(block.get("dataset") or {})
+    return RunSpec.from_block(block).nominal_schedule(n_train)
 
 
 def _check_shuffling(exp: str, block: dict[str, Any]) -> None:
@@ -557,8 +469,9 @@ def _check_shuffling(exp: str, block: dict[str, Any]) -> None:
             f"{key}.train.nonprivate: true, but canaries.statistic likelihood_ratio needs a "
             "noise multiplier > 0 (a noise-free run has no Gaussian likelihood); allowed: false"
         )
-    q, steps = nominal_sampling(block)
-    per_epoch = max(1, round(1.0 / q)) if q < 1.0 else None
+    schedule = nominal_schedule(block)
+    steps = schedule.steps
+    per_epoch = schedule.steps_per_epoch if schedule.sample_rate < 1.0 else None
     if lr and per_epoch is not None:
         if steps % per_epoch:
             raise ConfigError(
@@ -596,10 +509,9 @@ def _check_target_epsilons(exp: str, block: dict[str, Any]) -> None:
     if block.get("kind") != "train" or block["train"].get("noise_multiplier") is not None:
         return
     t = block["train"]
-    q, steps = nominal_sampling(block)
+    schedule = nominal_schedule(block)
+    q, steps = schedule.sample_rate, schedule.steps
     for i, eps in enumerate(t["target_epsilons"]):
-        from dpaudit.pipeline import setting_name
-
         problem = reachable_epsilon_problem(
             float(eps), float(t["delta"]), q, steps, t["accountant"]
         )
@@ -615,8 +527,6 @@ def _check_target_epsilons(exp: str, block: dict[str, Any]) -> None:
 def _lidp_sizes(block: dict[str, Any]) -> dict[str, int]:
     """Setting (or key) -> the smaller of K and m (inserted and null canaries) of an experiment
     writing lidp score files, where the config fixes them."""
-    from dpaudit.pipeline import simulate_settings
-
     if block.get("kind") == "train":
         return {"canaries.k": int(block["canaries"]["k"])}
     out = {}
@@ -631,14 +541,12 @@ def _lidp_sizes(block: dict[str, Any]) -> dict[str, int]:
 def _check_lidp_order(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
     """A LiDP estimator of order o with ``below_order: error`` fails on a file with fewer than
     o inserted or null canaries: reject the pair here."""
-    from dpaudit.pipeline import applicable_estimators, experiment_designs
-
     if block.get("kind") not in ("train", "simulate") or "lidp" not in experiment_designs(block):
         return
     sizes = _lidp_sizes(block)
     for name in applicable_estimators(config, exp):
         est = config["estimators"][name]
-        if est["method"] != "lidp" or est.get("below_order", "error") != "error":
+        if est["method"] != "lidp" or est["below_order"] != "error":
             continue
         for where, size in sizes.items():
             if size < int(est["order"]):
@@ -653,18 +561,16 @@ def _check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) 
     """A LiDP estimator's ``trials`` must fit in the trials of one seed of a train experiment
     (``shards`` x ``train.models_per_shard`` models, less the tuning trials of a held-out
     threshold; :func:`dpaudit.estimators.lidp_audit.trial_subsets`)."""
-    from dpaudit.pipeline import applicable_estimators, experiment_designs
-
     if block.get("kind") != "train" or "lidp" not in experiment_designs(block):
         return
-    models = int(block["shards"]) * int(block["train"]["models_per_shard"])
+    models = models_per_seed(block)
     for name in applicable_estimators(config, exp):
         est = config["estimators"][name]
         if est["method"] != "lidp" or not est.get("trials"):
             continue
         available = models
-        if est.get("threshold", "heldout") == "heldout":
-            available = models - int(round(float(est.get("heldout_fraction", 0.5)) * models))
+        if est["threshold"] == "heldout":  # lidp.split_trials: round(fraction x trials) tune
+            available = models - int(round(float(est["heldout_fraction"]) * models))
         if max(est["trials"]) > available:
             raise ConfigError(
                 f"config key estimators.{name}.trials: asks for {max(est['trials'])} evaluation "
@@ -692,16 +598,11 @@ def _check_paper_targets(config: dict[str, Any]) -> None:
                 seen[target] = f"experiments.{exp}.{key}"
 
 
-#: Audit-table columns a verdict may group by besides the experiment's setting columns.
-VERDICT_ID_COLUMNS = ("estimator", "threat_model", "design", "canary_type", "selection")
-
-
 def _check_verdict_tradeoff(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
     """A verdict groups by columns the audit table has and reads an estimator the experiment
     runs; a trade-off figure selects at least one setting of a multi_run experiment and asks
     for no more runs than a setting has (each fails only inside a job otherwise)."""
-    from dpaudit.pipeline import applicable_estimators, setting_columns
-    from dpaudit.pipeline.targets import tradeoff_settings
+    from dpaudit.tables import VERDICT_ID_COLUMNS  # pandas
 
     verdict, tradeoff = block.get("verdict"), block.get("tradeoff")
     if (verdict or tradeoff) and block.get("kind") != "train":
@@ -744,12 +645,7 @@ def _check_verdict_tradeoff(config: dict[str, Any], exp: str, block: dict[str, A
                 f"selects no setting; allowed: values of the setting columns {columns}"
             )
         runs = tradeoff.get("runs") or []
-        train = block.get("train") or {}
-        available = (
-            len(block.get("seeds") or [0])
-            * int(block.get("shards") or 1)
-            * int(train.get("models_per_shard") or 0)
-        )
+        available = len(block["seeds"]) * models_per_seed(block)
         if runs and available and max(runs) > available:
             raise ConfigError(
                 f"config key experiments.{exp}.tradeoff.runs: asks for {max(runs)} runs, but a "
@@ -803,7 +699,7 @@ def _check_references(config: dict[str, Any], validator: Any = None) -> None:
         for point, effective in _grid_points(config, exp, block, validator):
             try:
                 _check_trainer(exp, effective)
-                _check_selection(exp, effective)
+                _check_tuning(exp, effective)
                 if "dataset" in effective:
                     _check_dataset(exp, effective["dataset"])
                 _check_settings(exp, effective)
@@ -828,7 +724,7 @@ def _grid_points(
     """(grid point name, the experiment block with its values set) of each point of a train
     experiment's ``grid`` / ``points`` (one unnamed point without them); each point's block is
     checked against the schema like the experiment's own keys."""
-    from dpaudit.pipeline import apply_point, train_points
+    from dpaudit.audit import RESERVED_COLUMNS  # pandas
 
     if block.get("kind") != "train":
         return [("", block)]
@@ -844,12 +740,12 @@ def _grid_points(
             )
     columns = [k.rsplit(".", 1)[-1] for k in varied]
     for key, column in zip(varied, columns, strict=True):
-        if columns.count(column) > 1 or column in _RESERVED_COLUMNS:
+        if columns.count(column) > 1 or column in RESERVED_COLUMNS:
             taken = "another grid key" if columns.count(column) > 1 else "the table"
             raise ConfigError(
                 f"config key experiments.{exp}.grid.{key}: its audit-table column {column!r} "
                 f"(the key's last part) is taken by {taken}; "
-                f"allowed: grid keys with distinct last parts, none of {sorted(_RESERVED_COLUMNS)}"
+                f"allowed: grid keys with distinct last parts, none of {sorted(RESERVED_COLUMNS)}"
             )
     try:
         points = train_points(block)
@@ -868,25 +764,3 @@ def _grid_points(
                 )
         out.append((name, effective))
     return out
-
-
-#: Audit-table columns a grid key's column must not replace.
-_RESERVED_COLUMNS = frozenset(
-    {
-        "experiment",
-        "setting",
-        "seed",
-        "design",
-        "threat_model",
-        "estimator",
-        "method",
-        "params",
-        "epsilon",
-        "valid",
-        "selection",
-        "target_epsilon",
-        "claimed_epsilon",
-        "delta",
-        "accountant",
-    }
-)

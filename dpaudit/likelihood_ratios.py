@@ -42,7 +42,9 @@ import math
 import numpy as np
 from scipy import special
 
-STATISTICS = ("natural", "partially_informed", "batch_worst_case")
+#: The adversaries whose likelihood-ratio statistic of shuffled batches is computed here
+#: (``canaries.adversary`` of a ``canaries.statistic: likelihood_ratio`` run).
+SHUFFLE_STATISTICS = ("natural", "partially_informed", "batch_worst_case")
 
 
 def normalised(step_dots: np.ndarray, batch_size: int, max_grad_norm: float) -> np.ndarray:
@@ -85,8 +87,8 @@ def log_likelihood_ratio(
 
     Higher means IN (the target was in the training set). See the module docstring.
     """
-    if statistic not in STATISTICS:
-        raise ValueError(f"unknown statistic {statistic!r}; allowed: {list(STATISTICS)}")
+    if statistic not in SHUFFLE_STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}; allowed: {list(SHUFFLE_STATISTICS)}")
     if not (sigma > 0 and math.isfinite(sigma)):
         raise ValueError(
             f"the likelihood ratio needs a finite noise multiplier > 0, got {sigma!r} "

@@ -37,6 +37,8 @@ REQUIRED_COLUMNS = [
     "epsilon",
     "valid",
 ]
+#: Audit-table columns a verdict may group by besides the experiment's setting columns.
+VERDICT_ID_COLUMNS = ("estimator", "threat_model", "design", "canary_type", "selection")
 
 
 class AuditTableError(ValueError):

@@ -3,7 +3,7 @@
 
 rule analysis:
     input:
-        unpack(analysis_inputs),
+        unpack(per_job(pipeline_targets.analysis_inputs, "experiment")),
     output:
         table=report(
             paths.analysis_table(),
@@ -14,13 +14,13 @@ rule analysis:
     log:
         paths.log("{experiment}", "analysis"),
     wildcard_constraints:
-        experiment=kind_pattern("analysis"),
+        experiment=pipeline_targets.kind_pattern(config, "analysis"),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        run=analysis_params,
+        run=per_job(pipeline_params.analysis_params, "experiment"),
         code=library_code("analysis"),
     script:
         "../scripts/analysis.py"

@@ -6,7 +6,7 @@
 
 rule audit:
     input:
-        scores=audit_scores,
+        scores=per_job(pipeline_targets.setting_score_files, "experiment", "setting"),
     output:
         table=paths.setting_audit(),
     log:
@@ -18,7 +18,7 @@ rule audit:
     resources:
         **JOB_RESOURCES,
     params:
-        estimators=audit_estimators,
+        estimators=per_job(pipeline_params.audit_estimators, "experiment"),
         code=library_code("audit"),
     script:
         "../scripts/audit.py"
@@ -26,7 +26,7 @@ rule audit:
 
 rule audit_table:
     input:
-        audit_files,
+        per_job(pipeline_targets.audit_files, "experiment"),
     output:
         report(
             paths.audit_table(),
@@ -37,15 +37,15 @@ rule audit_table:
     log:
         paths.log("{experiment}", "audit_table"),
     wildcard_constraints:
-        experiment=kind_pattern("train", "simulate"),
+        experiment=pipeline_targets.kind_pattern(config, "train", "simulate"),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        settings=setting_table,
-        labels=estimator_labels,
-        estimators=estimator_order,
+        settings=per_job(pipeline_params.setting_table, "experiment"),
+        labels=per_job(pipeline_params.estimator_labels, "experiment"),
+        estimators=per_job(applicable_estimators, "experiment"),
         code=library_code("audit_table"),
     script:
         "../scripts/audit_table.py"

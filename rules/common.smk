@@ -1,7 +1,8 @@
-# Config validation, wildcard constraints and the named input functions of the rules. The logic
-# behind them lives in the library: dpaudit.pipeline (settings), dpaudit.pipeline.paths (every
-# path, declared once), dpaudit.pipeline.targets (which files) and dpaudit.pipeline.params
-# (which parameters); the functions here only pass the config and the job's wildcards.
+# Config validation, wildcard constraints and the input and params functions of the rules. The
+# logic behind them lives in the library: dpaudit.pipeline.settings (settings),
+# dpaudit.pipeline.paths (every path, declared once), dpaudit.pipeline.targets (which files) and
+# dpaudit.pipeline.params (which parameters). The rules call those functions through per_job
+# (the config and the job's wildcards); only functions with logic of their own are named here.
 
 import os
 import sys
@@ -9,9 +10,11 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from dpaudit.config import ConfigError, estimator_block, load_schema, validate_config
+from dpaudit.config import ConfigError, load_schema, validate_config
 from dpaudit.pipeline.guards import SETTING_PATTERN, GuardError, check_duplicate_keys
-from dpaudit.pipeline import applicable_estimators, canonical, paths
+from dpaudit.pipeline import paths
+from dpaudit.pipeline.params import canonical
+from dpaudit.pipeline.settings import applicable_estimators
 from dpaudit.pipeline import cluster as pipeline_cluster
 from dpaudit.pipeline import params as pipeline_params
 from dpaudit.pipeline import resources as pipeline_resources
@@ -84,152 +87,18 @@ def library_code(script):
 def train_code(wildcards):
     """The ``code`` param of a training job: :func:`library_code` of scripts/train.py, without
     the own-training audit's modules unless the job runs a ``train.entry_point``."""
-    run = train_params(wildcards)
+    run = pipeline_params.train_params(config, wildcards.experiment, wildcards.setting)
     exclude = () if run["train"].get("entry_point") else (ENTRY_POINT_MODULE,)
     return code_hash(Path(workflow.basedir) / "scripts" / "train.py", exclude=exclude)
 
 
-def kind_pattern(*kinds):
-    """A wildcard pattern matching exactly the experiments of these kinds."""
-    return pipeline_targets.kind_pattern(config, *kinds)
-
-
-def line_figure_pattern():
-    """Wildcard pattern of the experiments that get the line figure of their table."""
-    return pipeline_targets.line_figure_pattern(config)
-
-
-def target_pattern(part):
-    """Wildcard pattern for the paper (part 0) or figure (part 1) of published targets."""
-    return pipeline_targets.target_pattern(config, part)
-
-
-def all_targets():
-    return pipeline_targets.all_targets(config)
-
-
-def audit_scores(wildcards):
-    """The score files one audit job reads: every seed (and shard) of one setting."""
-    return pipeline_targets.setting_score_files(
-        config, wildcards.experiment, wildcards.setting
+def per_job(function, *names, **kwargs):
+    """An input or params function of a rule: ``function(config, *values, **kwargs)`` with the
+    values of the job's wildcards ``names`` (the library's functions take the validated
+    config, then the wildcards they need)."""
+    return lambda wildcards: function(
+        config, *(getattr(wildcards, name) for name in names), **kwargs
     )
-
-
-def roc_scores(wildcards):
-    """The score files of the ROC figure: every setting, seed and shard of an experiment."""
-    return pipeline_targets.score_files(config, wildcards.experiment)
-
-
-def roc_figure_params(wildcards):
-    return pipeline_params.roc_figure_params(config, wildcards.experiment)
-
-
-def block_pattern(block):
-    """Wildcard pattern of the train experiments with a ``verdict`` or ``tradeoff`` block."""
-    return pipeline_targets.block_pattern(config, block)
-
-
-def tradeoff_scores(wildcards):
-    """The score files of the trade-off figure: every seed and shard of its settings."""
-    return pipeline_targets.tradeoff_score_files(config, wildcards.experiment)
-
-
-def tradeoff_params(wildcards):
-    return pipeline_params.tradeoff_params(config, wildcards.experiment)
-
-
-def verdict_params(wildcards):
-    return pipeline_params.verdict_params(config, wildcards.experiment)
-
-
-def audit_files(wildcards):
-    return pipeline_targets.audit_files(config, wildcards.experiment)
-
-
-def train_params(wildcards):
-    return pipeline_params.train_params(config, wildcards.experiment, wildcards.setting)
-
-
-def max_physical_batch(wildcards):
-    return pipeline_params.max_physical_batch(config, wildcards.experiment)
-
-
-def simulate_params(wildcards):
-    return pipeline_params.simulate_params(
-        config, wildcards.experiment, wildcards.setting
-    )
-
-
-def audit_estimators(wildcards):
-    """The estimator blocks an audit job runs, as [name, block] pairs in the order of the
-    audit table's rows (estimator_block gives `dpaudit audit` the same blocks)."""
-    names = applicable_estimators(config, wildcards.experiment)
-    return [[name, estimator_block(config, name)] for name in names]
-
-
-def dataset_params(wildcards):
-    return pipeline_params.dataset_params(
-        config, wildcards.experiment, wildcards.variant
-    )
-
-
-def train_dataset(wildcards):
-    """The prepared dataset a training job reads (its setting's dataset variant)."""
-    return pipeline_targets.train_dataset(
-        config, wildcards.experiment, wildcards.setting
-    )
-
-
-def analysis_params(wildcards):
-    return pipeline_params.analysis_params(config, wildcards.experiment)
-
-
-def analysis_inputs(wildcards):
-    """The audit tables an analysis reads (its experiment's ``inputs``; none for most)."""
-    return pipeline_targets.analysis_inputs(config, wildcards.experiment)
-
-
-def setting_table(wildcards):
-    return pipeline_params.setting_table(config, wildcards.experiment)
-
-
-def estimator_order(wildcards):
-    """The estimator blocks of an experiment in the order of its audit table's rows."""
-    return applicable_estimators(config, wildcards.experiment)
-
-
-def estimator_labels(wildcards):
-    return pipeline_params.estimator_labels(config, wildcards.experiment)
-
-
-def figure_params(wildcards):
-    return pipeline_params.figure_params(config, wildcards.experiment)
-
-
-def experiment_table(wildcards):
-    return pipeline_targets.main_table(config, wildcards.experiment)
-
-
-def figure_caption(wildcards):
-    return pipeline_params.figure_caption(config, wildcards.experiment)
-
-
-def eps_figure_caption(wildcards):
-    return pipeline_params.figure_caption(config, wildcards.experiment, eps=True)
-
-
-def paper_target_inputs(wildcards):
-    return pipeline_targets.paper_target_inputs(
-        config, wildcards.paper, wildcards.figure
-    )
-
-
-def reproduction_inputs(wildcards):
-    return pipeline_targets.reproduction_inputs(config)
-
-
-def reproduction_part_inputs(wildcards):
-    return pipeline_targets.main_table(config, wildcards.experiment)
 
 
 # the config file(s) of this run as the reproduction table names them: the --configfile ones
@@ -238,12 +107,6 @@ CONFIG_LABEL = pipeline_params.config_label(
     [str(p) for p in (workflow.overwrite_configfiles or workflow.configfiles)],
     os.getcwd(),
 )
-
-
-def reproduction_part_params(wildcards):
-    return pipeline_params.reproduction_part_params(
-        config, wildcards.experiment, CONFIG_LABEL
-    )
 
 
 def report_targeted_run():

@@ -12,7 +12,7 @@ rule prepare_dataset:
     resources:
         **JOB_RESOURCES,
     params:
-        dataset=dataset_params,
+        dataset=per_job(pipeline_params.dataset_params, "experiment", "variant"),
         root=config["data"]["root"],
         mirror=config["data"]["mirror"],
         code=library_code("prepare_dataset"),

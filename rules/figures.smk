@@ -20,14 +20,14 @@ rule figure_eps:
     log:
         paths.log("{experiment}", "figure_eps"),
     wildcard_constraints:
-        experiment=kind_pattern("train"),
+        experiment=pipeline_targets.kind_pattern(config, "train"),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        figure=figure_params,
-        caption=eps_figure_caption,
+        figure=per_job(pipeline_params.figure_params, "experiment"),
+        caption=per_job(pipeline_params.figure_caption, "experiment", eps=True),
         code=library_code("plot_eps"),
     script:
         "../scripts/plot_eps.py"
@@ -35,7 +35,7 @@ rule figure_eps:
 
 rule figure:
     input:
-        table=experiment_table,
+        table=per_job(pipeline_targets.main_table, "experiment"),
     output:
         pdf=report(
             paths.figure(ext="pdf"),
@@ -52,14 +52,14 @@ rule figure:
     log:
         paths.log("{experiment}", "figure"),
     wildcard_constraints:
-        experiment=line_figure_pattern(),
+        experiment=pipeline_targets.line_figure_pattern(config),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        figure=figure_params,
-        caption=figure_caption,
+        figure=per_job(pipeline_params.figure_params, "experiment"),
+        caption=per_job(pipeline_params.figure_caption, "experiment"),
         code=library_code("plot_figure"),
     script:
         "../scripts/plot_figure.py"
@@ -67,7 +67,7 @@ rule figure:
 
 rule figure_roc:
     input:
-        scores=roc_scores,
+        scores=per_job(pipeline_targets.score_files, "experiment"),
     output:
         pdf=report(
             paths.figure(name=paths.ROC_FIGURE, ext="pdf"),
@@ -86,13 +86,13 @@ rule figure_roc:
     benchmark:
         paths.benchmark("figure_roc", "roc")
     wildcard_constraints:
-        experiment=kind_pattern("train", "simulate"),
+        experiment=pipeline_targets.kind_pattern(config, "train", "simulate"),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        figure=roc_figure_params,
+        figure=per_job(pipeline_params.roc_figure_params, "experiment"),
         code=library_code("plot_roc"),
     script:
         "../scripts/plot_roc.py"
@@ -123,13 +123,13 @@ rule verdict_table:
     log:
         paths.log("{experiment}", "verdict_table"),
     wildcard_constraints:
-        experiment=block_pattern("verdict"),
+        experiment=pipeline_targets.block_pattern(config, "verdict"),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        verdict=verdict_params,
+        verdict=per_job(pipeline_params.verdict_params, "experiment"),
         code=library_code("verdict_table"),
     script:
         "../scripts/verdict_table.py"
@@ -137,7 +137,7 @@ rule verdict_table:
 
 rule figure_tradeoff:
     input:
-        scores=tradeoff_scores,
+        scores=per_job(pipeline_targets.tradeoff_score_files, "experiment"),
     output:
         table=paths.tradeoff_table(),
         pdf=report(
@@ -157,13 +157,13 @@ rule figure_tradeoff:
     benchmark:
         paths.benchmark("figure_tradeoff", "tradeoff")
     wildcard_constraints:
-        experiment=block_pattern("tradeoff"),
+        experiment=pipeline_targets.block_pattern(config, "tradeoff"),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        tradeoff=tradeoff_params,
+        tradeoff=per_job(pipeline_params.tradeoff_params, "experiment"),
         code=library_code("plot_tradeoff"),
     script:
         "../scripts/plot_tradeoff.py"
@@ -171,7 +171,7 @@ rule figure_tradeoff:
 
 rule paper_target:
     input:
-        unpack(paper_target_inputs),
+        unpack(per_job(pipeline_targets.paper_target_inputs, "paper", "figure")),
     output:
         pdf=paths.paper_target(ext="pdf"),
         png=paths.paper_target(ext="png"),
@@ -179,8 +179,8 @@ rule paper_target:
     log:
         paths.log("paper", "{paper}", "{figure}"),
     wildcard_constraints:
-        paper=target_pattern(0),
-        figure=target_pattern(1),
+        paper=pipeline_targets.target_pattern(config, 0),
+        figure=pipeline_targets.target_pattern(config, 1),
     conda:
         "../envs/dpaudit.yaml"
     resources:
@@ -193,7 +193,7 @@ rule paper_target:
 
 rule reproduction_part:
     input:
-        reproduction_part_inputs,
+        per_job(pipeline_targets.main_table, "experiment"),
     output:
         paths.reproduction_part(),
     log:
@@ -205,7 +205,9 @@ rule reproduction_part:
     resources:
         **JOB_RESOURCES,
     params:
-        check=reproduction_part_params,
+        check=per_job(
+            pipeline_params.reproduction_part_params, "experiment", label=CONFIG_LABEL
+        ),
         code=library_code("reproduction_part"),
     script:
         "../scripts/reproduction_part.py"
@@ -213,7 +215,7 @@ rule reproduction_part:
 
 rule reproduction:
     input:
-        reproduction_inputs,
+        per_job(pipeline_targets.reproduction_inputs),
     output:
         md=report(
             paths.reproduction("md"),

@@ -13,7 +13,7 @@ rule simulate:
     resources:
         **JOB_RESOURCES,
     params:
-        run=simulate_params,
+        run=per_job(pipeline_params.simulate_params, "experiment", "setting"),
         code=library_code("simulate"),
     script:
         "../scripts/simulate.py"

@@ -4,7 +4,7 @@
 
 rule train:
     input:
-        dataset=train_dataset,
+        dataset=per_job(pipeline_targets.train_dataset, "experiment", "setting"),
     output:
         scores=paths.score_file(shard="{shard}"),
     log:
@@ -19,9 +19,9 @@ rule train:
     resources:
         **TRAIN_RESOURCES,
     params:
-        run=train_params,
+        run=per_job(pipeline_params.train_params, "experiment", "setting"),
         device=config["compute"]["device"],
-        max_physical_batch=max_physical_batch,
+        max_physical_batch=per_job(pipeline_params.max_physical_batch, "experiment"),
         code=train_code,
     script:
         "../scripts/train.py"

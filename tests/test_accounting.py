@@ -144,7 +144,7 @@ def test_table_reports_a_failing_accountant_instead_of_failing():
 
 def test_table_columns():
     df = dpsgd.accountant_table(1.0, 0.01, 100, 1e-5)
-    assert list(df.accountant) == list(dpsgd.ACCOUNTANTS)
+    assert list(df.accountant) == list(dpsgd.EPSILON_ACCOUNTANTS)
     assert df.loc[df.accountant == "pld", "ratio_to_pld"].iloc[0] == 1.0
     assert not df.loc[df.accountant == "gdp", "is_upper_bound"].iloc[0]
 

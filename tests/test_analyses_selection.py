@@ -33,7 +33,7 @@ def test_registered_names_resolve():
                  "selection_table4", "selection_fig6_bounds"):
         assert callable(analyses.get(name))
     assert registry.get("selection_reduced_game") is game.reduced_game_score_file
-    assert registry.DESIGNS["selection_reduced_game"] == "multi_run"
+    assert registry.MECHANISM_DESIGNS["selection_reduced_game"] == "multi_run"
 
 
 def test_example1_reproduces_paper_section4_and_a1():

@@ -23,9 +23,10 @@ from scipy import stats
 from dpaudit import estimators, scores
 from dpaudit.audit import audit
 from dpaudit.cli import main
-from dpaudit.config import ConfigError, estimator_block, load_config_file, validate_config
+from dpaudit.config import ConfigError, load_config_file, validate_config
 from dpaudit.mechanisms.one_run_ideal import gaussian_score_file, randomized_response_score_file
-from dpaudit.pipeline import applicable_estimators
+from dpaudit.pipeline.params import estimator_block
+from dpaudit.pipeline.settings import applicable_estimators
 from dpaudit.scores import ScoreFile
 from dpaudit.tables import (
     ASSUMES,

@@ -108,7 +108,7 @@ def _brute_force_llr(o: np.ndarray, sigma: float, tm: str, b: int) -> np.ndarray
     return out
 
 
-@pytest.mark.parametrize("tm", bg.THREAT_MODELS)
+@pytest.mark.parametrize("tm", bg.BGM_THREAT_MODELS)
 @pytest.mark.parametrize("member", [True, False])
 def test_llr_matches_brute_force(tm, member):
     rng = np.random.default_rng(0)
@@ -118,7 +118,7 @@ def test_llr_matches_brute_force(tm, member):
     assert got == pytest.approx(_brute_force_llr(o, sigma, tm, b), rel=1e-9, abs=1e-9)
 
 
-@pytest.mark.parametrize("tm", bg.THREAT_MODELS)
+@pytest.mark.parametrize("tm", bg.BGM_THREAT_MODELS)
 def test_outputs_noise_free_pattern(tm):
     # Algorithm 4 / §2.3 pattern: one special batch per epoch, uniform over the T batches.
     rng = np.random.default_rng(1)

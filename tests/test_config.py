@@ -184,7 +184,7 @@ def test_mechanism_parameters_are_checked_before_any_job(where):
 # ------------------------------------------------------------------ issue 9 items
 
 
-def _exp_cfg(exp: dict, estimators: dict | None = None) -> dict:
+def exp_cfg(exp: dict, estimators: dict | None = None) -> dict:
     return {
         "experiments": {"x": exp},
         "estimators": estimators or {"o": {"method": "one_run"}, "l": {"method": "lidp"}},
@@ -192,7 +192,7 @@ def _exp_cfg(exp: dict, estimators: dict | None = None) -> dict:
 
 
 def test_estimator_that_does_not_apply_to_the_design_is_rejected():
-    cfg = _exp_cfg({"kind": "train", "design": "one_run", "estimators": ["o", "l"]})
+    cfg = exp_cfg({"kind": "train", "design": "one_run", "estimators": ["o", "l"]})
     with pytest.raises(ConfigError) as err:
         validate_config(cfg, SCHEMA)
     msg = str(err.value)
@@ -201,7 +201,7 @@ def test_estimator_that_does_not_apply_to_the_design_is_rejected():
 
 
 def test_experiment_with_no_applicable_estimator_is_rejected():
-    cfg = _exp_cfg({"kind": "train"}, {"l": {"method": "lidp"}})
+    cfg = exp_cfg({"kind": "train"}, {"l": {"method": "lidp"}})
     with pytest.raises(ConfigError, match=r"experiments\.x: no estimator block applies"):
         validate_config(cfg, SCHEMA)
 
@@ -284,26 +284,18 @@ def test_canaries_beyond_the_dataset_pool_are_rejected():
         "dataset": {"canary_pool": 50},
     }
     with pytest.raises(ConfigError) as err:
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
     msg = str(err.value)
     assert "experiments.x.dataset.canary_pool: 50" in msg and "pool of 100" in msg
     assert "canaries.m" in msg
     exp["dataset"]["canary_pool"] = 100
-    validate_config(_exp_cfg(exp), SCHEMA)
+    validate_config(exp_cfg(exp), SCHEMA)
 
 
 def test_canaries_beyond_the_pool_size_are_rejected():
     exp = {"kind": "train", "design": "lidp", "canaries": {"k": 8, "pool_size": 10}}
     with pytest.raises(ConfigError, match=r"experiments\.x\.canaries\.k: design 'lidp' needs 16"):
-        validate_config(_exp_cfg(exp), SCHEMA)
-
-
-def test_removed_trainer_key_names_train_engine():
-    """The old ``trainer`` key is an error that names its replacement, train.engine."""
-    for old, new in (("opacus", "train.engine: opacus"), ("vectorized", "train.engine: auto")):
-        with pytest.raises(ConfigError, match=r"experiments\.x\.trainer: removed") as err:
-            validate_config(_exp_cfg({"kind": "train", "trainer": old}), SCHEMA)
-        assert new in str(err.value)
+        validate_config(exp_cfg(exp), SCHEMA)
 
 
 #: What the run spec says of a Dirac canary under the default threat model (black_box_loss):
@@ -331,19 +323,19 @@ def test_opacus_engine_takes_only_what_it_can_train(exp, key, vectorised):
     block = {"kind": "train", **exp}
     block["train"] = {"engine": "opacus", **exp.get("train", {})}
     with pytest.raises(ConfigError, match=re.escape(key)):
-        validate_config(_exp_cfg(block), SCHEMA)
+        validate_config(exp_cfg(block), SCHEMA)
     del block["train"]["engine"]
     if vectorised is None:
-        validate_config(_exp_cfg(block), SCHEMA)
+        validate_config(exp_cfg(block), SCHEMA)
     else:
         with pytest.raises(ConfigError, match=re.escape(vectorised)):
-            validate_config(_exp_cfg(block), SCHEMA)
+            validate_config(exp_cfg(block), SCHEMA)
 
 
 def test_unreachable_target_epsilon_is_rejected():
     exp = {"kind": "train", "train": {"target_epsilons": [1, 0.05]}}
     with pytest.raises(ConfigError) as err:
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
     msg = str(err.value)
     assert "experiments.x.train.target_epsilons[1]: target epsilon 0.05 (setting eps0.05)" in msg
     assert "privacy budget is too low" in msg
@@ -352,7 +344,7 @@ def test_unreachable_target_epsilon_is_rejected():
 def test_unreachable_target_agrees_with_the_training_calibration():
     """The validation-time check says 'unreachable' exactly where the job's calibration fails."""
     from dpaudit.accounting.dpsgd import calibrate_noise
-    from dpaudit.config import reachable_epsilon_problem
+    from dpaudit.training.reachability import reachable_epsilon_problem
 
     for target in (0.05, 0.15):
         problem = reachable_epsilon_problem(target, 1e-5, 0.1, 300, "rdp")
@@ -366,7 +358,7 @@ def test_unreachable_target_agrees_with_the_training_calibration():
 
 def test_rdp_floor_bound_covers_the_accountants():
     from dpaudit.accounting.dpsgd import poisson_epsilon
-    from dpaudit.config import OPACUS_LARGEST_SIGMA, rdp_floor_bound
+    from dpaudit.training.reachability import OPACUS_LARGEST_SIGMA, rdp_floor_bound
 
     for delta in (1e-2, 1e-5, 1e-8):
         for acc in ("rdp", "prv"):
@@ -377,7 +369,7 @@ def test_rdp_floor_bound_covers_the_accountants():
 def test_train_experiment_without_settings_is_rejected():
     exp = {"kind": "train", "train": {"target_epsilons": [], "nonprivate": False}}
     with pytest.raises(ConfigError, match=r"experiments\.x\.train\.target_epsilons: empty"):
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
 
 
 def test_duplicate_paper_target_is_rejected():
@@ -413,7 +405,7 @@ PAPER_CONFIGS = sorted((REPO / "config" / "paper").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", PAPER_CONFIGS, ids=lambda p: p.name)
 def test_paper_config_leaves_the_default_experiments_alone(path):
-    from dpaudit.pipeline import applicable_estimators
+    from dpaudit.pipeline.settings import applicable_estimators
 
     default = load("config.yaml")
     paper = yaml.safe_load(path.read_text())
@@ -455,7 +447,7 @@ def test_lidp_order_above_the_canary_count_is_rejected():
     est = {"l2": {"method": "lidp", "order": 2}}
     exp = {"kind": "train", "design": "lidp", "canaries": {"k": 1}}
     with pytest.raises(ConfigError, match=r"estimator 'l2' has order 2 but canaries\.k has only 1"):
-        validate_config(_exp_cfg(exp, est), SCHEMA)
+        validate_config(exp_cfg(exp, est), SCHEMA)
     sim = {
         "kind": "simulate",
         "mechanism": "lidp_gaussian",
@@ -463,9 +455,9 @@ def test_lidp_order_above_the_canary_count_is_rejected():
         "grid": {"K": [1, 4]},
     }
     with pytest.raises(ConfigError, match=r"setting K1 has only 1"):
-        validate_config(_exp_cfg(sim, est), SCHEMA)
+        validate_config(exp_cfg(sim, est), SCHEMA)
     est["l2"]["below_order"] = "skip"
-    validate_config(_exp_cfg(sim, est), SCHEMA)
+    validate_config(exp_cfg(sim, est), SCHEMA)
 
 
 def test_lidp_trials_beyond_the_models_of_a_seed_are_rejected():
@@ -481,13 +473,13 @@ def test_lidp_trials_beyond_the_models_of_a_seed_are_rejected():
     }
     est = {"w": {"method": "lidp", "order": 1, "trials": [16, 65]}}
     with pytest.raises(ConfigError) as err:
-        validate_config(_exp_cfg(exp, est), SCHEMA)
+        validate_config(exp_cfg(exp, est), SCHEMA)
     msg = str(err.value)
     assert "estimators.w.trials: asks for 65" in msg and "64 of them for evaluation" in msg
     est["w"]["trials"] = [16, 64]
-    validate_config(_exp_cfg(exp, est), SCHEMA)
+    validate_config(exp_cfg(exp, est), SCHEMA)
     est["w"].update(trials=[128], threshold=0.0)  # a fixed threshold uses every trial
-    validate_config(_exp_cfg(exp, est), SCHEMA)
+    validate_config(exp_cfg(exp, est), SCHEMA)
 
 
 def test_clipbkd_k_beyond_the_tail_components_is_rejected():
@@ -498,7 +490,7 @@ def test_clipbkd_k_beyond_the_tail_components_is_rejected():
         "canaries": {"type": "clipbkd", "k": 16, "first_component": 40, "last_component": 64},
     }
     with pytest.raises(ConfigError, match=r"canaries\.k: design 'lidp' needs 32 .* holds 24"):
-        validate_config(_exp_cfg(exp, {"w": {"method": "lidp"}}), SCHEMA)
+        validate_config(exp_cfg(exp, {"w": {"method": "lidp"}}), SCHEMA)
 
 
 def test_analysis_inputs_must_be_score_experiments_and_only_for_table_analyses():
@@ -573,15 +565,15 @@ def test_dirac_canaries_beyond_the_parameter_count_are_rejected():
         "train": {"target_epsilons": [4], "nonprivate": False},
     }
     with pytest.raises(ConfigError) as err:
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
     msg = str(err.value)
     assert "experiments.x.canaries.m: 611 Dirac canaries" in msg and "610 parameters" in msg
     exp["canaries"]["m"] = 610
-    validate_config(_exp_cfg(exp), SCHEMA)
+    validate_config(exp_cfg(exp), SCHEMA)
     # in a grid, the point is named
     exp["grid"] = {"canaries.m": [10, 1000]}
     with pytest.raises(ConfigError, match="canaries.m: 1000 Dirac .* grid point 'm1000'"):
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
 
 
 MULTI_RUN_CP = {"m": {"method": "multi_run_cp"}}
@@ -601,19 +593,19 @@ def test_dirac_coordinate_is_checked_against_the_model_and_the_canary_type():
         "train": {"target_epsilons": [4], "nonprivate": False},
     }
     with pytest.raises(ConfigError) as err:
-        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+        validate_config(exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
     msg = str(err.value)
     assert "experiments.x.canaries.dirac_coordinate: 650" in msg and "0..649" in msg
     for ok in (0, 649, None):
         exp["canaries"]["dirac_coordinate"] = ok
-        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+        validate_config(exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
     exp["canaries"] = {"type": "in_distribution", "dirac_coordinate": 0}
     exp["dataset"]["canary_pool"] = 10
     with pytest.raises(ConfigError, match="canaries.dirac_coordinate: set to 0 .* allowed: null"):
-        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+        validate_config(exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
     exp["canaries"] = {"type": "dirac", "dirac_coordinate": -1}
     with pytest.raises(ConfigError, match="dirac_coordinate"):
-        validate_config(_exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
+        validate_config(exp_cfg(exp, MULTI_RUN_CP), SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -626,17 +618,17 @@ def test_dirac_coordinate_is_checked_against_the_model_and_the_canary_type():
 def test_a_model_that_does_not_fit_the_data_is_rejected(dataset, model, why):
     exp = {"kind": "train", "dataset": dataset, "model": model, "train": {"target_epsilons": [4]}}
     with pytest.raises(ConfigError) as err:
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
     msg = str(err.value)
     assert f"experiments.x.model: {model['name']!r}" in msg and why in msg
 
 
 def test_one_run_fixed_fraction_satisfies_the_fixed_selection():
     est = {"o": {"method": "one_run", "selections": ["fixed"], "fixed_fraction": 0.5}}
-    validate_config(_exp_cfg({"kind": "train"}, est), SCHEMA)
+    validate_config(exp_cfg({"kind": "train"}, est), SCHEMA)
     est["o"]["fixed"] = [1, 1]
     with pytest.raises(ConfigError, match="estimators.o.fixed_fraction: set fixed or"):
-        validate_config(_exp_cfg({"kind": "train"}, est), SCHEMA)
+        validate_config(exp_cfg({"kind": "train"}, est), SCHEMA)
 
 
 _CP = {"cp": {"method": "multi_run_cp"}, "or": {"method": "one_run"}}
@@ -664,9 +656,9 @@ _TUNING = {
 def test_selection_audit_needs_a_tuning_design(change, key):
     """selection (the tuning audit): multi_run, white_box_dot, a dirac or natural canary, the
     vectorised engine, noise calibrated to each target epsilon; the valid block passes."""
-    validate_config(_exp_cfg(_TUNING, _CP), SCHEMA)
+    validate_config(exp_cfg(_TUNING, _CP), SCHEMA)
     with pytest.raises(ConfigError, match=re.escape(key)):
-        validate_config(_exp_cfg({**_TUNING, **change}, _CP), SCHEMA)
+        validate_config(exp_cfg({**_TUNING, **change}, _CP), SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -681,7 +673,7 @@ def test_selection_audit_needs_a_tuning_design(change, key):
 )
 def test_selection_block_values_are_checked(selection, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
-        validate_config(_exp_cfg({**_TUNING, "selection": selection}, _CP), SCHEMA)
+        validate_config(exp_cfg({**_TUNING, "selection": selection}, _CP), SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -705,7 +697,7 @@ def test_dataset_sizes_beyond_the_source_splits_are_config_errors(dataset, messa
 
 def test_the_source_split_sizes_are_those_prepare_dataset_makes(tmp_path):
     """The digits split the check assumes is the split prepare_dataset writes."""
-    from dpaudit.config import source_split_sizes
+    from dpaudit.data.catalog import source_split_sizes
     from dpaudit.data.prepare import load_prepared, prepare_dataset
 
     out = tmp_path / "d.npz"
@@ -788,16 +780,31 @@ def test_dirac_placement_needs_dirac_canaries_and_no_fixed_coordinate():
         "canaries": {"type": "dirac", "m": 100, "dirac_placement": "low_gradient"},
         "train": {"target_epsilons": [4], "nonprivate": False},
     }
-    validate_config(_exp_cfg(exp), SCHEMA)
+    validate_config(exp_cfg(exp), SCHEMA)
     exp["canaries"]["dirac_coordinate"] = 0
     with pytest.raises(
         ConfigError, match="canaries.dirac_placement: 'low_gradient' .*dirac_coordinate is 0"
     ):
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
     exp["canaries"] = {"type": "in_distribution", "m": 100, "dirac_placement": "low_gradient"}
     exp["dataset"]["canary_pool"] = 200
     with pytest.raises(ConfigError, match="canaries.dirac_placement: set to 'low_gradient'"):
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
     exp["canaries"] = {"type": "dirac", "dirac_placement": "lowest"}
     with pytest.raises(ConfigError, match="dirac_placement"):
-        validate_config(_exp_cfg(exp), SCHEMA)
+        validate_config(exp_cfg(exp), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("grid", "words"),
+    [
+        ({"train.delta": [1e-5, 1e-6]}, "grid.train.delta: its audit-table column 'delta'"),
+        ({"canaries.seed": [0, 1]}, "column 'seed' (the key's last part) is taken by the table"),
+        ({"canaries.statistic": ["sum"], "selection.statistic": ["lambda_a"]}, "another grid key"),
+    ],
+)
+def test_grid_key_whose_column_the_audit_table_has_is_an_error(grid, words):
+    """A grid key's audit-table column (its last part) must not replace a column every audit
+    row has (dpaudit.audit.RESERVED_COLUMNS) nor another grid key's."""
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        validate_config(exp_cfg({"kind": "train", "grid": grid}), SCHEMA)

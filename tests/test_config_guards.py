@@ -12,8 +12,8 @@ import time
 import pytest
 
 from dpaudit.config import ConfigError, load_config_file, validate_config
-from dpaudit.pipeline import train_settings
-from tests.test_config import SCHEMA, _exp_cfg
+from dpaudit.pipeline.settings import train_settings
+from tests.test_config import SCHEMA, exp_cfg
 
 _EST = {"o": {"method": "one_run"}}
 
@@ -111,12 +111,12 @@ def test_snakemake_configfile_with_a_duplicate_key_fails_naming_it(tmp_path):
 def test_targets_equal_to_six_digits_are_an_error_naming_both():
     exp = {"kind": "train", "train": {"target_epsilons": [4.0000001, 4.0000002]}}
     _rejects(
-        _exp_cfg(exp, _EST),
+        exp_cfg(exp, _EST),
         "experiments.x.train.target_epsilons",
         "4.0000001 and 4.0000002 both name setting 'eps4'",
     )
     exp["train"]["target_epsilons"] = [4, 4.0]  # the same target twice
-    _rejects(_exp_cfg(exp, _EST), "4.0 and 4.0 both name setting 'eps4'")
+    _rejects(exp_cfg(exp, _EST), "4.0 and 4.0 both name setting 'eps4'")
 
 
 @pytest.mark.parametrize(("target", "name"), [(1e6, "eps1e06"), (2.5e-7, "eps2.5em07")])
@@ -130,7 +130,7 @@ def test_targets_with_an_exponent_make_safe_setting_names(target, name):
 
 def test_grid_points_of_one_name_are_an_error_naming_both():
     exp = {**_rr(), "grid": {"epsilon": [1.0000001, 1.0000002]}}
-    _rejects(_exp_cfg(exp, _EST), "experiments.x.grid", "{'epsilon': 1.0000001} and")
+    _rejects(exp_cfg(exp, _EST), "experiments.x.grid", "{'epsilon': 1.0000001} and")
 
 
 # ------------------------------------------------------------------ 8: job count
@@ -143,7 +143,7 @@ def test_a_grid_beyond_max_jobs_fails_before_any_setting_is_built():
     }
     start = time.perf_counter()
     msg = _rejects(
-        _exp_cfg(exp, _EST),
+        exp_cfg(exp, _EST),
         "config key experiments.x.grid.m",
         "about 2,000,006 jobs",
         "max_jobs = 100,000",
@@ -154,7 +154,7 @@ def test_a_grid_beyond_max_jobs_fails_before_any_setting_is_built():
 
 def test_max_jobs_is_the_override():
     exp = {**_rr(), "grid": {"m": [100, 200, 300]}, "seeds": list(range(10))}
-    cfg = _exp_cfg(exp, _EST)
+    cfg = exp_cfg(exp, _EST)
     validate_config(copy.deepcopy(cfg), SCHEMA)
     _rejects({**cfg, "max_jobs": 20}, "experiments.x.seeds", "about 39 jobs", "max_jobs = 20")
 
@@ -164,27 +164,27 @@ def test_max_jobs_is_the_override():
 
 def test_one_run_k_values_all_above_m():
     est = {"o": {"method": "one_run", "k_values": [500, 1000]}}
-    _rejects(_exp_cfg(_rr(), est), "estimators.o.k_values", "m = 100", "at least one k <= 100")
+    _rejects(exp_cfg(_rr(), est), "estimators.o.k_values", "m = 100", "at least one k <= 100")
     est["o"]["k_values"] = [50, 500]  # one k <= m is enough
-    validate_config(_exp_cfg(_rr(), est), SCHEMA)
+    validate_config(exp_cfg(_rr(), est), SCHEMA)
 
 
 def test_one_run_k_values_against_a_train_grid():
     exp = {"kind": "train", "grid": {"canaries.m": [50, 1000]}}
     est = {"o": {"method": "one_run", "k_values": [200]}}
-    _rejects(_exp_cfg(exp, est), "estimators.o.k_values", "m = 50", "grid point 'm50'")
+    _rejects(exp_cfg(exp, est), "estimators.o.k_values", "m = 50", "grid point 'm50'")
 
 
 @pytest.mark.parametrize("section", ["experiments", "estimators"])
 def test_integer_names_are_rejected(section):
-    cfg = _exp_cfg(_rr(), _EST)
+    cfg = exp_cfg(_rr(), _EST)
     cfg[section] = {7: next(iter(cfg[section].values()))}
     _rejects(cfg, f"config key {section}: 7 has the wrong type; expected string")
 
 
 @pytest.mark.parametrize("section", ["experiments", "estimators"])
 def test_names_are_limited_to_64_characters(section):
-    cfg = _exp_cfg(_rr(), _EST)
+    cfg = exp_cfg(_rr(), _EST)
     cfg[section] = {"a" * 300: next(iter(cfg[section].values()))}
     _rejects(cfg, f"config key {section}:", "is too long", "at most 64 characters")
 
@@ -192,7 +192,7 @@ def test_names_are_limited_to_64_characters(section):
 @pytest.mark.parametrize("value", [math.inf, math.nan])
 def test_a_target_epsilon_must_be_finite(value):
     exp = {"kind": "train", "train": {"target_epsilons": [4, value]}}
-    _rejects(_exp_cfg(exp, _EST), "config key experiments.x.train.target_epsilons[1]")
+    _rejects(exp_cfg(exp, _EST), "config key experiments.x.train.target_epsilons[1]")
 
 
 @pytest.mark.parametrize(
@@ -205,23 +205,23 @@ def test_a_target_epsilon_must_be_finite(value):
     ],
 )
 def test_mechanism_parameters_of_the_wrong_type(params, key, needle):
-    _rejects(_exp_cfg(_rr(**params), _EST), f"config key experiments.x.{key}", needle)
+    _rejects(exp_cfg(_rr(**params), _EST), f"config key experiments.x.{key}", needle)
 
 
 def test_mechanism_parameters_in_grid_and_points_are_typed_and_required_ones_given():
     exp = {**_rr(), "grid": {"m": [10, "20"]}}
-    _rejects(_exp_cfg(exp, _EST), "config key experiments.x.grid.m[1]: '20' has type str")
+    _rejects(exp_cfg(exp, _EST), "config key experiments.x.grid.m[1]: '20' has type str")
     exp = {**_rr(), "points": [{"epsilon": 1.0}, {"epsilon": [2.0]}]}
-    _rejects(_exp_cfg(exp, _EST), "config key experiments.x.points[1].epsilon")
+    _rejects(exp_cfg(exp, _EST), "config key experiments.x.points[1].epsilon")
     exp = {"kind": "simulate", "mechanism": "one_run_rr", "params": {"m": 100}}
-    _rejects(_exp_cfg(exp, _EST), "experiments.x.params", "needs ['epsilon']")
+    _rejects(exp_cfg(exp, _EST), "experiments.x.params", "needs ['epsilon']")
 
 
 @pytest.mark.parametrize("value", [math.nan, True, "1.0"])
 def test_claimed_epsilon_nan_or_boolean(value):
-    cfg = _exp_cfg(_bgm(claimed_epsilon=value), {"c": {"method": "multi_run_cp"}})
+    cfg = exp_cfg(_bgm(claimed_epsilon=value), {"c": {"method": "multi_run_cp"}})
     _rejects(cfg, "config key experiments.x.params.claimed_epsilon")
-    good = _exp_cfg(_bgm(claimed_epsilon=2.0), {"c": {"method": "multi_run_cp"}})
+    good = exp_cfg(_bgm(claimed_epsilon=2.0), {"c": {"method": "multi_run_cp"}})
     validate_config(good, SCHEMA)
 
 
@@ -244,13 +244,13 @@ def test_grid_strings_that_cannot_be_path_components(value):
         "grid": {"K": ["sqrt_n", value]},
     }
     _rejects(
-        _exp_cfg(exp, {"l": {"method": "lidp"}}), "config key experiments.x.grid.K", repr(value)
+        exp_cfg(exp, {"l": {"method": "lidp"}}), "config key experiments.x.grid.K", repr(value)
     )
 
 
 def test_long_setting_names_are_rejected():
     exp = {**_rr(), "points": [{"m": 10**199, "epsilon": 1.0}]}  # a 201-digit name part
-    _rejects(_exp_cfg(exp, _EST), "experiments.x", "at most 200 characters")
+    _rejects(exp_cfg(exp, _EST), "experiments.x", "at most 200 characters")
 
 
 @pytest.mark.parametrize(
@@ -263,13 +263,13 @@ def test_long_setting_names_are_rejected():
     ],
 )
 def test_bad_mathtext_in_a_description_or_label(where, key):
-    _rejects(_exp_cfg({**_rr(), **where}, _EST), f"config key {key}", "mathtext")
+    _rejects(exp_cfg({**_rr(), **where}, _EST), f"config key {key}", "mathtext")
 
 
 def test_good_mathtext_and_lone_dollars_pass():
     exp = {**_rr(), "description": r"Costs $5 each", "figure": {"xlabel": r"$\varepsilon$ (m)"}}
-    validate_config(_exp_cfg(exp, _EST), SCHEMA)
+    validate_config(exp_cfg(exp, _EST), SCHEMA)
     est = {"o": {"method": "one_run", "label": r"$\frac{1}{2}$-split"}}
-    validate_config(_exp_cfg(_rr(), est), SCHEMA)
+    validate_config(exp_cfg(_rr(), est), SCHEMA)
     est["o"]["label"] = r"$\frac{1}$"
-    _rejects(_exp_cfg(_rr(), est), "config key estimators.o.label")
+    _rejects(exp_cfg(_rr(), est), "config key estimators.o.label")

@@ -24,7 +24,7 @@ from dpaudit import estimators, scores
 from dpaudit.audit import run_estimator
 from dpaudit.cli import main
 from dpaudit.config import load_config_file, load_schema, validate_config
-from dpaudit.pipeline import canonical
+from dpaudit.pipeline.params import canonical
 from dpaudit.scores import ScoreFile
 
 DELTA = 1e-5

@@ -24,8 +24,8 @@ from dpaudit.attach.pipeline import (
     source_hash,
 )
 from dpaudit.config import ConfigError, validate_config
-from dpaudit.pipeline import setting_columns
 from dpaudit.pipeline.params import train_params
+from dpaudit.pipeline.settings import setting_columns
 from dpaudit.training.job import complete_run_spec, train_job
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,9 +13,11 @@ import pytest
 import yaml
 
 from dpaudit.audit import run_estimator
-from dpaudit.config import ConfigError, estimator_block, validate_config
-from dpaudit.pipeline import applicable_estimators, paths, setting_columns, train_settings
+from dpaudit.config import ConfigError, validate_config
 from dpaudit.pipeline import params as pipeline_params
+from dpaudit.pipeline import paths
+from dpaudit.pipeline.params import estimator_block
+from dpaudit.pipeline.settings import applicable_estimators, setting_columns, train_settings
 from dpaudit.pipeline.targets import figure_name
 from dpaudit.plots.captions import caption
 from dpaudit.plots.eps import draw_empirical_vs_claimed

@@ -23,7 +23,7 @@ from dpaudit.estimators import lidp, xbern
 from dpaudit.estimators.lidp_audit import run_lidp, split_in_out
 from dpaudit.estimators.xbern import XBernInputError
 from dpaudit.mechanisms import lidp_gaussian as lg
-from dpaudit.pipeline import simulate_settings
+from dpaudit.pipeline.settings import simulate_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 BETA = 0.05

@@ -341,7 +341,7 @@ def _grid_config(**extra) -> dict:
 
 
 def test_a_train_grid_makes_one_setting_per_point_and_epsilon():
-    from dpaudit.pipeline import experiment_settings
+    from dpaudit.pipeline.settings import experiment_settings
 
     cfg = _grid_config()
     settings = experiment_settings(cfg["experiments"]["g"])
@@ -419,3 +419,14 @@ def test_figure_where_selects_rows_and_names_a_missing_column():
     assert list(select_rows(table, {"m": 2})["selection"]) == ["b"]
     with pytest.raises(ValueError, match="no column 'k'"):
         select_rows(table, {"k": 1})
+
+
+def test_models_per_seed_counts_every_job_of_a_seed():
+    """shards x train.models_per_shard; the Opacus engine trains one model per job (the LiDP
+    trials and the trade-off runs the config check allows are counted from it)."""
+    from dpaudit.pipeline.settings import models_per_seed
+
+    vectorised = {"shards": 3, "train": {"engine": "auto", "models_per_shard": 4}}
+    assert models_per_seed(vectorised) == 12
+    opacus = {"shards": 1, "train": {"engine": "opacus", "models_per_shard": 16}}
+    assert models_per_seed(opacus) == 1

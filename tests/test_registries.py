@@ -1,5 +1,5 @@
 """The registries of mechanisms, analyses and estimators: explicit dicts name -> object, with
-each mechanism's design declared once (``DESIGNS`` is derived from ``MECHANISMS``)."""
+each mechanism's design declared once (``MECHANISM_DESIGNS`` is derived from ``MECHANISMS``)."""
 
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ def test_every_mechanism_has_small_parameters_here():
 def test_mechanism_writes_the_design_it_is_registered_with(name):
     sf = registry.simulate(name, SMALL[name], seed=0, experiment="e", setting="s")
     scores.validate(sf)
-    assert sf.meta["design"] == registry.DESIGNS[name] == registry.MECHANISMS[name].design
+    assert sf.meta["design"] == registry.MECHANISM_DESIGNS[name] == registry.MECHANISMS[name].design
 
 
 def test_designs_are_derived_from_the_mechanisms():
-    assert registry.DESIGNS == {n: m.design for n, m in registry.MECHANISMS.items()}
+    assert registry.MECHANISM_DESIGNS == {n: m.design for n, m in registry.MECHANISMS.items()}
 
 
 def test_unknown_design_and_names_are_rejected():

@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dpaudit.config import ConfigError, load_schema, nominal_sampling, validate_config
+from dpaudit.config import ConfigError, load_schema, nominal_schedule, validate_config
 from dpaudit.training.spec import (
     ADVERSARIES,
     CANARY_STATISTICS,
@@ -19,7 +19,8 @@ from dpaudit.training.spec import (
     INSERT,
     LIDP_DEFAULT_POOL,
     NEIGHBOURING,
-    THREAT_MODELS,
+    TRAINING_THREAT_MODELS,
+    TUNING_NEEDS,
     RunSpec,
     SpecError,
 )
@@ -49,12 +50,32 @@ def test_schema_enums_are_the_run_spec_constants():
     props = SCHEMA["$defs"]["train_experiment"]["properties"]
     canaries = props["canaries"]["properties"]
     assert tuple(props["design"]["enum"]) == DESIGNS
-    assert tuple(props["threat_model"]["enum"]) == tuple(THREAT_MODELS)
+    assert tuple(props["threat_model"]["enum"]) == tuple(TRAINING_THREAT_MODELS)
     assert tuple(canaries["type"]["enum"]) == INPUT_CANARIES + GRADIENT_CANARIES
     assert tuple(canaries["neighbouring"]["enum"]) == NEIGHBOURING
     assert tuple(canaries["adversary"]["enum"]) == ADVERSARIES
     assert tuple(canaries["statistic"]["enum"]) == CANARY_STATISTICS
     assert tuple(canaries["insert"]["enum"]) == INSERT
+
+
+def test_schema_enums_are_the_qualified_constants():
+    """Each constant named for what it lists holds the schema enum of its key."""
+    from dpaudit import likelihood_ratios
+    from dpaudit.accounting.dpsgd import EPSILON_ACCOUNTANTS, OPACUS_ACCOUNTANTS
+    from dpaudit.training import dpsgd, engines, job, step, tuning
+
+    props = SCHEMA["$defs"]["train_experiment"]["properties"]
+    train, tuning_block = props["train"]["properties"], props["selection"]["properties"]
+    assert tuple(train["engine"]["enum"]) == job.TRAINING_ENGINES
+    assert ("opacus", *engines.VECTORIZED_ENGINES) == job.TRAINING_ENGINES
+    assert tuple(train["optimizer"]["enum"]) == step.TRAINING_OPTIMIZERS
+    assert dpsgd.TRAINING_OPTIMIZERS == step.TRAINING_OPTIMIZERS
+    assert tuple(train["accountant"]["enum"]) == OPACUS_ACCOUNTANTS
+    assert set(OPACUS_ACCOUNTANTS) < set(EPSILON_ACCOUNTANTS)
+    assert tuple(tuning_block["statistic"]["enum"]) == tuning.TUNING_STATISTICS
+    assert tuple(tuning_block["setup"]["enum"]) == tuning.TUNING_SETUPS
+    assert likelihood_ratios.SHUFFLE_STATISTICS == ADVERSARIES
+    assert TUNING_NEEDS["train.engine"] == engines.VECTORIZED_ENGINES
 
 
 def test_config_and_training_job_share_the_schedule():
@@ -66,7 +87,7 @@ def test_config_and_training_job_share_the_schedule():
     from dpaudit.training.spec import JobId
 
     block = _block(train={"models_per_shard": 2, "noise_multiplier": 1.0})
-    q, steps = nominal_sampling(block)
+    q, steps = nominal_schedule(block).sample_rate, nominal_schedule(block).steps
     assert (q, steps) == (10 / 101, 20)
     data = make_synthetic(n_train=100, n_test=20, n_features=6, n_classes=3, seed=0)
     spec = RunSpec.from_block(block)
@@ -130,6 +151,7 @@ def test_lidp_dirac_pool_is_checked_against_the_model_at_validation():
         ({"canaries": {"colour": 1}}, "canaries", "unknown key(s) ['colour']"),
         ({"train": {"target_epsilons": [1]}}, "train", "unknown key(s) ['target_epsilons']"),
         ({"trainer": "opacus"}, "run spec", "unknown key(s) ['trainer']"),
+        ({"selection": {"setup": "etcv"}}, "design", "'one_run'; a selection (tuning) audit"),
     ],
 )
 def test_bad_run_spec_names_the_key(run_spec, key, words):
@@ -137,6 +159,48 @@ def test_bad_run_spec_names_the_key(run_spec, key, words):
         RunSpec.from_run_spec(run_spec)
     assert err.value.key == key and words in err.value.reason
     assert str(err.value).startswith(f"{key}: ")
+
+
+@pytest.mark.parametrize(
+    ("run_spec", "key", "words"),
+    [
+        ({"design": "lidp"}, "design", "'lidp'; a selection (tuning) audit"),
+        ({"threat_model": "black_box_loss"}, "threat_model", "needs one of ['white_box_dot']"),
+        ({"canaries": {"type": "clipbkd"}}, "canaries.type", "'clipbkd'; a selection (tuning)"),
+        ({"train": {"engine": "opacus"}}, "train.engine", "needs one of ['auto', 'stacked'"),
+        ({"train": {"noise_multiplier": 1.0}}, "train.noise_multiplier", "needs one of [None]"),
+    ],
+)
+def test_tuning_run_spec_needs_what_the_tuning_audit_takes(run_spec, key, words):
+    """A run spec with ``selection`` (the tuning audit) checks TUNING_NEEDS itself, so the
+    config check and the tuning job reject the same specs."""
+    spec = {
+        "design": "multi_run",
+        "threat_model": "white_box_dot",
+        "canaries": {"type": "dirac"},
+        "selection": {"setup": "etcv"},
+    }
+    RunSpec.from_run_spec(spec)
+    for name, value in run_spec.items():
+        spec[name] = {**spec.get(name, {}), **value} if isinstance(value, dict) else value
+    with pytest.raises(SpecError) as err:
+        RunSpec.from_run_spec(spec)
+    assert err.value.key == key and words in err.value.reason
+
+
+def test_schedule_of_a_dataset_of_unknown_size_is_the_conservative_one():
+    """Real data with n_train null: the size is known once prepared, so the config's
+    reachability check takes sample rate 1 and one step per epoch (the largest epsilon at a
+    given noise); synthetic data with n_train null has make_synthetic's default size."""
+    from dpaudit.data.catalog import SYNTHETIC_N_TRAIN, known_n_train
+    from dpaudit.training.spec import Schedule
+
+    spec = RunSpec.from_run_spec({"train": {"epochs": 3, "batch_size": 10}})
+    assert spec.nominal_schedule(None) == Schedule(1.0, 3, 1)
+    assert spec.nominal_schedule(100) == spec.schedule(100)
+    assert known_n_train({"name": "mnist"}) is None
+    assert known_n_train({"name": "mnist", "n_train": 500}) == 500
+    assert known_n_train({}) == known_n_train({"name": "synthetic"}) == SYNTHETIC_N_TRAIN
 
 
 def test_config_names_the_experiment_and_the_key():

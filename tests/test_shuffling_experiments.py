@@ -20,7 +20,7 @@ from dpaudit.mechanisms import registry
 from dpaudit.mechanisms import shuffle_reference as ref
 from dpaudit.mechanisms.batched_gaussian import bgm_score_file
 from dpaudit.mechanisms.bgm_calibrated import bgm_calibrated_score_file, resolve_sigma
-from dpaudit.pipeline import simulate_settings
+from dpaudit.pipeline.settings import simulate_settings
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_CONFIG = REPO / "config" / "paper" / "shuffling.yaml"
@@ -119,7 +119,7 @@ def test_calibrated_score_file_is_the_bgm_with_the_claim_attached():
     assert sf.claimed_epsilon == 1.0 and sf.meta["accountant"] == "poisson_pld"
     assert sf.meta["poisson_epsilon"] == pytest.approx(1.0, abs=0.005)
     assert sf.meta["shuffle_lower_bound"] == pytest.approx(1.94, abs=0.01)  # Chua et al. (ours)
-    assert registry.DESIGNS["bgm_calibrated"] == "multi_run"
+    assert registry.MECHANISM_DESIGNS["bgm_calibrated"] == "multi_run"
     assert registry.get("bgm_calibrated") is bgm_calibrated_score_file
 
 

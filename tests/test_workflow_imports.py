@@ -16,7 +16,7 @@ import yaml
 
 from dpaudit import defaults
 from dpaudit.estimators import METHODS
-from dpaudit.pipeline import applicable_estimators
+from dpaudit.pipeline.settings import applicable_estimators
 
 
 def _modules_after(code: str) -> set[str]:
@@ -28,13 +28,20 @@ def _modules_after(code: str) -> set[str]:
 
 def test_reading_the_estimator_registry_imports_no_estimator_family_nor_scipy():
     loaded = _modules_after(
-        "from dpaudit.pipeline import applicable_estimators\n"
+        "from dpaudit.pipeline.settings import applicable_estimators\n"
         "config = {'experiments': {'e': {'kind': 'train', 'design': 'one_run'}},\n"
         "          'estimators': {'o': {'method': 'one_run'}, 'l': {'method': 'lidp'}}}\n"
         "assert applicable_estimators(config, 'e') == ['o']"
     )
     assert "scipy" not in loaded
     assert not [m for m in loaded if m.endswith("_audit") and m.startswith("dpaudit.")]
+
+
+def test_the_config_check_imports_no_torch_scipy_pandas_nor_matplotlib():
+    """Every Snakemake process imports dpaudit.config (rules/common.smk) to fill in defaults:
+    the cross-key checks that need those libraries import them inside their function."""
+    loaded = _modules_after("import dpaudit.config")
+    assert not {"torch", "scipy", "pandas", "matplotlib"} & loaded
 
 
 def test_every_method_resolves_to_its_runner():

@@ -42,8 +42,8 @@ import numpy as np
 
 from dpaudit.opacus_import import import_opacus
 
-#: Accountant names, in the order the table reports them.
-ACCOUNTANTS: tuple[str, ...] = ("pld", "prv", "rdp", "gdp")
+#: The accountants that report DP-SGD's epsilon (``dpaudit accountant``), in the table's order.
+EPSILON_ACCOUNTANTS: tuple[str, ...] = ("pld", "prv", "rdp", "gdp")
 
 #: The accountants a training run's claim may name (config key ``train.accountant``):
 #: Opacus's, the ones its ``PrivacyEngine`` calibrates and reports with
@@ -325,22 +325,6 @@ def epsilon_pld(
     return float(pld.get_epsilon_for_delta(delta))
 
 
-def delta_pld(
-    sigma: float,
-    q: float,
-    steps: int,
-    epsilon: float,
-    value_discretization_interval: float = PLD_DISCRETIZATION,
-    max_grid_points: int | None = None,
-) -> float:
-    """delta(epsilon) of DP-SGD from the PLD accountant."""
-    check_dpsgd(sigma, q, steps, 0.5)
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    pld = dpsgd_pld(sigma, q, steps, value_discretization_interval, max_grid_points)
-    return float(pld.get_delta_for_epsilon(epsilon))
-
-
 EPSILON_FUNCTIONS: dict[str, Callable[..., float]] = {
     "pld": epsilon_pld,
     "prv": epsilon_prv,
@@ -357,13 +341,13 @@ def epsilon(
     delta: float,
     max_grid_points: int | None = None,
 ) -> float:
-    """Epsilon of DP-SGD under the named accountant (one of :data:`ACCOUNTANTS`);
+    """Epsilon of DP-SGD under the named accountant (one of :data:`EPSILON_ACCOUNTANTS`);
     ``max_grid_points`` bounds the grids of ``prv`` and ``pld`` (:class:`GridTooLargeError`)."""
     try:
         fn = EPSILON_FUNCTIONS[accountant]
     except KeyError:
         raise ValueError(
-            f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}"
+            f"unknown accountant {accountant!r}; allowed: {', '.join(EPSILON_ACCOUNTANTS)}"
         ) from None
     if accountant in BYTES_PER_POINT:
         return fn(sigma, q, steps, delta, max_grid_points=max_grid_points)
@@ -375,7 +359,7 @@ def accountant_table(
     q: float,
     steps: int,
     delta: float,
-    accountants: Sequence[str] = ACCOUNTANTS,
+    accountants: Sequence[str] = EPSILON_ACCOUNTANTS,
     max_grid_points: int | None = None,
 ):
     """One row per accountant for one DP-SGD setting (a pandas DataFrame).
@@ -433,8 +417,10 @@ def noise_multiplier(
         raise ValueError(f"target epsilon must be a finite number > 0, got {target_epsilon!r}")
     if not epsilon_tolerance > 0:
         raise ValueError(f"epsilon tolerance must be > 0, got {epsilon_tolerance!r}")
-    if accountant not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
+    if accountant not in EPSILON_ACCOUNTANTS:
+        raise ValueError(
+            f"unknown accountant {accountant!r}; allowed: {', '.join(EPSILON_ACCOUNTANTS)}"
+        )
     if accountant != "pld":
         import_opacus()
         from opacus.accountants.utils import get_noise_multiplier

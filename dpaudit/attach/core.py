@@ -55,7 +55,9 @@ def _check_int(value: Any, name: str, low: int) -> int:
     return int(value)
 
 
-def _check_rate(value: Any, name: str = "sample_rate") -> float:
+def check_rate(value: Any, name: str = "sample_rate") -> float:
+    """``value`` as a float if it is a sampling rate in (0, 1]; else ``ValueError`` naming
+    ``name`` (the attached auditor's and the Opacus adapter's ``sample_rate``)."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
         raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
     if not 0 < value <= 1:
@@ -161,7 +163,7 @@ class GradientCanaries(_Audited):
     ) -> None:
         self.m = _check_int(m, "m", 2)
         self.n_params = _check_int(n_params, "n_params", 1)
-        self.sample_rate = _check_rate(sample_rate)
+        self.sample_rate = check_rate(sample_rate)
         if isinstance(clip_norm, bool) or not isinstance(clip_norm, int | float | np.floating):
             raise ValueError(f"clip_norm must be a finite number > 0, got {clip_norm!r}")
         if not (math.isfinite(clip_norm) and clip_norm > 0):

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpaudit.attach.core import GradientCanaries, _check_rate
+from dpaudit.attach.core import GradientCanaries, check_rate
 from dpaudit.opacus_import import import_opacus
 
 
@@ -210,5 +210,5 @@ def opacus(
     if data_loader is not None:
         rate, loader_sampling = _loader_sampling(data_loader)
     else:
-        rate, loader_sampling = _check_rate(sample_rate), "poisson"
+        rate, loader_sampling = check_rate(sample_rate), "poisson"
     return OpacusAuditor(optimizer, m, seed, rate, sampling or loader_sampling, coordinates)

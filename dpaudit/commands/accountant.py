@@ -6,7 +6,7 @@ import argparse
 import math
 
 from dpaudit.accounting.dpsgd import (
-    ACCOUNTANTS,
+    EPSILON_ACCOUNTANTS,
     MAX_GRID_ENV,
     MAX_GRID_POINTS,
     accountant_table,
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     }
     result = {
         "epsilon": eps["pld"],
-        **{f"epsilon_{name}": eps[name] for name in ACCOUNTANTS},
+        **{f"epsilon_{name}": eps[name] for name in EPSILON_ACCOUNTANTS},
         "noise_multiplier": args.noise_multiplier,
         "sample_rate": args.sample_rate,
         "steps": args.steps,

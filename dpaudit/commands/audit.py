@@ -39,16 +39,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict]:
     """Estimator blocks by name, as the pipeline's audit jobs get them
-    (:func:`dpaudit.config.estimator_block` of the validated config): from a config file, or
-    each named method (default all) at the schema's defaults."""
+    (:func:`dpaudit.pipeline.params.estimator_block` of the validated config): from a config
+    file, or each named method (default all) at the schema's defaults."""
     from dpaudit import estimators
     from dpaudit.config import (
         ConfigError,
         default_estimator_config,
-        estimator_block,
         load_config_file,
         validate_config,
     )
+    from dpaudit.pipeline.params import estimator_block
 
     if config_path:
         config = load_config_file(config_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpaudit.mechanisms.batched_gaussian import THREAT_MODELS
+from dpaudit.mechanisms.batched_gaussian import BGM_THREAT_MODELS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=int, required=True, help="runs per hypothesis")
     p.add_argument("--steps", type=int, required=True, help="batches per epoch T")
     p.add_argument("--sigma", type=float, required=True, help="noise multiplier")
-    p.add_argument("--threat-model", choices=THREAT_MODELS, default="worst_case")
+    p.add_argument("--threat-model", choices=BGM_THREAT_MODELS, default="worst_case")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=1, help="only shifts worst_case outputs")
     p.add_argument("--seed", type=int, default=0)

@@ -182,6 +182,17 @@ def source_split_sizes(name: str, dataset: Mapping[str, Any]) -> tuple[int, int]
     return None
 
 
+def known_n_train(dataset: Mapping[str, Any]) -> int | None:
+    """Training records of a dataset block as far as they are known before any data is
+    prepared: ``n_train``, or the synthetic data's default (:data:`SYNTHETIC_N_TRAIN`) when it
+    is null; None for a real dataset with ``n_train`` null (all of its training split, whose
+    size after a class filter is known only once it is prepared)."""
+    n_train = dataset.get("n_train")
+    if n_train is None and entry(dataset.get("name", "synthetic")).kind == "synthetic":
+        return SYNTHETIC_N_TRAIN
+    return None if n_train is None else int(n_train)
+
+
 def data_shape(dataset: Mapping[str, Any]) -> tuple[tuple[int, ...], int]:
     """(example shape, number of classes) of a dataset block, as the prepared data will have
     them (``dataset.classes`` keeps that many classes), without preparing any data."""

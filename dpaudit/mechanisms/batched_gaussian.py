@@ -46,15 +46,18 @@ import numpy as np
 from dpaudit import likelihood_ratios
 from dpaudit.scores import ScoreFile
 
-THREAT_MODELS = ("natural", "partially_informed", "worst_case")
+#: The batched Gaussian mechanism's threat models (the adversary's knowledge of the batches).
+BGM_THREAT_MODELS = ("natural", "partially_informed", "worst_case")
 
 #: Runs per random block (the unit of seeding, see the module docstring).
 BLOCK = 8192
 
 
 def _check(threat_model: str, steps: int, epochs: int, sigma: float, batch_size: int) -> None:
-    if threat_model not in THREAT_MODELS:
-        raise ValueError(f"unknown threat model {threat_model!r}; allowed: {list(THREAT_MODELS)}")
+    if threat_model not in BGM_THREAT_MODELS:
+        raise ValueError(
+            f"unknown threat model {threat_model!r}; allowed: {list(BGM_THREAT_MODELS)}"
+        )
     for name, v in (("steps_per_epoch", steps), ("epochs", epochs), ("batch_size", batch_size)):
         if not (isinstance(v, int | np.integer) and v >= 1):
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -87,7 +90,7 @@ def output_means(threat_model: str, member: bool, batch_size: int) -> tuple[floa
     if threat_model == "worst_case":
         b = float(batch_size)
         return (-b + 2.0 if member else -b + 1.0), -b
-    raise ValueError(f"unknown threat model {threat_model!r}; allowed: {list(THREAT_MODELS)}")
+    raise ValueError(f"unknown threat model {threat_model!r}; allowed: {list(BGM_THREAT_MODELS)}")
 
 
 def simulate_outputs(

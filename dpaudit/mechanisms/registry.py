@@ -47,7 +47,7 @@ MECHANISMS: dict[str, Mechanism] = {
 }
 
 #: The score-file design each mechanism writes (derived from :data:`MECHANISMS`).
-DESIGNS: dict[str, str] = {name: m.design for name, m in MECHANISMS.items()}
+MECHANISM_DESIGNS: dict[str, str] = {name: m.design for name, m in MECHANISMS.items()}
 
 
 def get(name: str) -> Callable[..., ScoreFile]:

@@ -22,6 +22,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dpaudit.defaults import SAFE_LOADER, SETTING_KEYS
+from dpaudit.pipeline import paths
+from dpaudit.pipeline.settings import (
+    apply_point,
+    experiment_designs,
+    experiment_settings,
+    setting_text,
+    simulate_settings,
+    train_points,
+    train_setting_specs,
+)
+
 #: Characters of a setting (and dataset variant) name: its wildcard constraint in
 #: rules/common.smk (it is a path component of score files, audit tables and logs).
 SETTING_PATTERN = "[A-Za-z0-9_.]+"
@@ -44,8 +56,6 @@ def duplicate_keys(path: str | Path) -> list[str]:
     Merge keys (``<<: *anchor``) may be overridden and are not counted. A file that does not
     parse gives [] (its loader reports the syntax error)."""
     import yaml
-
-    from dpaudit.defaults import SAFE_LOADER
 
     text = Path(path).read_text()
     loader = SAFE_LOADER(text)
@@ -171,8 +181,6 @@ def check_no_nan(config: dict[str, Any]) -> None:
 def _varies_settings(block: dict[str, Any]) -> bool:
     """Whether a train experiment's grid or points set the keys that make its settings (an
     error of the cross-key checks, which name it; the guards leave such an experiment alone)."""
-    from dpaudit.defaults import SETTING_KEYS
-
     keys = set(block.get("grid") or {}).union(*(block.get("points") or [{}]))
     return block.get("kind") == "train" and any(f"train.{k}" in keys for k in SETTING_KEYS)
 
@@ -186,8 +194,6 @@ def _train_blocks(config: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]
 def check_target_epsilons(config: dict[str, Any]) -> None:
     """A target epsilon is finite (``.inf`` would be the ``nonprivate`` setting in disguise),
     and distinct targets name distinct settings (``eps4`` is 4 to 6 significant digits)."""
-    from dpaudit.pipeline import train_points, train_setting_specs
-
     for exp, block in _train_blocks(config):
         targets = block["train"]["target_epsilons"]
         for i, eps in enumerate(targets):
@@ -214,8 +220,6 @@ def check_setting_names(config: dict[str, Any]) -> None:
     """Every setting name (a path component and the ``setting`` wildcard) uses only
     ``[A-Za-z0-9_.]`` and at most :data:`MAX_SETTING_LENGTH` characters: a grid string with
     ``/`` or a space would otherwise make paths no rule matches."""
-    from dpaudit.pipeline import experiment_settings, setting_text
-
     for exp, block in (config.get("experiments") or {}).items():
         if block.get("kind") not in ("train", "simulate") or _varies_settings(block):
             continue
@@ -246,8 +250,6 @@ def check_setting_names(config: dict[str, Any]) -> None:
 
 def _one_run_sizes(block: dict[str, Any]) -> dict[str, int]:
     """Where -> canaries m of each setting of an experiment writing one_run score files."""
-    from dpaudit.pipeline import apply_point, experiment_designs, simulate_settings, train_points
-
     if "one_run" not in experiment_designs(block):
         return {}
     if block["kind"] == "train":
@@ -372,8 +374,6 @@ def _hint_name(hint: Any) -> str:
 def check_target_paths(config: dict[str, Any]) -> None:
     """A published target (``paper_target``, ``verdict.target``, ``tradeoff.target``) must not
     be a file an experiment's own rule writes (Snakemake could not tell the rules apart)."""
-    from dpaudit.pipeline import paths
-
     writes: dict[str, str] = {}
     for exp in config.get("experiments") or {}:
         for what, path in (

@@ -1,5 +1,5 @@
 """What each job reads from the config (its ``params:``), as plain functions of the validated
-config. Every mapping is :func:`~dpaudit.pipeline.canonical` (keys sorted), so that Snakemake
+config. Every mapping is :func:`canonical` (keys sorted), so that Snakemake
 reruns exactly the jobs whose parameters changed, whatever the order of keys in the config.
 """
 
@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.defaults import SETTING_KEYS
-from dpaudit.pipeline import (
+from dpaudit.pipeline.settings import (
     applicable_estimators,
-    canonical,
     data_variants,
     setting_columns,
     setting_experiment,
@@ -20,6 +19,19 @@ from dpaudit.pipeline import (
 from dpaudit.pipeline.targets import reproduction_checks
 
 Config = dict[str, Any]
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with every mapping's keys sorted, recursively.
+
+    Snakemake decides whether a job's parameters changed by comparing their representation,
+    so the order of keys in a config file must not matter.
+    """
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    return value
 
 
 def pick_setting(experiment: str, setting: str, settings: dict[str, Any]) -> Any:
@@ -36,7 +48,7 @@ def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any
     """The run spec of one training job (:func:`dpaudit.training.job.train_job`): everything
     it reads from the config, so that Snakemake reruns exactly the settings whose parameters
     changed. The ``train`` keys that choose settings are not part of it; a grid point's values
-    are (:func:`~dpaudit.pipeline.setting_experiment`)."""
+    are (:func:`~dpaudit.pipeline.settings.setting_experiment`)."""
     target = pick_setting(experiment, setting, train_settings(config["experiments"][experiment]))
     exp = setting_experiment(config["experiments"][experiment], setting)
     train = {
@@ -59,6 +71,22 @@ def train_params(config: Config, experiment: str, setting: str) -> dict[str, Any
     return canonical(spec)
 
 
+def estimator_block(config: Config, name: str) -> dict[str, Any]:
+    """The parameters an audit of estimator ``name`` runs with: the block of the validated
+    ``config`` (``method`` plus every parameter, schema defaults filled in; not its display
+    ``label``), keys sorted. The
+    pipeline's audit rule (:func:`audit_estimators`) and ``dpaudit audit`` both take their
+    estimators from here."""
+    return canonical({k: v for k, v in config["estimators"][name].items() if k != "label"})
+
+
+def audit_estimators(config: Config, experiment: str) -> list[list[Any]]:
+    """The estimator blocks an audit job of ``experiment`` runs, as [name, block] pairs in the
+    order of the audit table's rows (:func:`estimator_block` of each block that applies)."""
+    names = applicable_estimators(config, experiment)
+    return [[name, estimator_block(config, name)] for name in names]
+
+
 def max_physical_batch(config: Config, experiment: str) -> int | None:
     """Examples per model in one pass of a training job: the experiment's
     ``train.max_physical_batch`` if set, else ``compute.max_physical_batch`` (None: the whole
@@ -77,7 +105,7 @@ def simulate_params(config: Config, experiment: str, setting: str) -> dict[str, 
 
 def dataset_params(config: Config, experiment: str, variant: str) -> dict[str, Any]:
     """The dataset block of one prepared dataset (``variant``, see
-    :func:`~dpaudit.pipeline.data_variant`) of a train experiment."""
+    :func:`~dpaudit.pipeline.settings.data_variant`) of a train experiment."""
     return canonical(
         pick_setting(experiment, variant, data_variants(config["experiments"][experiment]))
     )

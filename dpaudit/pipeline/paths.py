@@ -43,7 +43,7 @@ _SCORE_RE = re.compile(
 
 def dataset(experiment: str = "{experiment}", variant: str = "{variant}") -> str:
     """A prepared dataset of a train experiment: ``base``, or one per value of the
-    ``dataset.*`` keys its grid varies (:func:`dpaudit.pipeline.data_variant`)."""
+    ``dataset.*`` keys its grid varies (:func:`dpaudit.pipeline.settings.data_variant`)."""
     return f"{DATASETS}/{experiment}/{variant}.npz"
 
 

@@ -1,19 +1,15 @@
 """The files a config asks for, and the files each job reads: plain functions of the validated
 config behind the input functions and wildcard constraints of ``rules/*.smk``.
 
-Paths come from :mod:`dpaudit.pipeline.paths`; settings from :mod:`dpaudit.pipeline`.
+Paths come from :mod:`dpaudit.pipeline.paths`; settings from :mod:`dpaudit.pipeline.settings`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dpaudit.pipeline import (
-    data_variant,
-    experiment_settings,
-    paths,
-    setting_columns,
-)
+from dpaudit.pipeline import paths
+from dpaudit.pipeline.settings import data_variant, experiment_settings, setting_columns
 
 Config = dict[str, Any]
 

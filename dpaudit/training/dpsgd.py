@@ -25,7 +25,7 @@ from dpaudit.accounting.dpsgd import OPACUS_ACCOUNTANTS
 from dpaudit.opacus_import import import_opacus
 from dpaudit.training.device import resolve_device
 from dpaudit.training.spec import RunSpec
-from dpaudit.training.step import OPTIMIZERS
+from dpaudit.training.step import TRAINING_OPTIMIZERS
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ def check_opacus_train(train: Mapping[str, Any], target_epsilon: float | None) -
     """Raise ``ValueError`` naming the config key unless the run spec's ``train`` block and
     target epsilon suit the Opacus engine: an Opacus accountant and an optimizer it wraps,
     momentum for SGD only, a target epsilon above 0 (or None: no noise)."""
-    if train["optimizer"] not in OPTIMIZERS:
-        raise ValueError(f"optimizer {train['optimizer']!r}; allowed: {list(OPTIMIZERS)}")
+    if train["optimizer"] not in TRAINING_OPTIMIZERS:
+        raise ValueError(f"optimizer {train['optimizer']!r}; allowed: {list(TRAINING_OPTIMIZERS)}")
     if train["optimizer"] == "adam" and train["momentum"]:
         raise ValueError(
             f"momentum {train['momentum']} applies to SGD; Adam has its own (train.adam_betas)"

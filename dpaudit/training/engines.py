@@ -145,14 +145,14 @@ class StackedEngine:
         return self.net.clipped_dot(params, x, y, max_grad_norm, direction)
 
 
-ENGINES = ("auto", "stacked", "func")
+VECTORIZED_ENGINES = ("auto", "stacked", "func")
 
 
 def choose_engine(template: nn.Module, engine: str = "auto"):
     """The per-sample-gradient engine: ``stacked``, ``func``, or ``auto`` (stacked when the model
     is a plain sequential stack it supports: 3-4x faster on the CPU for LeNet-5; else func)."""
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; allowed: {list(ENGINES)}")
+    if engine not in VECTORIZED_ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; allowed: {list(VECTORIZED_ENGINES)}")
     if engine == "func":
         return FuncEngine(template)
     if engine == "stacked":

@@ -37,7 +37,7 @@ from dpaudit.training.spec import (  # noqa: F401  (JobId, RUN_SPEC_KEYS re-expo
 )
 
 #: ``train.engine``: the Opacus reference, or the vectorised engine's per-sample gradients.
-ENGINES = ("opacus", "auto", "stacked", "func")
+TRAINING_ENGINES = ("opacus", "auto", "stacked", "func")
 #: What the Opacus engine supports (key of the run spec: allowed values); the vectorised
 #: engines support every value.
 OPACUS_SUPPORTS: dict[str, tuple[str, ...]] = {
@@ -56,8 +56,8 @@ def engine_of(run_spec: RunSpec | dict[str, Any]) -> str:
     when not given."""
     train = run_spec.train if isinstance(run_spec, RunSpec) else run_spec.get("train") or {}
     engine = train.get("engine") or fill_defaults("train")["engine"]
-    if engine not in ENGINES:
-        raise ValueError(f"train.engine {engine!r}; allowed: {list(ENGINES)}")
+    if engine not in TRAINING_ENGINES:
+        raise ValueError(f"train.engine {engine!r}; allowed: {list(TRAINING_ENGINES)}")
     return engine
 
 

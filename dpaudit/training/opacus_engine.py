@@ -46,10 +46,10 @@ def make_canaries(data: dict[str, np.ndarray], spec: Mapping[str, Any]) -> tuple
 def claimed_epsilons(result, delta: float) -> dict[str, float | None]:
     """Every accountant's epsilon for the run's (noise multiplier, sample rate, steps), so the
     audit table can show them side by side (null for a run without noise)."""
-    from dpaudit.accounting.dpsgd import ACCOUNTANTS, accountant_table
+    from dpaudit.accounting.dpsgd import EPSILON_ACCOUNTANTS, accountant_table
 
     if result.claimed_epsilon is None or result.noise_multiplier <= 0:
-        return {name: None for name in ACCOUNTANTS}
+        return {name: None for name in EPSILON_ACCOUNTANTS}
     table = accountant_table(result.noise_multiplier, result.sample_rate, result.steps, delta)
     return {
         row.accountant: (None if row.epsilon != row.epsilon else float(row.epsilon))

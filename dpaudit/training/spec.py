@@ -27,9 +27,8 @@ from types import MappingProxyType
 from typing import Any
 
 from dpaudit.defaults import SETTING_KEYS, fill_defaults, train_experiment_defaults
+from dpaudit.scores import DESIGNS  # ``design``: a training job writes each score-file layout
 
-#: ``design``: the score-file layouts a training job writes (see :mod:`dpaudit.training.shard`).
-DESIGNS = ("one_run", "lidp", "multi_run")
 #: ``canaries.type`` of canaries that are input records.
 INPUT_CANARIES = ("random_input", "mislabeled", "in_distribution", "clipbkd")
 #: ``canaries.type`` of canaries that are gradients.
@@ -37,7 +36,7 @@ GRADIENT_CANARIES = ("dirac", "random_gradient")
 #: ``canaries.type`` of canaries drawn from the dataset's held-out records (dataset.canary_pool).
 RECORD_CANARIES = ("mislabeled", "in_distribution")
 #: ``threat_model`` -> the canary types it scores.
-THREAT_MODELS: dict[str, tuple[str, ...]] = {
+TRAINING_THREAT_MODELS: dict[str, tuple[str, ...]] = {
     "black_box_loss": INPUT_CANARIES,
     "black_box_logit": INPUT_CANARIES,
     "white_box_dot": INPUT_CANARIES + GRADIENT_CANARIES,
@@ -52,6 +51,20 @@ CANARY_STATISTICS = ("sum", "likelihood_ratio")
 NEIGHBOURING = ("add_remove", "zero_out")
 #: ``canaries.insert``: fair coins (the audit) or no canary inserted (the no-canary control).
 INSERT = ("coins", "none")
+#: ``canaries.type`` of a tuning audit (``selection``, :mod:`dpaudit.training.tuning`): Z_D
+#: (dirac) and natural records of the data's held-out canary pool (in_distribution, mislabeled)
+#: or random inputs.
+TUNING_CANARIES = ("dirac", "in_distribution", "mislabeled", "random_input")
+#: What a tuning audit's run spec needs (Xiang, Wang, Wang 2024, arXiv:2402.13087, Algorithm 1:
+#: one multi_run game per tuning trial, the white-box statistic of their Eq. 10, the vectorised
+#: engine, the noise calibrated to each target epsilon): run-spec key -> allowed values.
+TUNING_NEEDS: dict[str, tuple[Any, ...]] = {
+    "design": ("multi_run",),
+    "threat_model": ("white_box_dot",),
+    "canaries.type": TUNING_CANARIES,
+    "train.engine": ("auto", "stacked", "func"),
+    "train.noise_multiplier": (None,),
+}
 #: Default canary pool of design ``lidp`` (Pillutla et al. 2023: a pool of 1000 canaries).
 LIDP_DEFAULT_POOL = 1000
 #: Gradient canaries are stored as (pool, parameters) float32: the default lidp pool holds at
@@ -280,6 +293,17 @@ class RunSpec:
         steps = int(t["steps"]) if t["steps"] is not None else int(t["epochs"]) * per_epoch
         return Schedule(min(1.0, b / n), steps, per_epoch)
 
+    def nominal_schedule(self, n_train: int | None) -> Schedule:
+        """:meth:`schedule` on ``n_train`` records, or, with ``n_train`` None (real data whose
+        size is known only once it is prepared: :func:`dpaudit.data.catalog.known_n_train`),
+        sample rate 1 and ``train.steps`` or else ``train.epochs`` steps: the largest epsilon
+        the accountant claims at a given noise, so that a check of the targets it can reach
+        stays conservative."""
+        if n_train is not None:
+            return self.schedule(int(n_train))
+        t = self.train
+        return Schedule(1.0, int(t["steps"] or t["epochs"]), 1)
+
     # ------------------------------------------------------------------ checks
 
     def _check(self) -> None:
@@ -288,9 +312,10 @@ class RunSpec:
         c, design, tm = self.canaries, self.design, self.threat_model
         if design not in DESIGNS:
             raise SpecError("design", f"unknown design {design!r}; allowed: {list(DESIGNS)}")
-        if tm not in THREAT_MODELS:
+        if tm not in TRAINING_THREAT_MODELS:
             raise SpecError(
-                "threat_model", f"unknown threat_model {tm!r}; allowed: {list(THREAT_MODELS)}"
+                "threat_model",
+                f"unknown threat_model {tm!r}; allowed: {list(TRAINING_THREAT_MODELS)}",
             )
         kind, kinds = c["type"], list(INPUT_CANARIES + GRADIENT_CANARIES)
         if kind not in kinds:
@@ -303,6 +328,8 @@ class RunSpec:
         ):
             if c[key] not in allowed:
                 raise SpecError(f"canaries.{key}", f"{c[key]!r}; allowed: {list(allowed)}")
+        if self.selection is not None:
+            self._check_tuning()
         zero_out = c["neighbouring"] == "zero_out"
         if c["adversary"] != "natural" and not (
             self.gradient and zero_out and design == "multi_run"
@@ -337,11 +364,11 @@ class RunSpec:
                 "zero_out needs gradient canaries (the zero-out record has a zero gradient, "
                 "which no input has)",
             )
-        if kind not in THREAT_MODELS[tm]:
+        if kind not in TRAINING_THREAT_MODELS[tm]:
             raise SpecError(
                 "threat_model",
                 f"threat model {tm!r} does not apply to {kind!r} canaries; it takes "
-                f"{list(THREAT_MODELS[tm])}",
+                f"{list(TRAINING_THREAT_MODELS[tm])}",
             )
         if kind == "clipbkd":
             for part in ("first_component", "last_component"):
@@ -352,6 +379,19 @@ class RunSpec:
                         "first_component..last_component)",
                     )
         self.layout()
+
+    def _check_tuning(self) -> None:
+        """Raise :class:`SpecError` unless a tuning audit's run spec has what
+        :data:`TUNING_NEEDS` lists."""
+        for key, allowed in TUNING_NEEDS.items():
+            head, _, tail = key.partition(".")
+            value = getattr(self, head) if not tail else getattr(self, head)[tail]
+            if value not in allowed:
+                raise SpecError(
+                    key,
+                    f"{value!r}; a selection (tuning) audit needs one of {list(allowed)} (the "
+                    "noise is calibrated to each target epsilon)",
+                )
 
 
 #: Keys of a run spec.

@@ -33,7 +33,7 @@ from dpaudit.training.samplers import SamplerSpec
 from dpaudit.training.seeds import ModelSeeds
 
 #: The update rules applied to the noisy gradient (``DPSGDConfig.optimizer``).
-OPTIMIZERS = ("sgd", "adam")
+TRAINING_OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ class DPSGDConfig:
     eps: float = 1e-8
 
     def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(OPTIMIZERS)}")
+        if self.optimizer not in TRAINING_OPTIMIZERS:
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {list(TRAINING_OPTIMIZERS)}")
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         if not self.eps > 0:
