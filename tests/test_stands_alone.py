@@ -34,8 +34,23 @@ def _tracked_files() -> list[str]:
     return [p for p in out.decode().split("\0") if p]
 
 
+#: What may start a continuation line of a comment or docstring ("# ", "//", " * ", "> "); it
+#: is dropped when two lines are joined, so that a citation wrapped over them is still seen.
+_CONTINUATION = re.compile(r"^\s*(?:#+|//+|\*|>)?\s*")
+
+
+def _matches(line: str) -> list[str]:
+    """The kinds of forbidden text in ``line``."""
+    return [kind for kind, pattern in FORBIDDEN.items() if pattern.search(line)]
+
+
 def find_offences(root: Path, files: list[str]) -> list[str]:
-    """``path:line: kind: text`` for every forbidden citation or path in the text ``files``."""
+    """``path:line: kind: text`` for every forbidden citation or path in the text ``files``.
+
+    Each line is read alone and joined with the next (its comment marker dropped), so a
+    reference wrapped over two lines ("note" at the end of one, "004" at the start of the next)
+    is found too; it is reported as ``path:N-N+1``.
+    """
     hits = []
     for rel in files:
         if rel in EXEMPT:
@@ -45,10 +60,17 @@ def find_offences(root: Path, files: list[str]) -> list[str]:
             text = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
             continue  # binary files (figures, archives) and files deleted in the worktree
-        for lineno, line in enumerate(text.splitlines(), 1):
-            for kind, pattern in FORBIDDEN.items():
-                if pattern.search(line):
-                    hits.append(f"{rel}:{lineno}: {kind}: {line.strip()[:120]}")
+        lines = text.splitlines()
+        for lineno, line in enumerate(lines, 1):
+            alone = _matches(line)
+            hits += [f"{rel}:{lineno}: {kind}: {line.strip()[:120]}" for kind in alone]
+            if lineno == len(lines):
+                continue
+            nxt = lines[lineno]
+            joined = f"{line.rstrip()} {_CONTINUATION.sub('', nxt, count=1)}"
+            for kind in _matches(joined):
+                if kind not in alone and kind not in _matches(nxt):
+                    hits.append(f"{rel}:{lineno}-{lineno + 1}: {kind}: {joined.strip()[:120]}")
     return hits
 
 
@@ -62,10 +84,13 @@ def test_patterns_catch_what_they_should(tmp_path):
         "e.yaml": "path: /root/data\n",
         "f.md": "(papers/003)\n",
         "g.py": "x = '/home/alice/run'\n",
+        "h.yaml": "# the panels the paper leaves open (note\n# 004 section 7.5) are ours\n",
+        "i.py": '"""As in the paper\n    003 of the set."""\n',
     }
     good = {
         "ok.py": "# Steinke, Nasr, Jagielski (2023), arXiv:2305.08846, Algorithm 1\n",
         "ok.md": "mirror: ../shared/data; see docs/references.md; https://x.org/work/a\n",
+        "ok.yaml": "# two notes\n# 2 papers, 100 runs\n",
     }
     for name, text in {**bad, **good}.items():
         (tmp_path / name).write_text(text)
