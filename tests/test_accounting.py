@@ -150,6 +150,7 @@ def test_table_columns():
 
 
 @pytest.mark.parametrize("acc", ["rdp", "prv", "pld"])
+@pytest.mark.slow
 def test_noise_multiplier_calibration(acc):
     """Calibrated sigma reaches the target within tolerance, on the conservative side.
     Our PLD calibration: T = 10 (B = 1000 of n = 10^4), epsilon = 1 -> sigma = 1.741."""

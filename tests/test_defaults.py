@@ -96,6 +96,7 @@ DEFAULT_CONFIG = load_config_file(Path(__file__).resolve().parents[1] / "config"
 
 
 @pytest.mark.parametrize("name", sorted(DEFAULT_CONFIG["estimators"]))
+@pytest.mark.slow
 def test_cli_audit_with_config_gives_the_pipeline_rows(name, repo, tmp_path, capsys):
     """Every estimator block of the default config: ``dpaudit audit --config`` gives the rows
     of the pipeline's audit job for that block."""

@@ -260,6 +260,7 @@ def _exceed_rate(draw, n, r, family, true_param, reps, seed, **kw):
     return float(np.mean(bounds > true_param + 1e-9)), bounds
 
 
+@pytest.mark.slow
 def test_validity_gaussian_mechanism():
     # mu = 1 GDP Gaussian mechanism, general case (balanced guesses), n = 1000, r = n/5.
     # A valid 95% bound exceeds the truth in at most 5% (+ 2.5 sd MC slack) of repetitions.
@@ -379,6 +380,7 @@ def test_theorem1_counterexample_fig7_setting():
     )
 
 
+@pytest.mark.slow
 def test_theorem1_counterexample_negligible_at_small_delta():
     # Our counterexample: at delta = 1e-5 (m = 1e5, r = 2e4, eps = 2) the rate is ~0.007 < 0.05.
     rate = F.pathological_rejection_rate(Pathological(100_000, 20_000, 2.0, 1e-5, 0.1))
@@ -510,6 +512,7 @@ def _score_file(n=400, mu=2.0, trials=1, seed=0, claimed=8.0):
     return ScoreFile(np.array(scores), np.array(members), np.tile(np.arange(n), (trials, 1)), meta)
 
 
+@pytest.mark.slow
 def test_registered_runner_rows():
     method = get("fdp_one_run")
     assert method.designs == ("one_run",)
@@ -691,6 +694,7 @@ def test_exact_tail_matches_the_simulated_law_with_abstention():
         assert np.mean(w <= u) == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / reps) + 1e-4)
 
 
+@pytest.mark.slow
 def test_exact_tail_valid_with_abstention_monte_carlo():
     # mu = 1.5 GDP, n = 600, r = 300 (half abstain). A valid p-value satisfies
     # P[W <= u] <= p(u) for every u, i.e. at every level. Checked for both tails on the
@@ -771,6 +775,7 @@ def test_sgm_quantile_at_q1_is_gdp():
     assert v_sgm == pytest.approx(F.v_vector("gdp", 2.0, 100, 100).sum(), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_exact_tail_no_nan_on_large_r():
     # Before the fix a log-probability rounded just above 0 reached ndtri_exp (NaN, "function
     # value ... is NaN") on 10 of 40 random large-r inputs. A seeded grid of such inputs, and

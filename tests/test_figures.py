@@ -108,6 +108,7 @@ def test_every_figure_of_the_test_config_reads_without_internal_names(name):
             plt.close(fig)
 
 
+@pytest.mark.slow
 def test_the_check_catches_an_internal_name_and_a_legend_off_the_canvas():
     import matplotlib.pyplot as plt
 

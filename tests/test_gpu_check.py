@@ -26,6 +26,7 @@ def gpu_check():
         del sys.modules["gpu_check"]
 
 
+@pytest.mark.slow
 def test_quick_cpu_against_cpu_passes(gpu_check, capsys):
     """Every engine (stacked, func, Opacus), input and Dirac canaries, both samplers, with and
     without max_physical_batch: exit status 0 and every case reported ok."""
@@ -42,6 +43,7 @@ def test_quick_cpu_against_cpu_passes(gpu_check, capsys):
     assert "MISMATCH" not in out
 
 
+@pytest.mark.slow
 def test_repeated_runs_on_one_device_are_compared_with_each_other(gpu_check, monkeypatch):
     """--repeats 2 (the default): each side trains twice, and the runs agree on the CPU; a
     second run that drifts from the first is reported as not reproducible."""
@@ -64,6 +66,7 @@ def test_repeated_runs_on_one_device_are_compared_with_each_other(gpu_check, mon
         gpu_check.run_check("cpu", "cpu", selected=[case], repeats=0)
 
 
+@pytest.mark.slow
 def test_a_perturbed_run_is_a_mismatch_naming_engine_setting_and_difference(gpu_check, capsys):
     """Another run seed on the checked side: every engine's case mismatches, and the report
     names the engine, the setting and the largest difference."""

@@ -187,6 +187,7 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_no_import_circles_inside_a_package() -> None:
     """No module imports, directly or through others, a module that imports it back: the
     layers keep circles out between units, this keeps them out inside one (e.g. two modules
@@ -217,6 +218,7 @@ def test_every_unit_has_a_layer() -> None:
         layer_of(module)
 
 
+@pytest.mark.slow
 def test_imports_point_down_the_layers() -> None:
     bad = [msg for _, _, msg in violations()]
     assert not bad, "imports that point up (or sideways):\n  " + "\n  ".join(bad)

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
 
@@ -48,6 +50,7 @@ def test_a_successful_job_keeps_its_messages(tmp_path):
     assert "wrote 3 rows" in log.read_text() and "Traceback" not in log.read_text()
 
 
+@pytest.mark.slow
 def test_a_failing_snakemake_job_leaves_its_error_in_its_log(tmp_path):
     """Snakemake says "check log file(s)": the file holds the error, not nothing."""
     (tmp_path / "job.py").write_text(

@@ -310,6 +310,7 @@ def test_coverage_test_has_power_against_an_interval_ignoring_correlation():
 
 
 @pytest.mark.parametrize("interval,order", CASES)
+@pytest.mark.slow
 def test_epsilon_bound_valid_with_heldout_threshold(interval, order):
     """Alg. 1 + App. E.1 on correlated exchangeable scores with known population ROC: the
     bound computed on fresh trials at the held-out-tuned tau* exceeds the true

@@ -122,6 +122,7 @@ def test_cp_lower_is_close_for_large_counts():
 
 
 @pytest.mark.parametrize("estimate", ["cp", "gdp"])
+@pytest.mark.slow
 def test_bound_blocks_drops_only_what_exact_bounds_drop(estimate):
     """_bound_blocks computes exact Clopper-Pearson bounds only where they decide: every block
     it lets the caller drop (bound below the best value) has its exact bound below that value,

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 _SCRIPT = """
 import logging
 before = len(logging.getLogger().handlers)
@@ -22,11 +24,13 @@ def _handlers(body: str) -> tuple[int, int]:
     return int(before), int(after)
 
 
+@pytest.mark.slow
 def test_plain_opacus_import_adds_a_root_handler():
     # The behaviour the wrapper exists for (Opacus 1.4-1.6 call logging.basicConfig at import).
     assert _handlers("import opacus") == (0, 1)
 
 
+@pytest.mark.slow
 def test_accountant_through_dpaudit_adds_no_root_handler():
     body = (
         "from dpaudit.accounting.dpsgd import epsilon_rdp\n"

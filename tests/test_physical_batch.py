@@ -168,6 +168,7 @@ def _opacus_run(max_physical_batch, sizes: list[int] | None = None):
     return torch.cat([p.detach().reshape(-1) for p in net.parameters()]), res
 
 
+@pytest.mark.slow
 def test_opacus_engine_chunks_with_its_batch_memory_manager():
     """train.engine opacus: Opacus's BatchMemoryManager splits each Poisson batch into
     physical batches of at most 16; the clipped gradients are accumulated and the noise added

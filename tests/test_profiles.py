@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_slurm_profile_dry_run(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run(

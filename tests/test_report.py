@@ -60,6 +60,7 @@ def build(workdir: Path) -> None:
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_make_report_writes_the_report_atomically(workflow):
     build(workflow)
     make_report(FULL_REPORT, ["all"], workflow / "Snakefile", {}, workflow)
@@ -68,6 +69,7 @@ def test_make_report_writes_the_report_atomically(workflow):
     assert sorted(p.name for p in (workflow / "results").iterdir()) == ["report.html"]
 
 
+@pytest.mark.slow
 def test_a_failing_report_shows_snakemake_s_real_error(workflow, monkeypatch):
     """Without pygments Snakemake says so; that line (not a --quiet summary) reaches the user,
     and no report (not even a partial one) is left."""

@@ -44,6 +44,7 @@ def _same(a, b) -> None:
     assert a.meta == b.meta
 
 
+@pytest.mark.slow
 def test_opacus_engine_writes_what_run_setting_computes(data, tmp_path):
     """train.engine opacus is the Opacus reference engine, byte for byte."""
     from dpaudit.training.opacus_engine import run_setting
@@ -159,6 +160,7 @@ def test_both_engines_take_a_job_id_and_the_run_spec(data, tmp_path):
     assert not (tmp_path / "o.npz").exists()
 
 
+@pytest.mark.slow
 def test_opacus_engine_trains_with_adam(data, tmp_path, monkeypatch):
     """train.optimizer adam on the Opacus engine: Opacus's DPOptimizer wraps torch.optim.Adam
     (with the configured betas and eps), and the run differs from SGD's."""
