@@ -5,7 +5,7 @@
 
 Run it first on a new GPU machine, before the paper-scale configs (docs/training.md,
 "Validating a GPU"). With ``--device cpu --reference-device cpu`` it runs anywhere (that is how
-tests/test_gpu_check.py exercises it); both sides then agree bit for bit.
+tests/training/test_gpu_check.py exercises it); both sides then agree bit for bit.
 
 Cases (a setting each; ``--quick``: the MLP ones only). The vectorised engine
 (:func:`dpaudit.training.shard.run_shard`, design ``one_run``, 3 models, 4 DP-SGD steps, noise

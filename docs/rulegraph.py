@@ -7,7 +7,7 @@
 edges sorted: Snakemake's own order changes from run to run), is kept as docs/rulegraph.dot.
 The SVG and PNG rendered from it carry its SHA-256 (an XML comment; a PNG tEXt chunk), so the
 check needs no Graphviz: it compares the graph of the current workflow with rulegraph.dot and
-the hash each picture carries with rulegraph.dot's. tests/test_rulegraph.py runs the check.
+the hash each picture carries with rulegraph.dot's. tests/repo/test_rulegraph.py runs the check.
 """
 
 from __future__ import annotations

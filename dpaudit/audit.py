@@ -128,7 +128,7 @@ def not_covered(sf: ScoreFile) -> str:
     Poisson accountant's claim is over fixed neighbouring data sets, so it does not cover this
     game: per step (1-q) N(-1, s^2) + q N(1, s^2) against (1-q) N(-1, s^2) + q N(0, s^2), whose
     100-fold composition at s = 1.289, q = 0.01 has epsilon 2.52 at delta 1e-5 against the
-    accountant's 0.39 (tests/test_poisson_partially_informed.py). Under shuffling the same
+    accountant's 0.39 (tests/tables/test_poisson_partially_informed.py). Under shuffling the same
     adversary's observations are those of the fixed data set (+g, -g, ..., -g) shifted by B - 1
     (Chua et al.'s worst case, :mod:`dpaudit.mechanisms.batched_gaussian`), which a claim about
     shuffling would cover."""

@@ -39,7 +39,7 @@ from dpaudit.training.spec import RECORD_CANARIES, RunSpec, Schedule, SpecError
 
 # The cross-key checks that build models, read the mechanism and analysis registries or run a
 # user's entry point import torch, SciPy or pandas inside their function: every Snakemake
-# process imports this module to fill in the defaults (tests/test_workflow_imports.py).
+# process imports this module to fill in the defaults (tests/pipeline/test_workflow_imports.py).
 
 
 class ConfigError(ValueError):

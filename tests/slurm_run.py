@@ -1,5 +1,5 @@
-"""Helpers of the SLURM end-to-end test (tests/test_slurm_cluster.py): a copy of the repository
-to run in, a timed Snakemake run, and the files two runs must share byte for byte."""
+"""Helpers of the SLURM end-to-end test (tests/workflow/test_slurm_cluster.py): a copy of the
+repository to run in, a timed Snakemake run, and the files two runs must share byte for byte."""
 
 from __future__ import annotations
 

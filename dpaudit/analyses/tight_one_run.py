@@ -14,9 +14,11 @@ mechanism's own channels, so the curves are those of :mod:`dpaudit.mechanisms.fd
   P[IN | score above the r/(2n) upper quantile] (as :func:`dpaudit.analyses.one_run_theory.
   gaussian_accuracy`, with S = +-1 and sigma = 2 / mu).
 
-Each table also gives both methods at their own best r over 1, 2, 5 x 10^k <= n and n (note
-004 sections 5 and 7.4). A best-r value is a maximum over r on the same guesses, not a valid
-bound (column ``valid`` False, dashed in figures).
+Each table also gives both methods at their own best r over 1, 2, 5 x 10^k <= n and n (our
+addition for a fair comparison: at the paper's r = n/5 the one-run bound is far from its own
+optimum, which the paper's Sec. 6.4 and Fig. 12 show falls again as r grows). A best-r value
+is a maximum over r on the same guesses, not a valid bound (column ``valid`` False, dashed in
+figures).
 """
 
 from __future__ import annotations

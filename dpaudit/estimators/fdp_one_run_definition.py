@@ -4,7 +4,8 @@ Xiang, Wang, Xiao, Tian, Wang 2025, "Tight Privacy Audit in One Run", arXiv:2509
 function is one formula of the paper, evaluated by a fine fixed quadrature rule, a bounded
 minimisation or a bisection: slow, but with no caching, rank interpolation, rounding or root
 finding on a transformed statistic. The fast code (:mod:`.fdp_one_run_tails`,
-:mod:`.fdp_one_run_bound`) is tested against it (tests/test_fdp_one_run.py): its v_j are at most
+:mod:`.fdp_one_run_bound`) is tested against it (tests/estimators/test_fdp_one_run.py): its
+v_j are at most
 these and within 5e-5 (relative), its tail is at least this one (a larger p-value) and close, and
 its bound is at most :func:`param_lower_bound`'s (to its bisection tolerance) and within 2e-4.
 

@@ -43,7 +43,8 @@ TAILS = ("chernoff", "exact")
 PANELS = (0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0)
 NODES_PER_PANEL = 8
 #: v is rounded down by this relative amount, which covers the measured discretization error
-#: (quadrature <= 1e-5 and rank interpolation <= 1.1e-5 relative; tests/test_fdp_one_run.py).
+#: (quadrature <= 1e-5 and rank interpolation <= 1.1e-5 relative;
+#: tests/estimators/test_fdp_one_run.py).
 #: Smaller v means a larger, still valid p-value (our "conservative
 #: discretization").
 V_ROUND_DOWN = 3e-5
@@ -52,7 +53,8 @@ V_ROUND_DOWN = 3e-5
 #: 1, where for a large parameter h rises from ~0 to 1/2 within 1e-7 of x = 1) and of the
 #: rule over the probability scale of the selection threshold (refined towards both ends, for
 #: small p-values). The conditional error rate is rounded down by M_ROUND_DOWN (relative),
-#: which covers the measured quadrature error (<= 1e-5 relative, tests/test_fdp_one_run.py):
+#: which covers the measured quadrature error (<= 1e-5 relative,
+#: tests/estimators/test_fdp_one_run.py):
 #: a smaller rate means a larger, still valid p-value.
 MEAN_PANELS = (
     (0.0, 1e-8, 1e-6, 1e-4, 1e-3, 0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99, 0.999)

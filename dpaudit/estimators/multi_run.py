@@ -28,7 +28,8 @@ the easiest method to ensure a technically valid lower bound", §3.3):
 ("Tight auditing of DP-SGD"): the point (alpha_up, beta_up) is mapped to
 mu = Phi^-1(1 - alpha_up) - Phi^-1(beta_up) and reported as the epsilon(delta) of mu-GDP. It
 assumes the mechanism's trade-off curve is Gaussian; when it is not, it can exceed the true
-epsilon (private selection's max-of-K, and randomized response in tests/test_multi_run.py), so
+epsilon (private selection's max-of-K, and randomized response in
+tests/estimators/test_multi_run.py), so
 it is an estimate, never a valid bound.
 
 Where each part lives: :mod:`.multi_run_definition` (Clopper-Pearson, Eq. 1, the sweep and

@@ -14,7 +14,7 @@ called OUT) are bounded from above by one-sided Clopper-Pearson intervals
 Algorithm 5, evaluates Eq. 1 at every threshold of one sorted sweep of the scores
 (:func:`sweep`, :func:`sweep_epsilons`) and reports the maximum; :func:`plain_argmax` is that
 maximum computed literally, bound by bound. It is the definition the fast search of
-:mod:`.multi_run_search` must reproduce bit for bit (tests/test_multi_run.py).
+:mod:`.multi_run_search` must reproduce bit for bit (tests/estimators/test_multi_run.py).
 """
 
 from __future__ import annotations

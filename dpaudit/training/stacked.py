@@ -16,7 +16,7 @@ without its graph), and shaped for one CPU core: see :class:`StackedSequential` 
 helpers below for the layouts and fused steps (measured with ``benchmarks/bench_training.py``).
 
 This is an exact reformulation of per-sample clipping (same numbers as Opacus up to
-floating-point round-off; ``tests/test_vectorized.py`` checks it), and it applies to models
+floating-point round-off; ``tests/training/test_vectorized.py`` checks it), and it applies to models
 made only of ``nn.Sequential`` containers and the layers in :data:`SUPPORTED`. The ``torch.func``
 path in :mod:`dpaudit.training.engines` handles any other model.
 
@@ -295,7 +295,7 @@ class StackedSequential:
         that makes it fast (``owned``: whether ``h`` may be overwritten in place; a ``tanh``
         fused into the convolution before it; the workspace buffers); split into functions,
         each would pass that state in and out. The reference it must match is
-        :class:`~dpaudit.training.engines.FuncEngine` (``tests/test_vectorized.py``)."""
+        :class:`~dpaudit.training.engines.FuncEngine` (``tests/training/test_vectorized.py``)."""
         m, b = x.shape[:2]
         h = x.contiguous()
         tape: list[tuple[_Layer, object]] = []

@@ -30,7 +30,7 @@ r)``, and belongs to exactly one trial. A trial's runs are therefore K independe
 on the trial's data set, each with a uniformly drawn configuration, independent of every other
 trial: :func:`assemble` then releases exactly what Algorithm 2 releases, and the trials are
 i.i.d. games, the same in distribution as running the protocol trial by trial (no run is
-reused, unlike pool resampling). ``tests/test_tuning.py`` checks the plan against the
+reused, unlike pool resampling). ``tests/training/test_tuning.py`` checks the plan against the
 definitions and the assembly against a direct simulation of the protocol.
 """
 
