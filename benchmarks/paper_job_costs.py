@@ -86,12 +86,15 @@ def child(job: dict) -> dict:
         shard=0,
         run_spec=job["run"],
         out=job["out"],
-        device="cpu",
+        device=job.get("device", "cpu"),
         checkpoint=False,
         max_physical_batch=job["physical"],
     )
     seconds = time.perf_counter() - start
+    cuda = job.get("device", "cpu").startswith("cuda")
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
     return {
+        "peak_gpu_mb": gpu,
         "seconds": seconds,
         "peak_rss_mb": _vm_hwm_mb(),
         "rss_data_mb": before,
@@ -137,7 +140,9 @@ def _bench_run(run: dict, batch: int, steps: int) -> dict:
     return run
 
 
-def measure_config(paper: Path, passes: list[int], steps: int, work: Path) -> list[dict]:
+def measure_config(
+    paper: Path, passes: list[int], steps: int, work: Path, device: str = "cpu"
+) -> list[dict]:
     """Every kind of ``paper``, measured; one row per kind."""
     from snakemake.utils import update_config
 
@@ -214,6 +219,7 @@ def measure_config(paper: Path, passes: list[int], steps: int, work: Path) -> li
                 "setting": setting,
                 "out": str(work / "out.npz"),
                 "physical": p,
+                "device": device,
             }
             one = (
                 _measure({**job, "run": _bench_run(run, 2 * p, 1)})
@@ -238,7 +244,8 @@ def measure_config(paper: Path, passes: list[int], steps: int, work: Path) -> li
             f"{paper.name:28s} {row['kind'][:90]:90s} | RSS {a['peak_rss_mb']:.0f}/"
             f"{b['peak_rss_mb']:.0f} MB at {a['physical']}/{b['physical']} | "
             f"{slope:.2f} MB/ex | {row['mb_at_paper_physical']:.0f} MB at {paper_physical} | "
-            f"{row['s_per_example_step'] * 1e3:.2f} ms/ex-step",
+            f"{row['s_per_example_step'] * 1e3:.2f} ms/ex-step"
+            + (f" | GPU peak {b['peak_gpu_mb']:.0f} MB" if b.get("peak_gpu_mb") else ""),
             flush=True,
         )
     return out
@@ -252,6 +259,7 @@ def main() -> None:
     )
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--device", default="cpu", help="cuda: also the peak GPU memory")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -264,7 +272,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for paper in configs:
             caps = [0, *args.passes]
-            rows += measure_config(paper, caps, args.steps, Path(tmp) / paper.stem)
+            rows += measure_config(paper, caps, args.steps, Path(tmp) / paper.stem, args.device)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

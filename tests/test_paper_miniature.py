@@ -14,7 +14,7 @@ from snakemake.utils import update_config
 
 from dpaudit import scores
 from dpaudit.config import load_config_file, validate_config
-from dpaudit.pipeline import guards, miniature, train_setting_specs
+from dpaudit.pipeline import guards, miniature, preflight, train_setting_specs
 from dpaudit.pipeline.params import max_physical_batch
 from dpaudit.plots.roc import curves_of
 
@@ -174,3 +174,77 @@ def test_planted_wrn_shape_fault_fails_the_miniature(tmp_path):
     done = _run(tmp_path, "one_run_training", "--preload", str(preload))
     assert done.returncode == 1
     assert "FAILED" in done.stdout and "train" in done.stdout
+
+
+# ----------------------------------------------------------------------------- preflight
+
+COST = {("cifar10", "wrn"): preflight.JobCost(21.6, 900.0, 0.08)}
+
+
+def test_preflight_names_the_placeholder_checksum():
+    paper = _paper("lidp_training")
+    problems = preflight.checksum_problems(paper)
+    assert len(problems) == 2
+    assert problems[0].startswith(
+        "config key experiments.lidp_paper_purchase_mlp_poisoning.dataset.sha256: the placeholder"
+    )
+    assert "sha256sum dataset_purchase.tgz" in problems[0]
+    with pytest.raises(preflight.PreflightError, match="dataset.sha256"):
+        preflight.check_config(paper)
+    # the miniature's overlay puts a checksum in: no problem left
+    assert preflight.checksum_problems(_mini("lidp_training")[1]) == []
+
+
+def test_preflight_stops_a_pass_that_cannot_fit_the_declared_gpu_memory():
+    paper = _paper("one_run_training")
+    assert preflight.memory_problems(paper, COST) == []  # compute.gpu_mem_mb not declared
+    paper["compute"]["gpu_mem_mb"] = 80_000  # 1,024 x 21.6 MB + 900 MB = 23 GB fits
+    assert preflight.memory_problems(paper, COST) == []
+    paper["compute"]["gpu_mem_mb"] = 16_000
+    problems = preflight.memory_problems(paper, COST)
+    assert len(problems) == 8  # one per experiment
+    assert problems[0].startswith(
+        "config key experiments.paper_one_run_fig3.train.max_physical_batch: setting"
+    )
+    assert "1024 examples" in problems[0] and "at most 699 examples" in problems[0]
+
+
+def test_preflight_stops_a_cluster_training_job_without_a_gpu():
+    paper = _paper("one_run_training")
+    gpus = {name: 0 for name in paper["experiments"]}
+    problems = preflight.gpu_resource_problems(paper, gpus, COST)
+    assert len(problems) == 8
+    assert problems[0].startswith(
+        "config key compute.gpus_per_training_job: the training jobs of "
+        "experiments.paper_one_run_fig3 ask the cluster for no GPU"
+    )
+    assert preflight.gpu_resource_problems(paper, dict.fromkeys(gpus, 1), COST) == []
+    # a job that fits its runtime on a CPU needs no GPU
+    small = {("cifar10", "wrn"): preflight.JobCost(21.6, 900.0, 1e-9)}
+    assert preflight.gpu_resource_problems(paper, gpus, small) == []
+
+
+@pytest.mark.slow
+def test_preflight_runs_before_any_job_but_not_in_a_dry_run(tmp_path):
+    """Snakemake stops a real run of the shipped LiDP paper config at the placeholder (before
+    any job: no log or result is written); its dry run still works (CI dry-runs it)."""
+    cmd = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "1"]
+    cmd += ["--configfile", str(PAPER / "lidp_training.yaml")]
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    dry = subprocess.run(
+        [*cmd, "-n", "--quiet", "rules"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    work = tmp_path / "w"
+    real = subprocess.run(
+        [*cmd, "--directory", str(work), "results/lidp/table1.csv"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert real.returncode != 0
+    assert (
+        "experiments.lidp_paper_purchase_mlp_poisoning.dataset.sha256" in real.stdout + real.stderr
+    )
+    assert not (work / "logs").exists() and not (work / "results").exists()
