@@ -3,7 +3,7 @@ and data shape: peak resident memory against the examples of one pass, and secon
 example and DP-SGD step (per model).
 
     nice -n 10 python benchmarks/paper_job_costs.py [config/paper/X_training.yaml ...] \
-        [--passes 8 64] [--steps 4] [--json out.json]
+        [--passes 8 64] [--steps 3] [--json out.json]
 
 For each config (default: every ``config/paper/*_training.yaml``) it takes the first setting
 of each kind of :func:`dpaudit.pipeline.miniature.job_kinds`, prepares its data set from
@@ -20,10 +20,10 @@ two passes; passes of P/2 and P examples, P the paper's pass capped by ``--passe
 Per kind it prints: the peak RSS at each pass size, the slope (MB per example of a pass: the
 per-sample gradients and activations), the intercept (model, optimizer state, data, Python),
 the memory extrapolated to the paper's physical batch (``train.max_physical_batch``, else the
-logical batch), and the seconds per example and step (training only: the wall time of
-``train_job`` less that of the same job with one step, over the other steps' examples; one
-core; a tuning job's trial trains several runs, so its number is per trial).
-The numbers feed the per-model table of :mod:`dpaudit.pipeline.preflight` and the GPU-hour
+logical batch), and the seconds per example and step (training only: the CPU time of
+``train_job``, robust to a loaded machine, less that of the same job with one step, over the
+other steps' examples; one thread; a tuning job's trial trains several runs, so its number is
+per trial). The numbers feed the per-model table of :mod:`dpaudit.pipeline.preflight` and the GPU-hour
 and memory lines of the paper configs' headers (BENCHMARKS.md, "Paper-scale jobs on the CPU").
 """
 
@@ -77,7 +77,7 @@ def child(job: dict) -> dict:
     torch.set_num_threads(1)
     data = load_prepared(job["dataset"])[0]
     before = _vm_hwm_mb()
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: one torch thread, robust to other load
     sf = train_job(
         data,
         experiment=job["experiment"],
@@ -90,7 +90,7 @@ def child(job: dict) -> dict:
         checkpoint=False,
         max_physical_batch=job["physical"],
     )
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     cuda = job.get("device", "cpu").startswith("cuda")
     gpu = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
     return {
@@ -257,7 +257,7 @@ def main() -> None:
     ap.add_argument(
         "--passes", type=int, nargs=2, default=[8, 64], help="largest pass: WRN, other models"
     )
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--device", default="cpu", help="cuda: also the peak GPU memory")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)

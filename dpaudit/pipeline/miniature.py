@@ -61,7 +61,7 @@ MINI: dict[str, int] = {
     "train.model_chunk": 4,
     "train.buffer_size": 16,
     "canaries.prefix_batches": 1,
-    "selection.trials": 3,
+    "selection.trials": 16,
 }
 #: Models a multi-run or LiDP job trains in the miniature (LiDP: evaluation and held-out
 #: trials, :data:`LIDP_TRIALS` each).
