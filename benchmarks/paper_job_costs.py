@@ -24,7 +24,8 @@ logical batch), and the seconds per example and step (training only: the CPU tim
 ``train_job``, robust to a loaded machine, less that of the same job with one step, over the
 other steps' examples; one thread; a tuning job's trial trains several runs, so its number is
 per trial). The numbers feed the per-model table of :mod:`dpaudit.pipeline.preflight` and the
-GPU-hour and memory lines of the paper configs' headers (BENCHMARKS.md, "Paper-scale jobs on the CPU").
+GPU-hour and memory lines of the paper configs' headers (BENCHMARKS.md, "Paper-scale jobs on
+the CPU").
 """
 
 from __future__ import annotations
