@@ -52,7 +52,7 @@ MINI: dict[str, int] = {
     "dataset.n_test": 24,
     "dataset.canary_pool": 24,
     "canaries.m": 8,
-    "canaries.k": 2,
+    "canaries.k": 4,
     "train.batch_size": 8,
     "train.max_physical_batch": 3,
     "train.steps": 2,
@@ -309,7 +309,7 @@ def miniature_overlay(
             params = copy.deepcopy(block.get("params") or {})
             if (params.get("where") or {}).get("n_trials") is not None:
                 params["where"]["n_trials"] = LIDP_TRIALS
-            if params.get("n_ref") is not None:  # LiDP Table 1: K = 1 against K = 2
+            if params.get("n_ref") is not None:  # LiDP Table 1: K = 1 against K = 4
                 params.update(n_ref=LIDP_TRIALS, lidp_k=MINI["canaries.k"])
             if params:
                 experiments[name] = {"params": params}
