@@ -54,9 +54,10 @@ class JobCost:
 #: them: the largest cost over the kinds of that pair. On a GPU the same tensors live in device
 #: memory, so the per-example slope is the GPU's too (the caching allocator adds slack).
 MEASURED: dict[tuple[str, str], JobCost] = {
-    # the larger of cifar10 / wrn / SGD / Dirac with canaries (passes of 4 and 8 examples: 966
-    # and 1061 MB, 24.3 ms) and without (983 and 1114 MB, 42.8 ms per example and step)
-    ("cifar10", "wrn"): JobCost(32.63, 852.0, 0.04277),
+    # the largest of the five WRN-16-4 kinds: in_distribution (passes of 4 and 8 examples: 986
+    # and 1150 MB) and mislabeled (65.3 ms per example and step)
+    ("cifar10", "wrn"): JobCost(40.99, 822.0, 0.06525),
+    ("cifar10", "cnn"): JobCost(3.31, 837.0, 0.00569),
 }
 
 
