@@ -20,8 +20,8 @@ include: "rules/figures.smk"
 
 
 onstart:
-    # a SLURM run stops here, naming the cause, if it could never finish (rules/common.smk)
-    slurm_preflight()
+    # a run stops here, naming the cause, if it could never finish (rules/common.smk)
+    preflight()
 
 
 onsuccess:

@@ -17,6 +17,7 @@ from dpaudit.pipeline.params import canonical
 from dpaudit.pipeline.settings import applicable_estimators
 from dpaudit.pipeline import cluster as pipeline_cluster
 from dpaudit.pipeline import params as pipeline_params
+from dpaudit.pipeline import preflight as pipeline_preflight
 from dpaudit.pipeline import resources as pipeline_resources
 from dpaudit.pipeline import targets as pipeline_targets
 from dpaudit.pipeline.codehash import ENTRY_POINT_MODULE, code_hash
@@ -47,12 +48,37 @@ TRAIN_RESOURCES = pipeline_resources.training_resources(config)
 JOB_RESOURCES = pipeline_resources.job_resources(config)
 
 
+def preflight():
+    """Before any job (the Snakefile's onstart; a dry run skips it, so the paper configs still
+    dry-run as shipped): stop, naming the config key, on what a run can know in advance: a
+    placeholder checksum, a pass that cannot fit compute.gpu_mem_mb, a cluster training job
+    without a GPU that would outlast its runtime on a CPU (dpaudit.pipeline.preflight); then
+    the SLURM checks."""
+    try:
+        pipeline_preflight.check_config(config)
+    except pipeline_preflight.PreflightError as err:
+        raise WorkflowError(str(err)) from None
+    slurm_preflight()
+
+
 def slurm_preflight():
     """Before the SLURM executor submits anything (the Snakefile's onstart): stop with the
     cause when the profile's status command cannot read job states or a job's request fits no
     node of its partition, instead of waiting forever (dpaudit.pipeline.cluster)."""
     plugin = workflow.executor_plugin
-    if plugin is None or plugin.name != "slurm":
+    if plugin is None or plugin.name in ("local", "dryrun", "touch"):
+        return
+    # training jobs that would outlast their runtime on a CPU must ask for a GPU
+    train_gpus = {
+        job.wildcards.experiment: pipeline_cluster.job_request(job).gpus
+        for job in workflow.dag.needrun_jobs()
+        if job.rule.name == "train"
+    }
+    problems = pipeline_preflight.gpu_resource_problems(config, train_gpus)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise WorkflowError(f"preflight: this cluster run cannot succeed:\n{lines}")
+    if plugin.name != "slurm":
         return
     requests = [
         pipeline_cluster.job_request(job)

@@ -1,0 +1,193 @@
+"""Preflight of a run: what a paper-scale run can know before any job, checked before any job.
+
+A paper config books hours of GPU time; these checks stop it in the first second instead, each
+with a message naming the config key and the fix:
+
+* :func:`checksum_problems`: a data set whose checksum the user must supply (Purchase-100:
+  nothing is pinned, ``checksum_required`` in :mod:`dpaudit.data.catalog`) still carries the
+  all-zero placeholder :data:`PLACEHOLDER_SHA256` the paper configs ship with (they validate
+  and dry-run with it; ``prepare_dataset`` would fail on it later, after other jobs ran);
+* :func:`memory_problems`: a training job's pass (``train.max_physical_batch``, else
+  ``compute.max_physical_batch``, else the whole batch) cannot fit the declared GPU memory
+  ``compute.gpu_mem_mb`` by the measured per-example cost of its model (:data:`MEASURED`);
+* :func:`gpu_resource_problems`: on a cluster executor, a training job that asks the
+  scheduler for no GPU (``compute.gpus_per_training_job: 0``, or a profile's
+  ``set-resources``) although on the CPU it would run longer than its
+  ``compute.training_runtime`` by the measured cost per example and step.
+
+``rules/common.smk`` runs the first two after the config checks, before the DAG, unless the run
+is a dry run (a dry run of a paper config with the placeholder checksum must still work: CI
+dry-runs every config); the Snakefile's ``onstart`` runs the third on the DAG's training jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dpaudit.data.catalog import CATALOG
+from dpaudit.pipeline.settings import setting_experiment, train_setting_specs
+
+#: The placeholder the paper configs carry where the user must put a checksum in.
+PLACEHOLDER_SHA256 = "0" * 64
+
+
+class PreflightError(ValueError):
+    """A run that cannot succeed as configured; the message lists every problem."""
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """Measured CPU cost of one training job's model on its data shape (one model, one core):
+    peak resident memory ``intercept_mb + mb_per_example x`` (examples of one pass) and
+    ``s_per_example_step`` seconds per example and DP-SGD step."""
+
+    mb_per_example: float
+    intercept_mb: float
+    s_per_example_step: float
+
+
+#: Measured by ``benchmarks/paper_job_costs.py`` (BENCHMARKS.md, "Paper-scale jobs on the
+#: CPU"), keyed by (data set, model) as :func:`dpaudit.pipeline.miniature.setting_kind` names
+#: them: the largest cost over the kinds of that pair. On a GPU the same tensors live in device
+#: memory, so the per-example slope is the GPU's too (the caching allocator adds slack).
+MEASURED: dict[tuple[str, str], JobCost] = {
+    # the largest of the five WRN-16-4 kinds: in_distribution (passes of 4 and 8 examples: 986
+    # and 1150 MB) and mislabeled (65.3 ms per example and step)
+    ("cifar10", "wrn"): JobCost(40.99, 822.0, 0.06525),
+    ("cifar10", "cnn"): JobCost(3.31, 837.0, 0.00569),
+}
+
+
+def _model_key(block: dict[str, Any]) -> tuple[str, str]:
+    from dpaudit.pipeline.miniature import setting_kind
+
+    kind = dict(setting_kind(block, 1.0))
+    return kind["dataset"], kind["model"]
+
+
+def _train_settings(config: dict[str, Any]) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    for name, block in (config.get("experiments") or {}).items():
+        if block.get("kind") != "train" or (block.get("train") or {}).get("entry_point"):
+            continue
+        for setting in train_setting_specs(block):
+            yield name, setting, setting_experiment(block, setting)
+
+
+def checksum_problems(config: dict[str, Any]) -> list[str]:
+    """A data set that needs a user-supplied checksum and still has the placeholder."""
+    out = []
+    for name, block in (config.get("experiments") or {}).items():
+        if block.get("kind") != "train":
+            continue
+        dataset = block.get("dataset") or {}
+        data = CATALOG.get(dataset.get("name", ""))
+        if data is None or not data.checksum_required:
+            continue
+        value = dataset.get(data.checksum_key)
+        if isinstance(value, str) and value.strip("0") == "":
+            out.append(
+                f"config key experiments.{name}.dataset.{data.checksum_key}: the placeholder "
+                f"{value[:8]}... stands where the SHA-256 of {data.filename} must go; nothing is "
+                f"pinned for {data.name} (docs/data.md), so put in `sha256sum {data.filename}` "
+                "of a download you checked"
+            )
+    return out
+
+
+def physical_batch(config: dict[str, Any], block: dict[str, Any]) -> int:
+    """Examples per model of one pass of a training job of ``block`` (a setting's block)."""
+    train = block["train"]
+    limit = train.get("max_physical_batch") or config.get("compute", {}).get("max_physical_batch")
+    batch = int(train["batch_size"])
+    return min(batch, int(limit)) if limit else batch
+
+
+def memory_problems(
+    config: dict[str, Any], measured: dict[tuple[str, str], JobCost] | None = None
+) -> list[str]:
+    """Training jobs whose pass cannot fit ``compute.gpu_mem_mb`` (None: not declared, no
+    check) by the measured cost of their model; one line per experiment."""
+    limit = (config.get("compute") or {}).get("gpu_mem_mb")
+    measured = MEASURED if measured is None else measured
+    if not limit:
+        return []
+    out, seen = [], set()
+    for name, setting, block in _train_settings(config):
+        cost = measured.get(_model_key(block))
+        if cost is None or name in seen:
+            continue
+        chunk = int(block["train"].get("model_chunk") or 1)
+        examples = physical_batch(config, block) * chunk
+        need = cost.intercept_mb + cost.mb_per_example * examples
+        if need <= limit:
+            continue
+        seen.add(name)
+        fits = max(0, math.floor((limit - cost.intercept_mb) / (cost.mb_per_example * chunk)))
+        where = f"experiments.{name}.train.max_physical_batch"
+        out.append(
+            f"config key {where}: setting {setting} puts {examples} examples through "
+            f"{_model_key(block)[1]} at once, about {need:,.0f} MB by the measured "
+            f"{cost.mb_per_example:.2f} MB per example + {cost.intercept_mb:.0f} MB "
+            f"(BENCHMARKS.md), more than compute.gpu_mem_mb = {limit:,}; allowed: a pass of at "
+            f"most {fits} examples"
+        )
+    return out
+
+
+def cpu_seconds(config: dict[str, Any], block: dict[str, Any], cost: JobCost) -> float:
+    """A training job's seconds on one CPU core by the measured cost: steps x batch x models."""
+    from dpaudit.training.spec import RunSpec
+
+    spec = RunSpec.from_block(block, 1.0)
+    n_train = block["dataset"].get("n_train")
+    if n_train is None:
+        data = CATALOG[block["dataset"]["name"]]
+        n_train = data.splits[0] if data.splits else int(data.rows or 0)
+    steps = spec.schedule(int(n_train)).steps
+    models = int(block["train"].get("models_per_shard") or 1)
+    if block["design"] == "one_run" or block["train"].get("engine") == "opacus":
+        models = 1
+    if block.get("selection"):
+        models = int(block["selection"]["trials"])
+    return steps * int(block["train"]["batch_size"]) * models * cost.s_per_example_step
+
+
+def gpu_resource_problems(
+    config: dict[str, Any],
+    train_gpus: dict[str, int],
+    measured: dict[tuple[str, str], JobCost] | None = None,
+) -> list[str]:
+    """On a cluster: experiments whose training jobs ask for no GPU (``train_gpus``:
+    experiment -> the GPUs its jobs ask the scheduler for, from the DAG) but would outlast
+    ``compute.training_runtime`` on one CPU core by the measured cost."""
+    measured = MEASURED if measured is None else measured
+    runtime_s = 60 * int((config.get("compute") or {}).get("training_runtime") or 0)
+    out, seen = [], set()
+    for name, setting, block in _train_settings(config):
+        cost = measured.get(_model_key(block))
+        if name in seen or name not in train_gpus or train_gpus[name] > 0 or cost is None:
+            continue
+        seconds = cpu_seconds(config, block, cost)
+        if seconds <= runtime_s:
+            continue
+        seen.add(name)
+        out.append(
+            f"config key compute.gpus_per_training_job: the training jobs of experiments.{name} "
+            f"ask the cluster for no GPU, but setting {setting} would take about "
+            f"{seconds / 3600:,.1f} CPU-hours (measured {cost.s_per_example_step * 1e3:.2f} ms "
+            f"per example and step, BENCHMARKS.md), more than compute.training_runtime = "
+            f"{runtime_s // 60} minutes; allowed: compute.gpus_per_training_job >= 1 (and a GPU "
+            "partition in the profile's set-resources)"
+        )
+    return out
+
+
+def check_config(config: dict[str, Any]) -> None:
+    """The checks that need only the config; raise :class:`PreflightError` listing them."""
+    problems = checksum_problems(config) + memory_problems(config)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise PreflightError(f"preflight: this run cannot succeed as configured:\n{lines}")
