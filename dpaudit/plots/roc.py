@@ -77,9 +77,9 @@ def _eps_text(eps: float) -> str:
 
 def curves_of(files_by_setting: Mapping[str, Sequence[ScoreFile]]) -> list[RocCurve]:
     """One pooled curve per setting, labelled by its claimed epsilon (and the setting's name
-    where two settings claim the same), ordered by claimed epsilon. A setting whose canaries
-    are all OUT (or all IN), e.g. the no-canary control ``canaries.insert: none``, has no ROC
-    curve and is left out."""
+    where two settings claim the same), ordered by claimed epsilon. A setting none of whose
+    canaries was IN, the no-canary control ``canaries.insert: none``, has no ROC curve and is
+    left out; one whose canaries are all IN is an error naming it."""
     claimed = {name: _claimed(files) for name, files in files_by_setting.items()}
     counts: dict[float, int] = {}
     for eps in claimed.values():
@@ -90,7 +90,7 @@ def curves_of(files_by_setting: Mapping[str, Sequence[ScoreFile]]) -> list[RocCu
             raise ValueError(f"setting {name!r}: no score files")
         score = np.concatenate([sf.score.ravel() for sf in files])
         member = np.concatenate([sf.membership.ravel() for sf in files])
-        if member.all() or not member.any():
+        if not member.any():
             continue
         try:
             fpr, tpr = roc_points(score, member)
