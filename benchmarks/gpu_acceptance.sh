@@ -8,8 +8,12 @@
 #      paper targets, reproduction rows and report (benchmarks/paper_miniature.py);
 #   2. every training engine on the GPU against the CPU, with models per second and peak GPU
 #      memory (benchmarks/gpu_check.py);
-#   3. peak GPU memory and seconds per example and step of every kind of paper job at the
-#      paper's model (benchmarks/paper_job_costs.py --device cuda).
+#   3. peak GPU memory and wall seconds per example and step of every kind of paper job at
+#      the paper's model and pass (benchmarks/paper_job_costs.py --device cuda; 8 steps: at 3,
+#      a job's fixed costs hide the steps on an H200).
+# On a GPU machine without network access: pip download the missing wheels elsewhere, install
+# them there with --target DIR, then PYTHONPATH=DIR (the miniature keeps the caller's
+# PYTHONPATH). Run on an NVIDIA H200 on 2026-11-28: BENCHMARKS.md, "Paper-scale jobs on a GPU".
 # Usage: benchmarks/gpu_acceptance.sh [OUTDIR]   (CORES=N: Snakemake cores of the miniature)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +23,6 @@ export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} MPLBACKEND=Agg
 python benchmarks/paper_miniature.py --device cuda --cores "${CORES:-4}" \
   --workdir "$out/miniature" | tee "$out/miniature.txt"
 python benchmarks/gpu_check.py --device cuda | tee "$out/gpu_check.txt"
-python benchmarks/paper_job_costs.py --device cuda --json "$out/paper_job_costs.json" \
+python benchmarks/paper_job_costs.py --device cuda --passes 1024 64 --steps 8 \
+  --json "$out/paper_job_costs.json" \
   | tee "$out/paper_job_costs.txt"

@@ -1,6 +1,7 @@
 """Measured CPU cost of every kind of training job of the paper configs, at the paper's model
 and data shape: peak resident memory against the examples of one pass, and seconds per
-example and DP-SGD step (per model).
+example and DP-SGD step (per model); on a GPU also the wall time per example and step and
+the peak GPU memory.
 
     nice -n 10 python benchmarks/paper_job_costs.py [config/paper/X_training.yaml ...] \
         [--passes 8 64] [--steps 3] [--json out.json]
@@ -78,6 +79,10 @@ def child(job: dict) -> dict:
     torch.set_num_threads(1)
     data = load_prepared(job["dataset"])[0]
     before = _vm_hwm_mb()
+    cuda = job.get("device", "cpu").startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+    wall = time.perf_counter()  # wall time: on a GPU, CPU time is not the job's time
     start = time.process_time()  # CPU time: one torch thread, robust to other load
     sf = train_job(
         data,
@@ -92,11 +97,14 @@ def child(job: dict) -> dict:
         max_physical_batch=job["physical"],
     )
     seconds = time.process_time() - start
-    cuda = job.get("device", "cpu").startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - wall
     gpu = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
     return {
         "peak_gpu_mb": gpu,
         "seconds": seconds,
+        "wall_seconds": wall,
         "peak_rss_mb": _vm_hwm_mb(),
         "rss_data_mb": before,
         "trials": sf.n_trials,
@@ -234,20 +242,37 @@ def measure_config(
                 per = max(1, round(dataset_n / (2 * p))) if _epochs_only(run) else 1
                 examples = (steps - 1) * per * 2 * p
                 got["s_per_example_step"] = (got["seconds"] - one["seconds"]) / examples
+                got["wall_s_per_example_step"] = (
+                    got["wall_seconds"] - one["wall_seconds"]
+                ) / examples
             row["points"].append(got)
         a, b = row["points"][0], row["points"][-1]
         slope = (b["peak_rss_mb"] - a["peak_rss_mb"]) / (b["physical"] - a["physical"])
         row["mb_per_example"] = slope
         row["intercept_mb"] = a["peak_rss_mb"] - slope * a["physical"]
         row["mb_at_paper_physical"] = row["intercept_mb"] + slope * paper_physical
+        if a.get("peak_gpu_mb") and b.get("peak_gpu_mb"):  # the same line, GPU memory
+            g = (b["peak_gpu_mb"] - a["peak_gpu_mb"]) / (b["physical"] - a["physical"])
+            row["gpu_mb_per_example"] = g
+            row["gpu_mb_at_paper_physical"] = b["peak_gpu_mb"] + g * (
+                paper_physical - b["physical"]
+            )
         row["s_per_example_step"] = b.get("s_per_example_step")
+        row["wall_s_per_example_step"] = b.get("wall_s_per_example_step")
         out.append(row)
         print(
             f"{paper.name:28s} {row['kind'][:90]:90s} | RSS {a['peak_rss_mb']:.0f}/"
             f"{b['peak_rss_mb']:.0f} MB at {a['physical']}/{b['physical']} | "
             f"{slope:.2f} MB/ex | {row['mb_at_paper_physical']:.0f} MB at {paper_physical} | "
-            f"{row['s_per_example_step'] * 1e3:.2f} ms/ex-step"
-            + (f" | GPU peak {b['peak_gpu_mb']:.0f} MB" if b.get("peak_gpu_mb") else ""),
+            f"{row['s_per_example_step'] * 1e3:.2f} ms/ex-step (CPU), "
+            f"{row['wall_s_per_example_step'] * 1e3:.3f} wall"
+            + (
+                f" | GPU peak {a['peak_gpu_mb']:.0f}/{b['peak_gpu_mb']:.0f} MB, "
+                f"{row['gpu_mb_per_example']:.2f} MB/ex, "
+                f"{row['gpu_mb_at_paper_physical']:.0f} MB at {paper_physical}"
+                if "gpu_mb_per_example" in row
+                else ""
+            ),
             flush=True,
         )
     return out

@@ -268,7 +268,10 @@ def run(paper: Path, work: Path, device: str, cores: int, preload: Path | None) 
         print(f"  {len(jobs):5d} settings  {miniature.describe_kind(kind)}")
     env = dict(
         os.environ,
-        PYTHONPATH=os.pathsep.join([str(work / "shim"), str(copy)]),
+        # the user's own PYTHONPATH stays (packages installed with --target, say)
+        PYTHONPATH=os.pathsep.join(
+            [str(work / "shim"), str(copy), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
         OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
         MPLBACKEND="Agg",
     )

@@ -40,23 +40,37 @@ class PreflightError(ValueError):
 
 @dataclass(frozen=True)
 class JobCost:
-    """Measured CPU cost of one training job's model on its data shape (one model, one core):
-    peak resident memory ``intercept_mb + mb_per_example x`` (examples of one pass) and
-    ``s_per_example_step`` seconds per example and DP-SGD step."""
+    """Measured cost of one training job's model on its data shape (one model): peak resident
+    memory on the CPU ``intercept_mb + mb_per_example x`` (examples of one pass),
+    ``s_per_example_step`` CPU seconds per example and DP-SGD step (one core) and, where it was
+    measured on a GPU, the peak GPU memory ``gpu_intercept_mb + gpu_mb_per_example x``."""
 
     mb_per_example: float
     intercept_mb: float
     s_per_example_step: float
+    gpu_mb_per_example: float | None = None
+    gpu_intercept_mb: float | None = None
+
+    def gpu_line(self) -> tuple[float, float]:
+        """(MB per example, intercept MB) of the GPU memory: the GPU's own measurement where
+        there is one, else the CPU's resident memory (the same tensors; an upper bound where
+        both were measured: WRN-16-4 18.4 MB per example on the GPU, 24-41 on the CPU)."""
+        if self.gpu_mb_per_example is not None and self.gpu_intercept_mb is not None:
+            return self.gpu_mb_per_example, self.gpu_intercept_mb
+        return self.mb_per_example, self.intercept_mb
 
 
 #: Measured by ``benchmarks/paper_job_costs.py`` (BENCHMARKS.md, "Paper-scale jobs on the
-#: CPU"), keyed by (data set, model) as :func:`dpaudit.pipeline.miniature.setting_kind` names
-#: them: the largest cost over the kinds of that pair. On a GPU the same tensors live in device
-#: memory, so the per-example slope is the GPU's too (the caching allocator adds slack).
+#: CPU" and "... on a GPU"), keyed by (data set, model) as
+#: :func:`dpaudit.pipeline.miniature.setting_kind` names them: the largest cost over the kinds
+#: of that pair. WRN-16-4's GPU line: an NVIDIA H200, passes of 512 and 1,024 examples, peak
+#: ``torch.cuda.max_memory_allocated`` 9,642 and 19,081 MB (the same for all five kinds), so
+#: 18.44 MB per example and 201 MB, plus 1,024 MB for the CUDA context and the caching
+#: allocator's slack, which that counter leaves out (an allowance, not a measurement).
 MEASURED: dict[tuple[str, str], JobCost] = {
-    # the largest of the five WRN-16-4 kinds: in_distribution (passes of 4 and 8 examples: 986
-    # and 1150 MB) and mislabeled (65.3 ms per example and step)
-    ("cifar10", "wrn"): JobCost(40.99, 822.0, 0.06525),
+    # CPU: the largest of the five WRN-16-4 kinds: in_distribution (passes of 4 and 8
+    # examples: 986 and 1150 MB) and mislabeled (65.3 ms per example and step)
+    ("cifar10", "wrn"): JobCost(40.99, 822.0, 0.06525, 18.44, 201.0 + 1024.0),
     ("cifar10", "cnn"): JobCost(3.31, 837.0, 0.00569),
 }
 
@@ -121,16 +135,17 @@ def memory_problems(
             continue
         chunk = int(block["train"].get("model_chunk") or 1)
         examples = physical_batch(config, block) * chunk
-        need = cost.intercept_mb + cost.mb_per_example * examples
+        per_example, intercept = cost.gpu_line()
+        need = intercept + per_example * examples
         if need <= limit:
             continue
         seen.add(name)
-        fits = max(0, math.floor((limit - cost.intercept_mb) / (cost.mb_per_example * chunk)))
+        fits = max(0, math.floor((limit - intercept) / (per_example * chunk)))
         where = f"experiments.{name}.train.max_physical_batch"
         out.append(
             f"config key {where}: setting {setting} puts {examples} examples through "
             f"{_model_key(block)[1]} at once, about {need:,.0f} MB by the measured "
-            f"{cost.mb_per_example:.2f} MB per example + {cost.intercept_mb:.0f} MB "
+            f"{per_example:.2f} MB per example + {intercept:.0f} MB "
             f"(BENCHMARKS.md), more than compute.gpu_mem_mb = {limit:,}; allowed: a pass of at "
             f"most {fits} examples"
         )

@@ -210,6 +210,23 @@ def test_preflight_stops_a_pass_that_cannot_fit_the_declared_gpu_memory():
     assert "1024 examples" in problems[0] and "at most 699 examples" in problems[0]
 
 
+def test_preflight_takes_the_gpu_measurement_where_there_is_one():
+    """The shipped WRN-16-4 line is the H200's (18.44 MB per example + 1,225 MB: 20.1 GB at a
+    pass of 1,024), not the CPU's resident memory (41 MB per example: 43 GB): a 40 GB A100
+    passes, a 16 GB card does not, and the message names the GPU's numbers."""
+    cost = preflight.MEASURED[("cifar10", "wrn")]
+    assert cost.gpu_line() == (18.44, 1225.0)
+    assert preflight.JobCost(21.6, 900.0, 0.08).gpu_line() == (21.6, 900.0)  # CPU only
+    paper = _paper("one_run_training")
+    paper["compute"]["gpu_mem_mb"] = 40_000
+    assert preflight.memory_problems(paper) == []
+    paper["compute"]["gpu_mem_mb"] = 16_000
+    problems = preflight.memory_problems(paper)
+    assert len(problems) == 8
+    assert "18.44 MB per example + 1225 MB" in problems[0]
+    assert "at most 801 examples" in problems[0]  # floor((16,000 - 1,225) / 18.44)
+
+
 def test_preflight_stops_a_cluster_training_job_without_a_gpu():
     paper = _paper("one_run_training")
     gpus = {name: 0 for name in paper["experiments"]}
