@@ -254,3 +254,34 @@ def test_checker_sees_function_local_and_relative_imports(tmp_path: Path) -> Non
 def test_rule(importer: str, imported: str, ok: bool) -> None:
     same = unit_of(importer) == unit_of(imported)
     assert (same or layer_of(imported) < layer_of(importer)) is ok
+
+
+def private_imports(roots: list[Path]) -> list[str]:
+    """``from X import _name`` (or ``from . import _name``) of a dpaudit module, in the files
+    under ``roots``: a private name used outside its module (issue 26, item 2)."""
+    out = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                if not (node.level or (node.module or "").startswith("dpaudit")):
+                    continue
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        where = "." * node.level + (node.module or "")
+                        out.append(f"{path.name}:{node.lineno} {alias.name} from {where}")
+    return out
+
+
+def test_no_private_names_imported_across_modules(tmp_path: Path) -> None:
+    """The library, the scripts and the benchmarks import only public names of dpaudit's
+    modules (the tests may reach into a module's private helpers to test them); the checker
+    itself finds a planted private import, relative or absolute."""
+    repo = PACKAGE.parent
+    found = private_imports([PACKAGE, repo / "scripts", repo / "benchmarks"])
+    assert not found, "private names imported across modules:\n  " + "\n  ".join(found)
+    pkg = tmp_path / "dpaudit"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from dpaudit.b import _helper, public\nfrom . import _c\n")
+    assert private_imports([pkg]) == ["a.py:1 _helper from dpaudit.b", "a.py:2 _c from ."]
