@@ -569,8 +569,10 @@ def _check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) 
         if est["method"] != "lidp" or not est.get("trials"):
             continue
         available = models
-        if est["threshold"] == "heldout":  # lidp.split_trials: round(fraction x trials) tune
-            available = models - int(round(float(est["heldout_fraction"]) * models))
+        if est["threshold"] == "heldout":
+            from dpaudit.estimators.lidp import heldout_count  # NumPy, SciPy
+
+            available = models - heldout_count(models, est["heldout_fraction"])
         if max(est["trials"]) > available:
             raise ConfigError(
                 f"config key estimators.{name}.trials: asks for {max(est['trials'])} evaluation "

@@ -397,11 +397,17 @@ class LiDPAudit(LiDPBound):
     heldout_source: str = ""
 
 
+def heldout_count(n: int, heldout_fraction: float) -> int:
+    """How many of ``n`` trials a held-out threshold tunes on, round(fraction x n); the other
+    trials evaluate (the owner of this rounding: :func:`split_trials` and the config check)."""
+    return int(round(float(heldout_fraction) * n))
+
+
 def split_trials(n: int, heldout_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A random split of trial indices into (holdout, evaluation) parts, both non-empty."""
     if not 0.0 < heldout_fraction < 1.0:
         raise XBernInputError(f"heldout_fraction must lie in (0, 1), got {heldout_fraction!r}")
-    n_tune = int(round(heldout_fraction * n))
+    n_tune = heldout_count(n, heldout_fraction)
     if n_tune < 1 or n - n_tune < 1:
         raise XBernInputError(
             f"cannot split {n} trials into non-empty holdout and evaluation parts with "
