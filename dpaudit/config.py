@@ -677,7 +677,11 @@ def _check_estimator_block(name: str, block: dict[str, Any]) -> None:
             f"config key estimators.{name}.r: selection 'fixed' in estimators.{name}.selections "
             "needs r or r_fraction; allowed: an integer r >= 1, or r_fraction in (0, 1]"
         )
-    if block.get("family") == "subsampled_gaussian" and block.get("q") is None:
+    if (
+        method == "fdp_one_run"
+        and block.get("family") == "subsampled_gaussian"
+        and block.get("q") is None
+    ):  # fdp_abstention reads a null q from the score file (estimators.fdp_abstention_audit)
         raise ConfigError(
             f"config key estimators.{name}.q: required by family 'subsampled_gaussian'; "
             "allowed: a sampling rate in (0, 1]"

@@ -74,7 +74,7 @@ def dpsgd_score_file(
         "mechanism": "dpsgd_ideal",
         "tradeoff_family": "subsampled_gaussian_steps",
         "sigma": float(sigma),
-        "q": float(q),
+        "sample_rate": float(q),  # the training job's key (fdp_abstention_audit reads it)
         "steps": int(steps),
         "m": int(m),
     }

@@ -280,13 +280,15 @@ def _draw_dots(
                 color=style["color"],
                 label=label,
             )
+
+    def row_part(col: str, value: Any) -> str:  # an estimator by its display name (legends')
+        if col == "estimator" and str(value) in names:
+            return names[str(value)]
+        return value_label(col, value, overrides)
+
     row_names = [
         wrap_label(
-            ", ".join(
-                p
-                for p in (value_label(c, v, overrides) for c, v in zip(row_cols, rk, strict=True))
-                if p
-            )
+            ", ".join(p for p in (row_part(c, v) for c, v in zip(row_cols, rk, strict=True)) if p)
             or "all",
             30,
         )

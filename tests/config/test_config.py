@@ -443,6 +443,16 @@ def test_estimator_keys_that_need_another_key(block, key):
         validate_config(cfg, SCHEMA)
 
 
+def test_abstention_subsampled_gaussian_may_leave_q_and_steps_to_the_score_file():
+    """fdp_abstention reads a null q and steps from each score file (its runner errors, naming
+    the file, where one lacks them); fdp_one_run still needs q in the config."""
+    cfg = {
+        "experiments": {"a": {"kind": "analysis", "analysis": "one_run_max_attainable"}},
+        "estimators": {"e": {"method": "fdp_abstention", "family": "subsampled_gaussian"}},
+    }
+    validate_config(cfg, SCHEMA)
+
+
 def test_lidp_order_above_the_canary_count_is_rejected():
     est = {"l2": {"method": "lidp", "order": 2}}
     exp = {"kind": "train", "design": "lidp", "canaries": {"k": 1}}
@@ -732,26 +742,46 @@ def _shuffling_exp(**over: dict) -> dict:
 @pytest.mark.parametrize(
     "over,match",
     [
-        ({"train": {"sampler": "partial_shuffle", "buffer_size": 500}},
-         r"experiments\.sh\.train\.buffer_size: 500 is larger than a model's dataset"),
-        ({"train": {"sampler": "partial_shuffle"}},
-         r"experiments\.sh\.train\.buffer_size: train\.sampler partial_shuffle needs"),
-        ({"train": {"sampler": "shuffle", "buffer_size": 50}},
-         r"experiments\.sh\.train\.buffer_size: only train\.sampler partial_shuffle"),
-        ({"canaries": {"neighbouring": "add_remove"}},
-         r"experiments\.sh\.canaries\.adversary: 'partially_informed' needs design multi_run"),
-        ({"canaries": {"adversary": "batch_worst_case", "type": "random_input"}},
-         r"experiments\.sh\.canaries\.adversary: 'batch_worst_case' needs"),
-        ({"canaries": {"statistic": "sum", "prefix_batches": 3}},
-         r"experiments\.sh\.canaries\.prefix_batches: needs canaries\.statistic likelihood_ratio"),
-        ({"threat_model": "white_box_dot"},
-         r"experiments\.sh\.canaries\.statistic: scores the per-step observations"),
-        ({"train": {"nonprivate": True}},
-         r"experiments\.sh\.train\.nonprivate: true, but canaries\.statistic likelihood_ratio"),
-        ({"train": {"steps": 15, "epochs": 1}},
-         r"experiments\.sh\.train\.steps: 15 steps are not whole epochs of 10 steps"),
-        ({"canaries": {"prefix_batches": 11}},
-         r"experiments\.sh\.canaries\.prefix_batches: 11 is more than the 10 batches"),
+        (
+            {"train": {"sampler": "partial_shuffle", "buffer_size": 500}},
+            r"experiments\.sh\.train\.buffer_size: 500 is larger than a model's dataset",
+        ),
+        (
+            {"train": {"sampler": "partial_shuffle"}},
+            r"experiments\.sh\.train\.buffer_size: train\.sampler partial_shuffle needs",
+        ),
+        (
+            {"train": {"sampler": "shuffle", "buffer_size": 50}},
+            r"experiments\.sh\.train\.buffer_size: only train\.sampler partial_shuffle",
+        ),
+        (
+            {"canaries": {"neighbouring": "add_remove"}},
+            r"experiments\.sh\.canaries\.adversary: 'partially_informed' needs design multi_run",
+        ),
+        (
+            {"canaries": {"adversary": "batch_worst_case", "type": "random_input"}},
+            r"experiments\.sh\.canaries\.adversary: 'batch_worst_case' needs",
+        ),
+        (
+            {"canaries": {"statistic": "sum", "prefix_batches": 3}},
+            r"experiments\.sh\.canaries\.prefix_batches: needs canaries\.statistic likelihood_ratio",
+        ),
+        (
+            {"threat_model": "white_box_dot"},
+            r"experiments\.sh\.canaries\.statistic: scores the per-step observations",
+        ),
+        (
+            {"train": {"nonprivate": True}},
+            r"experiments\.sh\.train\.nonprivate: true, but canaries\.statistic likelihood_ratio",
+        ),
+        (
+            {"train": {"steps": 15, "epochs": 1}},
+            r"experiments\.sh\.train\.steps: 15 steps are not whole epochs of 10 steps",
+        ),
+        (
+            {"canaries": {"prefix_batches": 11}},
+            r"experiments\.sh\.canaries\.prefix_batches: 11 is more than the 10 batches",
+        ),
     ],
 )
 def test_shuffling_audit_bad_input_names_the_key(over, match):
@@ -761,8 +791,9 @@ def test_shuffling_audit_bad_input_names_the_key(over, match):
 
 
 def test_shuffling_audit_good_input_passes():
-    cfg = _shuffling_exp(train={"sampler": "partial_shuffle", "buffer_size": 50},
-                         canaries={"prefix_batches": 10})
+    cfg = _shuffling_exp(
+        train={"sampler": "partial_shuffle", "buffer_size": 50}, canaries={"prefix_batches": 10}
+    )
     validate_config(cfg, SCHEMA)
 
 

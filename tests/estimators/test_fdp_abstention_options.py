@@ -97,6 +97,26 @@ def test_sgm_monte_carlo_validity():
     assert power / reps > 0.9
 
 
+def test_sgm_monte_carlo_validity_small_q_many_steps():
+    """Idealised DP-SGD at the schedule of config/cpu/one_run.yaml's tight Fig. 6 runs (q =
+    B / (n - m + m/2) = 100 / 1578, 100 steps, m = 1000, r = m/2 = 500 balanced guesses) and
+    sigma = 0.76 (epsilon 8.01 at delta = 1e-5): the true curve is rejected in at most 5% of
+    runs (three standard errors; measured 0 of 200), and the curve of mu = 0.5/sigma (epsilon
+    2.12) in over 90% of them (not vacuous). About 5 s (13 s under load)."""
+    sigma, q, steps, m, r, reps = 0.76, 100 / 1578, 100, 1000, 500, 200
+    rng = np.random.default_rng(5)
+    true_inv = F.inverse_blow_up("subsampled_gaussian", 1 / sigma, q=q, steps=steps)
+    weak_inv = F.inverse_blow_up("subsampled_gaussian", 0.5 / sigma, q=q, steps=steps)
+    over = power = 0
+    for _ in range(reps):
+        c = _balanced_correct(*dpsgd_scores(m, sigma, q, steps, rng), r)
+        over += F.rejects(m, r, c, true_inv, 0.05)
+        power += F.rejects(m, r, c, weak_inv, 0.05)
+    assert over / reps <= 0.05 + SE3 / math.sqrt(reps)
+    assert power / reps > 0.9
+    assert F.sgm_epsilon(1 / sigma, q, steps, 1e-5) == pytest.approx(8.01, abs=0.01)
+
+
 @pytest.mark.slow
 def test_sgm_through_the_audit_runner():
     """A score file through ``run_estimator``: the rows assume the DP-SGD curve, q and steps
@@ -108,12 +128,74 @@ def test_sgm_through_the_audit_runner():
     spec = {"method": "fdp_abstention", "family": "subsampled_gaussian", "q": 0.5}
     spec |= {"selections": ["fixed"], "r": 200}
     four = run_estimator(sf, "x", {**spec, "steps": 4}).iloc[0]
-    one = run_estimator(sf, "x", spec).iloc[0]
+    one = run_estimator(sf, "x", {**spec, "steps": 1}).iloc[0]
     assert four["assumes"] == "subsampled_gaussian_steps" and four["valid"]
+    assert (four["q"], four["steps"], one["steps"]) == (0.5, 4, 1)
     assert 0 < four["epsilon"] < sf.claimed_epsilon
     assert four["epsilon"] != one["epsilon"]
     with pytest.raises(ValueError, match="steps belongs to family subsampled_gaussian"):
         run_estimator(sf, "x", {**spec, "family": "gdp", "q": None, "steps": 4})
+
+
+def _fixed_sgm_rows(sf, **block):
+    """The fdp_abstention subsampled_gaussian rows of ``sf`` at r = 40 of m = 80 (cheap:
+    one step, a small bisection)."""
+    from dpaudit.estimators.registry import get
+
+    spec = {"family": "subsampled_gaussian", "selections": ["fixed"], "r": 40, **block}
+    return get("fdp_abstention").run(sf, spec)
+
+
+def test_sgm_takes_q_and_steps_from_the_score_file():
+    """A block that leaves q and steps null audits against the curve of the file's own
+    schedule (metadata ``sample_rate`` and ``steps``, as the training job writes them): the
+    same rows as the block that names those values."""
+    from dpaudit.mechanisms.dpsgd_ideal import dpsgd_score_file
+
+    sf = dpsgd_score_file(80, 0.7, 0.5, 2, 1e-5, seed=3)
+    assert (sf.meta["sample_rate"], sf.meta["steps"]) == (0.5, 2)
+    (from_file,) = _fixed_sgm_rows(sf)
+    (named,) = _fixed_sgm_rows(sf, q=0.5, steps=2)
+    assert (from_file["q"], from_file["steps"]) == (0.5, 2)
+    assert {k: v for k, v in from_file.items() if k != "p_value"} == {
+        k: v for k, v in named.items() if k != "p_value"
+    }
+    assert from_file["epsilon"] > 0
+
+
+def test_sgm_block_values_win_over_the_file():
+    """q or steps given in the block win over the file's (the null is the auditor's choice),
+    each separately, and the rows report what was used: a different curve, a different
+    bound."""
+    from dpaudit.mechanisms.dpsgd_ideal import dpsgd_score_file
+
+    sf = dpsgd_score_file(80, 0.7, 0.5, 2, 1e-5, seed=3)
+    (base,) = _fixed_sgm_rows(sf)
+    (steps1,) = _fixed_sgm_rows(sf, steps=1)
+    (q1,) = _fixed_sgm_rows(sf, q=1.0)
+    assert (steps1["q"], steps1["steps"]) == (0.5, 1)
+    assert (q1["q"], q1["steps"]) == (1.0, 2)
+    assert steps1["epsilon"] != base["epsilon"] and q1["epsilon"] != base["epsilon"]
+
+
+def test_sgm_without_q_or_steps_anywhere_is_an_error_naming_the_file():
+    """A file whose metadata lacks the schedule and a block that gives none: an error naming
+    the file, the parameter and the metadata key; the block's value alone suffices."""
+    from dpaudit.mechanisms.dpsgd_ideal import dpsgd_score_file
+    from dpaudit.scores import ScoreFileError
+
+    sf = dpsgd_score_file(80, 0.7, 0.5, 2, 1e-5, seed=3)
+    del sf.meta["sample_rate"], sf.meta["steps"]
+    sf.source = "runs/x/scores.npz"
+    with pytest.raises(ScoreFileError, match=r"runs/x/scores.npz: .* needs q, .* 'sample_rate'"):
+        _fixed_sgm_rows(sf)
+    with pytest.raises(ScoreFileError, match=r"runs/x/scores.npz: .* needs steps, .* 'steps'"):
+        _fixed_sgm_rows(sf, q=0.5)
+    (row,) = _fixed_sgm_rows(sf, q=0.5, steps=2)
+    assert (row["q"], row["steps"]) == (0.5, 2)
+    sf.meta["steps"] = 0
+    with pytest.raises(ScoreFileError, match="steps must be an integer >= 1, got 0"):
+        _fixed_sgm_rows(sf, q=0.5)
 
 
 # ------------------------------------------------------------------ reconstruction, k > 2

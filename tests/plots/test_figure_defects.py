@@ -108,6 +108,32 @@ def test_a_one_x_table_of_many_settings_is_a_dot_chart_whose_legend_fits():
         _close(fig)
 
 
+def test_a_one_x_dot_chart_of_estimators_names_each_row_like_the_legends():
+    """A one-x figure whose only series is the estimator (the tight one-run Fig. 6 at one
+    epsilon) has one row per estimator block, named as the line figures' legends name it
+    (``estimator_label``: method and what it assumes), not by the block's key."""
+    blocks = {
+        "fdp_abstention_half": {"family": "gdp"},
+        "fdp_abstention_sg_half": {"family": "subsampled_gaussian"},
+    }
+    table = pd.DataFrame(
+        [
+            _row(estimator=name, method="fdp_abstention", params=json.dumps(spec), epsilon=0.5)
+            for name, spec in blocks.items()
+        ]
+    )
+    fig = draw_table(table, {"kind": "train", "x": "target_epsilon", "series": ["estimator"]})
+    try:
+        (ax,) = fig.axes
+        rows = [t.get_text().replace("\n", " ") for t in ax.get_yticklabels()]
+        assert rows == [
+            "f-DP in one run (Mahloujifar et al.), assumes GDP",
+            "f-DP in one run (Mahloujifar et al.), assumes DP-SGD curve",
+        ]
+    finally:
+        _close(fig)
+
+
 def test_the_trade_off_legend_fits_and_no_clopper_pearson_curve_is_called_uncorrected():
     from dpaudit.plots.tradeoff import draw_tradeoff, tradeoff_table
     from dpaudit.scores import ScoreFile

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from dpaudit.scores import read
 from tests.workflow.test_pipeline_e2e import snakemake
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,5 +87,19 @@ def test_reduced_cpu_one_run_config_builds_its_figures_and_claims(tmp_path):
     assert {"m", "target_epsilon", "test_accuracy"} <= set(table.columns)
     assert table["test_accuracy"].between(0.2, 1.0).all()  # digits: well above chance (0.1)
     tight = pd.read_csv(tmp_path / "results/cpu_tight_one_run_fig6/audit.csv")
-    assert set(tight["estimator"]) == {"one_run_half", "fdp_one_run_half", "fdp_abstention_half"}
+    assert set(tight["estimator"]) == {
+        "one_run_half",
+        "fdp_one_run_half",
+        "fdp_abstention_half",
+        "fdp_abstention_sg_half",
+    }
     assert set(tight["r"]) == {500}  # r = m/2 of 1000 Dirac canaries
+    # the DP-SGD family of Mahloujifar et al. at each run's own schedule, read from its score
+    # files (the config leaves q and steps null)
+    files = sorted((tmp_path / "results/cpu_tight_one_run_fig6/scores").rglob("*.npz"))
+    assert files
+    schedules = {(read(f).meta["sample_rate"], read(f).meta["steps"]) for f in files}
+    assert len(schedules) == 1 and next(iter(schedules))[1] == 20  # the reduced runs' steps
+    sg = tight[tight["estimator"] == "fdp_abstention_sg_half"]
+    assert {(q, int(t)) for q, t in zip(sg["q"], sg["steps"], strict=True)} == schedules
+    assert (sg["assumes"] == "subsampled_gaussian_steps").all() and sg["valid"].all()
