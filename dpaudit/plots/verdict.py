@@ -120,7 +120,12 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
         ax.set_ylim(-0.6, len(verdicts) - 0.4)
         if "familywise_confidence" in verdicts:
             every = confidence_text(float(verdicts["familywise_confidence"].iloc[0]))
-            heading = f"{heading} (all flags at once: {every} confidence)".strip()
+            family = f"all flags at once: {every} confidence"
+            # one parenthesis, not two in a row, when the heading ends with its own
+            if heading.rstrip().endswith(")"):
+                heading = f"{heading.rstrip()[:-1]}; {family})"
+            else:
+                heading = f"{heading} ({family})".strip()
         title(ax, heading, width=45)
         legend(figure, ax)
     return figure

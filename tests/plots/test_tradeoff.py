@@ -187,6 +187,21 @@ def test_verdict_figure_states_the_family_the_known_bound_and_rows_without_a_bou
     assert fits_canvas(fig)
 
 
+def test_verdict_figure_title_joins_the_family_into_a_heading_that_ends_in_parentheses():
+    """A heading that ends with its own parenthesis (the CPU config's "... (Location-30 MLP, CPU
+    scale)") takes the family-wise confidence inside it, not as a second parenthesis after it;
+    a heading without one gets its own."""
+    rows = _audit_rows().assign(design="multi_run", evidence=1000)
+    v = with_implementation(verdict_table(rows, ["sampler"], estimator="v"), ["sampler"])
+    every = "all flags at once: 92.5%"  # three rows at 97.5%
+    ax = draw_verdicts(v, "Which loaders (Location-30 MLP, CPU scale)").axes[0]
+    text = ax.get_title().replace("\n", " ")
+    assert text == f"Which loaders (Location-30 MLP, CPU scale; {every} confidence)"
+    assert ") (" not in text
+    text = draw_verdicts(v, "Loaders").axes[0].get_title().replace("\n", " ")
+    assert text == f"Loaders ({every} confidence)"
+
+
 def _shuffling_cfg(**blocks) -> dict:
     exp = {
         "kind": "train",
