@@ -152,8 +152,17 @@ def memory_problems(
     return out
 
 
+def mean_tuning_runs(selection: dict[str, Any]) -> float:
+    """E[K], the candidate runs of one tuning trial: K ~ TNB(eta, nu) (Papernot and Steinke
+    2022, arXiv:2110.03620, Definition 1; Xiang, Wang, Wang 2024, arXiv:2402.13087, Section 4)."""
+    from dpaudit.accounting.selection import TruncatedNegativeBinomial
+
+    return TruncatedNegativeBinomial(float(selection["eta"]), float(selection["nu"])).mean()
+
+
 def cpu_seconds(config: dict[str, Any], block: dict[str, Any], cost: JobCost) -> float:
-    """A training job's seconds on one CPU core by the measured cost: steps x batch x models."""
+    """A training job's seconds on one CPU core by the measured cost (per model, one run):
+    steps x batch x models, a tuning job's models its trials x E[K] candidate runs."""
     from dpaudit.training.spec import RunSpec
 
     spec = RunSpec.from_block(block, 1.0)
@@ -165,8 +174,8 @@ def cpu_seconds(config: dict[str, Any], block: dict[str, Any], cost: JobCost) ->
     models = int(block["train"].get("models_per_shard") or 1)
     if block["design"] == "one_run" or block["train"].get("engine") == "opacus":
         models = 1
-    if block.get("selection"):
-        models = int(block["selection"]["trials"])
+    if block.get("selection"):  # a trial trains K ~ TNB(eta, nu) candidate runs
+        models = int(block["selection"]["trials"]) * mean_tuning_runs(block["selection"])
     return steps * int(block["train"]["batch_size"]) * models * cost.s_per_example_step
 
 
