@@ -218,6 +218,8 @@ def measure_config(
     rows: dict[str, int] = {}
     sums: dict[str, dict] = {}
     for name in miniature.mirror_datasets(config):
+        if name not in biggest:  # no kind of it measured (--only)
+            continue
         tab = name in ("location", "purchase")
         # a two-class subset keeps a fifth of a ten-class file; 4 batches of training records
         n_train, n_test = (
