@@ -23,10 +23,12 @@ per-sample gradients and activations), the intercept (model, optimizer state, da
 the memory extrapolated to the paper's physical batch (``train.max_physical_batch``, else the
 logical batch), and the seconds per example and step (training only: the CPU time of
 ``train_job``, robust to a loaded machine, less that of the same job with one step, over the
-other steps' examples; one thread; a tuning job's trial trains several runs, so its number is
-per trial). The numbers feed the per-model table of :mod:`dpaudit.pipeline.preflight` and the
-GPU-hour and memory lines of the paper configs' headers (BENCHMARKS.md, "Paper-scale jobs on
-the CPU").
+other steps' examples; one thread; a tuning job's trial trains K candidate runs, so its number
+is per trial, and the line adds it per run, K being the trial's ``candidate_runs``). The
+numbers feed the per-model table of :mod:`dpaudit.pipeline.preflight` and, through
+``benchmarks/paper_config_hours.py``, the GPU-hour and memory lines of the paper configs'
+headers (BENCHMARKS.md, "Paper-scale jobs on the CPU"). ``--only EXPERIMENT/SETTING ...``
+measures only the kinds whose first setting is one of these (a re-run at more ``--steps``).
 """
 
 from __future__ import annotations
@@ -111,6 +113,32 @@ def child(job: dict) -> dict:
     }
 
 
+def load_paper(paper: Path) -> dict:
+    """The validated config of ``paper`` over the defaults (without their experiments)."""
+    from snakemake.utils import update_config
+
+    from dpaudit.config import load_config_file, validate_config
+
+    base = load_config_file(REPO / "config" / "config.yaml")
+    base.pop("experiments", None)
+    update_config(base, load_config_file(paper))
+    return validate_config(base, cross_checks=False)
+
+
+def measured_runs(config: dict, experiment: str, setting: str) -> int:
+    """Candidate runs of the one-trial tuning job measured for ``setting`` (1: no tuning): K
+    as the job draws it (:func:`dpaudit.training.tuning.plan_for_job`, seed 0, shard 0)."""
+    from dpaudit.pipeline.settings import setting_experiment
+    from dpaudit.training.spec import JobId
+    from dpaudit.training.tuning import plan_for_job
+
+    block = setting_experiment(config["experiments"][experiment], setting)
+    if not block.get("selection"):
+        return 1
+    sel = {**block["selection"], "trials": 1}
+    return plan_for_job(sel, JobId(experiment, setting, 0, 0)).n_runs
+
+
 def _measure(job: dict) -> dict:
     cmd = [sys.executable, __file__, "--child", json.dumps(job)]
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -150,23 +178,27 @@ def _bench_run(run: dict, batch: int, steps: int) -> dict:
 
 
 def measure_config(
-    paper: Path, passes: list[int], steps: int, work: Path, device: str = "cpu"
+    paper: Path,
+    passes: list[int],
+    steps: int,
+    work: Path,
+    device: str = "cpu",
+    only: list[str] | None = None,
 ) -> list[dict]:
-    """Every kind of ``paper``, measured; one row per kind."""
-    from snakemake.utils import update_config
-
-    from dpaudit.config import load_config_file, validate_config
+    """Every kind of ``paper`` (``only``: the kinds whose first setting is one of these
+    ``experiment/setting``), measured; one row per kind."""
     from dpaudit.data import fixtures
     from dpaudit.data.prepare import prepare_dataset
     from dpaudit.pipeline import miniature
     from dpaudit.pipeline.params import max_physical_batch, train_params
     from dpaudit.pipeline.settings import setting_experiment
 
-    base = load_config_file(REPO / "config" / "config.yaml")
-    base.pop("experiments", None)
-    update_config(base, load_config_file(paper))
-    config = validate_config(base, cross_checks=False)
+    config = load_paper(paper)
     kinds = miniature.job_kinds(config)
+    if only:
+        kinds = {k: j for k, j in kinds.items() if "/".join(j[0]) in only}
+        if not kinds:
+            raise ValueError(f"--only {only}: no kind of {paper.name} has that first setting")
     # passes of each kind: the paper's pass, at most CAP examples (a WRN-16-4 pass of 1,024
     # examples would take 22 GB here), and half of it; batches of two passes
     plans = {}
@@ -186,6 +218,8 @@ def measure_config(
     rows: dict[str, int] = {}
     sums: dict[str, dict] = {}
     for name in miniature.mirror_datasets(config):
+        if name not in biggest:  # no kind of it measured (--only)
+            continue
         tab = name in ("location", "purchase")
         # a two-class subset keeps a fifth of a ten-class file; 4 batches of training records
         n_train, n_test = (
@@ -220,6 +254,7 @@ def measure_config(
             "setting": setting,
             "paper_batch": int(block["train"]["batch_size"]),
             "paper_physical": paper_physical,
+            "candidate_runs": measured_runs(config, exp, setting),
             "points": [],
         }
         for p in kind_passes:
@@ -267,6 +302,12 @@ def measure_config(
             f"{row['s_per_example_step'] * 1e3:.2f} ms/ex-step (CPU), "
             f"{row['wall_s_per_example_step'] * 1e3:.3f} wall"
             + (
+                f" (a trial of {row['candidate_runs']} runs: "
+                f"{row['s_per_example_step'] / row['candidate_runs'] * 1e3:.3f} ms per run)"
+                if row["candidate_runs"] > 1
+                else ""
+            )
+            + (
                 f" | GPU peak {a['peak_gpu_mb']:.0f}/{b['peak_gpu_mb']:.0f} MB, "
                 f"{row['gpu_mb_per_example']:.2f} MB/ex, "
                 f"{row['gpu_mb_at_paper_physical']:.0f} MB at {paper_physical}"
@@ -287,6 +328,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--device", default="cpu", help="cuda: also the peak GPU memory")
+    ap.add_argument("--only", nargs="*", default=None, help="kinds by first experiment/setting")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -299,7 +341,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for paper in configs:
             caps = [0, *args.passes]
-            rows += measure_config(paper, caps, args.steps, Path(tmp) / paper.stem, args.device)
+            work = Path(tmp) / paper.stem
+            rows += measure_config(paper, caps, args.steps, work, args.device, args.only)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

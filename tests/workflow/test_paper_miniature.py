@@ -16,7 +16,7 @@ from dpaudit import scores
 from dpaudit.config import load_config_file, validate_config
 from dpaudit.pipeline import guards, miniature, preflight
 from dpaudit.pipeline.params import max_physical_batch
-from dpaudit.pipeline.settings import train_setting_specs
+from dpaudit.pipeline.settings import setting_experiment, train_setting_specs
 from dpaudit.plots.roc import curves_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -240,6 +240,24 @@ def test_preflight_stops_a_cluster_training_job_without_a_gpu():
     # a job that fits its runtime on a CPU needs no GPU
     small = {("cifar10", "wrn"): preflight.JobCost(21.6, 900.0, 1e-9)}
     assert preflight.gpu_resource_problems(paper, gpus, small) == []
+
+
+def test_preflight_cpu_seconds_counts_every_model_a_job_trains():
+    """A job's seconds are steps x batch x models x the measured rate of one model: a LiDP job
+    (30 epochs of B = 100 over FashionMNIST's 60,000: 18,000 steps, 250 models) and a tuning
+    job, whose 500 trials train K ~ TNB(0, 0.01) runs each, E[K] = 21.5 (the selection paper's
+    setup, Xiang, Wang, Wang 2024, arXiv:2402.13087, Section 4), not 500 models."""
+    cost = preflight.JobCost(1.0, 800.0, 1e-3)
+    lidp = _paper("lidp_training")
+    block = setting_experiment(lidp["experiments"]["lidp_paper_fmnist_mlp_poisoning"], "k1_eps2")
+    assert preflight.cpu_seconds(lidp, block, cost) == pytest.approx(18_000 * 100 * 250 * 1e-3)
+    sel = _paper("selection_training")
+    block = setting_experiment(
+        sel["experiments"]["selection_dpsgd_paper"], "setupntnv_statisticlambda_a_eps1"
+    )
+    assert preflight.mean_tuning_runs(block["selection"]) == pytest.approx(21.5, abs=0.01)
+    runs = 500 * preflight.mean_tuning_runs(block["selection"])
+    assert preflight.cpu_seconds(sel, block, cost) == pytest.approx(100 * 5000 * runs * 1e-3)
 
 
 @pytest.mark.slow
