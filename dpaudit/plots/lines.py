@@ -161,18 +161,20 @@ def error_bar_note(table: pd.DataFrame, by: Sequence[str], y: str) -> str | None
     return f"error bars: ±1 s.e. of the mean over {n} audits per point (models × seeds)"
 
 
-def _y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float]]) -> None:
+def _y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float, float]]) -> None:
     """y-limits that bracket the data (``lo``..``hi``, error bars and the paper's values
-    included) and each claim line within :data:`CLAIM_SPAN` of the data's top; a claim further
-    above keeps its line out of view and its legend entry says so, with its value."""
+    included) and each claim (``artist, lowest, highest`` of its values) whose lowest value lies
+    within :data:`CLAIM_SPAN` of the data's top, drawn whole (a claim that rises along x, e.g.
+    with the target epsilon, is never cut off at the top of the axes); a claim wholly further
+    above keeps its lines out of view and its legend entry says so, with its largest value."""
     if not np.isfinite(hi):
         return
     top = hi
-    for artist, value in claims:
-        if hi <= 0 or value <= CLAIM_SPAN * hi:
-            top = max(top, value)
+    for artist, lowest, highest in claims:
+        if hi <= 0 or lowest <= CLAIM_SPAN * hi:
+            top = max(top, highest)
         elif artist is not None:
-            artist.set_label(f"{artist.get_label()} = {value:g} (above the axis)")
+            artist.set_label(f"{artist.get_label()} = {highest:g} (above the axis)")
     bottom = min(0.0, lo)
     pad = 0.08 * (top - bottom) if top > bottom else 1.0
     ax.set_ylim(bottom - (pad if bottom < 0 else 0.0), top + pad)
@@ -439,7 +441,8 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                 artist = _plot_claimed(ax, finite, x, col, label, style)
                 value = pd.to_numeric(finite[col], errors="coerce")
                 if artist is not None and np.isfinite(value).any():
-                    claims.append((artist, float(value[np.isfinite(value)].max())))
+                    kept = value[np.isfinite(value)]
+                    claims.append((artist, float(kept.min()), float(kept.max())))
         refs = [c for c in table.columns if c.startswith("reference_")]
         for j, col in enumerate(sorted(refs) if fig.get("references", True) else []):
             ref = finite.groupby(x)[col].mean().dropna().sort_index()

@@ -252,6 +252,37 @@ def test_the_y_limits_bracket_the_data_not_a_claim_far_above_it():
         _close(fig)
 
 
+def test_a_claim_rising_along_x_is_drawn_whole_not_labelled_above_the_axis():
+    """The tight one-run Fig. 6 of the issue-28 re-run: x is the target epsilon (2 and 8), the
+    bounds reach about 2.1, the claim line runs from 1.99 to 8.00. Its start lies within the
+    data's range, so the line was drawn and cut off at the top while the legend read "claimed
+    ε = 7.99528 (above the axis)". A claim partly in view is drawn whole, labelled plainly."""
+    rows = []
+    for eps, mean in ((1.99, 0.6), (8.0, 2.1)):
+        for trial in range(8):
+            rows.append(
+                _row(
+                    estimator="one_run",
+                    method="one_run",
+                    params=json.dumps({"confidence": 0.95}),
+                    selection="fixed",
+                    trial=trial,
+                    target_epsilon=round(eps),
+                    claimed_epsilon=eps,
+                    epsilon=mean + 0.02 * (trial - 3.5),
+                )
+            )
+    spec = {"kind": "train", "x": "target_epsilon", "series": ["estimator"]}
+    fig = draw_table(pd.DataFrame(rows), spec)
+    try:
+        texts = _texts(fig)
+        assert "claimed ε" in texts, texts
+        assert not [t for t in texts if "above the axis" in t], texts
+        assert fig.axes[0].get_ylim()[1] >= 8.0
+    finally:
+        _close(fig)
+
+
 def _selection_table(eps_b: list[float]) -> pd.DataFrame:
     rows = []
     for eps in eps_b:
