@@ -764,7 +764,8 @@ def _shuffling_exp(**over: dict) -> dict:
         ),
         (
             {"canaries": {"statistic": "sum", "prefix_batches": 3}},
-            r"experiments\.sh\.canaries\.prefix_batches: needs canaries\.statistic likelihood_ratio",
+            r"experiments\.sh\.canaries\.prefix_batches: "
+            r"needs canaries\.statistic likelihood_ratio",
         ),
         (
             {"threat_model": "white_box_dot"},
