@@ -43,8 +43,11 @@ class _NotSequential(nn.Module):
         self.b = nn.Linear(20, 3)
 
     def forward(self, x):
+        # a's branch moves each logit differently: a term added equally to every logit (as a
+        # sum over a's outputs was) leaves the cross-entropy unchanged, so a's gradient was 0
+        # and the test compared round-off (it failed on another CPU's summation order)
         x = x.flatten(1)
-        return self.b(x) + torch.tanh(self.a(x)).sum(1, keepdim=True)
+        return self.b(x) + torch.tanh(self.a(x))[:, :3]
 
 
 def _pools():
