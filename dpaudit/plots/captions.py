@@ -13,7 +13,7 @@ from dpaudit.plots.labels import column_label
 #: ``paper_target`` paper part -> the paper, as the references cite it.
 PAPERS = {
     "one_run": "Steinke, Nasr and Jagielski (2023, arXiv:2305.08846)",
-    "lidp": "Pillutla et al. (2023, arXiv:2305.09380)",
+    "lidp": "Pillutla et al. (2023, arXiv:2305.18447)",
     "shuffling": "Annamalai et al. (auditing DP-SGD with shuffling)",
     "selection": "Xiang, Wang and Wang (auditing private hyper-parameter selection)",
     "tight_one_run": "Xiang et al. (2025, tight one-run auditing via f-DP)",
