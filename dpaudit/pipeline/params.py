@@ -136,8 +136,11 @@ def estimator_labels(config: Config, experiment: str) -> dict[str, str]:
 def figure_params(config: Config, experiment: str) -> dict[str, Any]:
     """The figure block of an experiment, with its kind, a title that fits (``figure.title``,
     else :func:`~dpaudit.plots.labels.short_title` of the description), the display name of
-    each estimator block it runs (``estimator_labels``) and the values the paper prints for its
-    points (``marks``: the ``reproduce`` rows with a printed ``paper`` value)."""
+    each estimator block it runs (``estimator_labels``), the values the paper prints for its
+    points (``marks``: the ``reproduce`` rows with a printed ``paper`` value) and, for an
+    analysis of several experiments (``inputs``), each one's display name in
+    ``labels.experiment`` (:func:`~dpaudit.plots.labels.experiment_label`; the config's own
+    ``figure.labels.experiment`` first)."""
     from dpaudit.plots.labels import estimator_label, experiment_label, short_title
 
     exp = config["experiments"][experiment]
