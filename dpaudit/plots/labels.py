@@ -295,8 +295,11 @@ def short_title(description: str) -> str:
 
 
 def wrap_label(text: str, width: int = 34) -> str:
-    """A legend label broken into lines of at most ``width`` characters."""
-    return "\n".join(textwrap.wrap(text, width)) if len(text) > width else text
+    """A legend label broken into lines of at most ``width`` characters, at spaces only ("1st-
+    order" split at its hyphen reads as two words)."""
+    if len(text) <= width:
+        return text
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False))
 
 
 def internal_names(text: str) -> list[str]:

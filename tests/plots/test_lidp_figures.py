@@ -157,6 +157,10 @@ def test_table1_draws_the_papers_printed_factors_hollow_beside_ours():
         assert {"ours, 2nd-order interval", "ours, 4th-order interval"} <= set(texts)
     finally:
         _close(fig)
+    from dpaudit.plots.captions import caption
+
+    text = caption(LIDP["experiments"]["lidp_cpu_table1"], "lidp_cpu_table1")
+    assert "categorical chart" in text and "hollow markers" in text and "closed-form" not in text
 
 
 # ---- bound vs K, accuracy vs K -------------------------------------------------------------
