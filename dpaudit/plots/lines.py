@@ -167,7 +167,8 @@ def _y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float, 
     included) and each claim (``artist, lowest, highest`` of its values) whose lowest value lies
     within :data:`CLAIM_SPAN` of the data's top, drawn whole (a claim that rises along x, e.g.
     with the target epsilon, is never cut off at the top of the axes); a claim wholly further
-    above keeps its lines out of view and its legend entry says so, with its largest value."""
+    above keeps its lines out of view and its legend entry says so, with its largest value to three
+    significant digits (a calibrated 15.9989 reads 16)."""
     if not np.isfinite(hi):
         return
     top = hi
@@ -175,7 +176,7 @@ def _y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float, 
         if hi <= 0 or lowest <= CLAIM_SPAN * hi:
             top = max(top, highest)
         elif artist is not None:
-            artist.set_label(f"{artist.get_label()} = {highest:g} (above the axis)")
+            artist.set_label(f"{artist.get_label()} = {highest:.3g} (above the axis)")
     bottom = min(0.0, lo)
     pad = 0.08 * (top - bottom) if top > bottom else 1.0
     ax.set_ylim(bottom - (pad if bottom < 0 else 0.0), top + pad)
