@@ -136,13 +136,30 @@ def estimator_labels(config: Config, experiment: str) -> dict[str, str]:
 def figure_params(config: Config, experiment: str) -> dict[str, Any]:
     """The figure block of an experiment, with its kind, a title that fits (``figure.title``,
     else :func:`~dpaudit.plots.labels.short_title` of the description), the display name of
-    each estimator block it runs (``estimator_labels``) and the values the paper prints for its
-    points (``marks``: the ``reproduce`` rows with a printed ``paper`` value)."""
-    from dpaudit.plots.labels import estimator_label, short_title
+    each estimator block it runs (``estimator_labels``), the values the paper prints for its
+    points (``marks``: the ``reproduce`` rows with a printed ``paper`` value) and, for an
+    analysis of several experiments (``inputs``), each one's display name in
+    ``labels.experiment`` (:func:`~dpaudit.plots.labels.experiment_label`; the config's own
+    ``figure.labels.experiment`` first)."""
+    from dpaudit.plots.labels import estimator_label, experiment_label, short_title
 
     exp = config["experiments"][experiment]
     block = {k: v for k, v in exp["figure"].items() if k != "caption"}
     title = block.pop("title", None)
+    # an analysis gathering experiments names each by its data, model and canaries (the
+    # config's figure.labels.experiment first), never by its key
+    given = (block.get("labels") or {}).get("experiment") or {}
+    derived = {
+        name: experiment_label(config["experiments"][name])
+        for name in exp.get("inputs") or []
+        if name in config["experiments"]
+    }
+    derived = {k: v for k, v in derived.items() if v}
+    if derived:
+        block["labels"] = {
+            **(block.get("labels") or {}),
+            "experiment": {**derived, **given},
+        }
     names = applicable_estimators(config, experiment) if exp["kind"] != "analysis" else []
     # a value the paper prints for its own setup (not_comparable) is drawn too, labelled so
     marks = [

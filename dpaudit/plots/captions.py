@@ -13,7 +13,7 @@ from dpaudit.plots.labels import column_label
 #: ``paper_target`` paper part -> the paper, as the references cite it.
 PAPERS = {
     "one_run": "Steinke, Nasr and Jagielski (2023, arXiv:2305.08846)",
-    "lidp": "Pillutla et al. (2023, arXiv:2305.09380)",
+    "lidp": "Pillutla et al. (2023, arXiv:2305.18447)",
     "shuffling": "Annamalai et al. (auditing DP-SGD with shuffling)",
     "selection": "Xiang, Wang and Wang (auditing private hyper-parameter selection)",
     "tight_one_run": "Xiang et al. (2025, tight one-run auditing via f-DP)",
@@ -82,7 +82,21 @@ def caption(experiment: Mapping[str, Any], name: str) -> str:
     kind = experiment["kind"]
     fig = experiment.get("figure") or {}
     description = experiment.get("description", "").strip()
-    if kind == "analysis":
+    if kind == "analysis" and fig.get("categories"):
+        shows = (
+            "A categorical chart, one group per combination of "
+            + ", ".join(column_label(c) for c in fig["categories"])
+            + ": ours as filled markers (bars ±1 standard error), side by side, never joined; "
+            "the paper's printed values as hollow markers of the same colour beside them."
+        )
+        look = "Look for: ours against the reference lines and beside the paper's values."
+    elif kind == "analysis" and experiment.get("inputs"):
+        shows = (
+            "Computed from the audit tables of the experiments it gathers: the mean over "
+            "seeds, bars one standard error."
+        )
+        look = _LOOK_FOR["analysis"]
+    elif kind == "analysis":
         shows = "The closed-form curves of the paper's figure, computed by dpaudit."
         look = _LOOK_FOR["analysis"]
     elif kind == "train" and not fig.get("x"):

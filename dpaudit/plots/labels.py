@@ -5,7 +5,7 @@ a human label. A config may set its own (an estimator block's ``label``, an expe
 ``figure.labels``); otherwise these functions make one from the method and its parameters. The
 names follow the papers: the one-run audit of Steinke, Nasr and Jagielski (2023,
 arXiv:2305.08846), the tight f-DP one-run audit of Xiang et al. (2025), LiDP with XBern
-intervals of Pillutla et al. (2023, arXiv:2305.09380; K = 1 is their "DP" baseline, Fig. 3),
+intervals of Pillutla et al. (2023, arXiv:2305.18447; K = 1 is their "DP" baseline, Fig. 3),
 the Clopper-Pearson audit of Annamalai et al. (Eq. 1) and the GDP fit of Nasr et al. (2023).
 """
 
@@ -128,6 +128,33 @@ COLUMN_SYMBOLS = {
     "runs_per_hypothesis": "runs",
 }
 
+#: Data sets and models of train experiments (``dataset.name``, ``model.name``) -> display name,
+#: for :func:`experiment_label`.
+DATASET_LABELS = {
+    "digits": "digits",
+    "location": "Location-30",
+    "purchase": "Purchase-100",
+    "fashionmnist": "FMNIST",
+    "cifar10": "CIFAR-10",
+    "synthetic": "synthetic",
+}
+MODEL_LABELS = {"logreg": "linear", "mlp": "MLP", "cnn": "CNN", "lenet": "LeNet", "wrn": "WRN"}
+#: Canary types as an experiment's name says them: LiDP's two kinds (Pillutla et al. 2023,
+#: arXiv:2305.18447, Sec. 5: "data poisoning" (ClipBKD) and "random gradient" canaries; the
+#: ``canary`` column of its Table 1); other types by :data:`CANARY_LABELS`.
+EXPERIMENT_CANARY_LABELS = {"clipbkd": "poisoning", "random_gradient": "random gradient"}
+
+#: Spelled-out symbols of a config's axis label -> the symbol (:func:`symbols`).
+GREEK = {
+    "epsilon": "ε",
+    "eps": "ε",
+    "delta": "δ",
+    "sigma": "σ",
+    "mu": "μ",
+    "lambda": "λ",
+}
+_GREEK = re.compile(r"\b(" + "|".join(sorted(GREEK, key=len, reverse=True)) + r")(?![A-Za-z])")
+
 #: What a label must not look like: an internal identifier (words joined by underscores).
 INTERNAL_NAME = re.compile(r"[A-Za-z0-9]+_[A-Za-z0-9_]+")
 
@@ -223,11 +250,36 @@ def value_label(
     if text in ("", "nan", "None"):
         return ""
     try:
-        float(text)
+        number = float(text)
     except ValueError:
         return text.replace("_", " ")
+    if column == "order" and number.is_integer() and number > 0:  # an interval's order
+        return f"{_ordinal(int(number))}-order interval"
     symbol = COLUMN_SYMBOLS.get(column, column.replace("_", " "))
     return f"{symbol} = {_number(text)}"
+
+
+def symbols(text: str) -> str:
+    """A config's axis label with its spelled-out symbols as symbols, as the library's labels
+    write them: "base budget epsilon_B" -> "base budget ε_B", "noise sigma" -> "noise σ"
+    (whole words only: "steps" and "multi" stay)."""
+    return _GREEK.sub(lambda m: GREEK[m.group(1)], text)
+
+
+def experiment_label(block: Mapping[str, Any]) -> str:
+    """The display name of a train experiment, for the figures of the analyses that gather
+    several (a series column ``experiment``): data set, model and canary type, e.g. "digits
+    linear, poisoning" (the naming of the LiDP Table 1 figure's cells); "" for anything else."""
+    if block.get("kind") != "train":
+        return ""
+    dataset = str((block.get("dataset") or {}).get("name", ""))
+    model = str((block.get("model") or {}).get("name", ""))
+    canary = str((block.get("canaries") or {}).get("type", ""))
+    head = " ".join(
+        p for p in (DATASET_LABELS.get(dataset, dataset), MODEL_LABELS.get(model, model)) if p
+    )
+    kind = EXPERIMENT_CANARY_LABELS.get(canary) or CANARY_LABELS.get(canary, canary)
+    return ", ".join(p for p in (head, kind.replace("_", " ")) if p)
 
 
 def column_label(column: str) -> str:
@@ -243,8 +295,11 @@ def short_title(description: str) -> str:
 
 
 def wrap_label(text: str, width: int = 34) -> str:
-    """A legend label broken into lines of at most ``width`` characters."""
-    return "\n".join(textwrap.wrap(text, width)) if len(text) > width else text
+    """A legend label broken into lines of at most ``width`` characters, at spaces only ("1st-
+    order" split at its hyphen reads as two words)."""
+    if len(text) <= width:
+        return text
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False))
 
 
 def internal_names(text: str) -> list[str]:

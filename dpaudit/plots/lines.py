@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.plots import pyplot
-from dpaudit.plots.labels import column_label, value_label, wrap_label
+from dpaudit.plots.labels import column_label, symbols, value_label, wrap_label
 from dpaudit.plots.series import (
     draw_paper_values,
     estimator_labels,
@@ -26,6 +26,7 @@ from dpaudit.plots.style import (
     CONTROL_LABEL,
     EXTRA_CLAIMED,
     MARKERS,
+    PAPER_LABEL,
     REFERENCE,
     REFERENCE_STYLES,
     UNCORRECTED,
@@ -166,7 +167,8 @@ def _y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float, 
     included) and each claim (``artist, lowest, highest`` of its values) whose lowest value lies
     within :data:`CLAIM_SPAN` of the data's top, drawn whole (a claim that rises along x, e.g.
     with the target epsilon, is never cut off at the top of the axes); a claim wholly further
-    above keeps its lines out of view and its legend entry says so, with its largest value."""
+    above keeps its lines out of view and its legend entry says so, with its largest value to three
+    significant digits (a calibrated 15.9989 reads 16)."""
     if not np.isfinite(hi):
         return
     top = hi
@@ -174,10 +176,57 @@ def _y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float, 
         if hi <= 0 or lowest <= CLAIM_SPAN * hi:
             top = max(top, highest)
         elif artist is not None:
-            artist.set_label(f"{artist.get_label()} = {highest:g} (above the axis)")
+            artist.set_label(f"{artist.get_label()} = {highest:.3g} (above the axis)")
     bottom = min(0.0, lo)
     pad = 0.08 * (top - bottom) if top > bottom else 1.0
     ax.set_ylim(bottom - (pad if bottom < 0 else 0.0), top + pad)
+
+
+def natural_key(value: Any) -> tuple[int, float, str]:
+    """Sort key of a series or category value: numbers by value (1, 4, 16; the table holds
+    them as text, "1", "16", "4" in string order), before any text, text in its own order."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+    return (0, number, "") if np.isfinite(number) else (1, 0.0, str(value))
+
+
+def _repeated(table: pd.DataFrame, kind: str, by: Sequence[str], y: str) -> bool:
+    """Whether each point is a mean over repeated rows with standard-error bars: a simulate or
+    train table (seeds, models), or an analysis table that gathers audit rows and keeps their
+    ``seed`` column (the LiDP bound-vs-K and accuracy-vs-K tables: one row per seed)."""
+    if kind in ("simulate", "train"):
+        return True
+    by = [c for c in by if c in table.columns]
+    if kind != "analysis" or "seed" not in table.columns or table.empty or not by:
+        return False
+    return bool(table.groupby(by)[y].count().max() > 1)
+
+
+def _value_ticks(ax: Any, xs: Sequence[float], most: int = 8) -> None:
+    """Ticks of a logarithmic x axis at the data's x values, labelled plainly (1, 4, 16; 500,
+    1000, 4000), without minor ticks, where there are at most ``most`` of them: matplotlib's
+    decades (10^0, 10^1) or its unlabelled minor ticks would leave the points unnamed."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    values = sorted({float(v) for v in xs if np.isfinite(v) and v > 0})
+    if not 1 < len(values) <= most:
+        return
+    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"{v:g}" for v in values])
+
+
+def _dodged(xs: np.ndarray, j: int, n: int, logx: bool, span: float) -> np.ndarray:
+    """x of line ``j`` of ``n`` shifted sideways so that lines on top of each other stay
+    visible: by a small factor on a logarithmic axis, by a small part of ``span`` otherwise."""
+    if n < 2:
+        return xs
+    offset = j - (n - 1) / 2
+    if logx:
+        return xs * 10 ** (0.02 * offset)
+    return xs + 0.008 * span * offset
 
 
 def _categories(series: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -305,11 +354,135 @@ def _draw_dots(
     ax.grid(axis="y", visible=False)
     ax.set_xlabel(y_label(fig, y, table, column_label(y)))
     value = table[x].dropna().unique()[0] if x in table else None
-    xname = fig.get("xlabel") or column_label(x)
+    xname = symbols(fig["xlabel"]) if fig.get("xlabel") else column_label(x)
     ax.set_ylabel(f"{xname} = {value_text(value)}" if value is not None else "")
     note = error_bar_note(table, [*series, x], y)
     if note:
         ax.plot([], [], ls="none", label=note)
+    title(ax, fig.get("title") or "")
+    legend(figure, ax, below=True)
+
+
+def _draw_categories(
+    figure: Any, ax: Any, table: pd.DataFrame, fig: Mapping[str, Any], series: list[str], y: str
+) -> None:
+    """A categorical figure (``categories``: the columns naming each group, e.g. LiDP Table 1's
+    cells): one group of ticks per combination of the category columns, in table order, each
+    named by their display values on lines of their own; within a group one marker per value of
+    the ``series`` columns, side by side (dodged, never joined by lines: the groups are not an
+    axis), with ±1 s.e. bars (the table's ``<y>_se`` column, or over repeated rows); beside
+    each, hollow in the same colour, the value the paper prints for that row (``paper``:
+    ``{column, label}``, e.g. Table 1's ``paper_factor``); each ``reference_<name>`` column a
+    plain horizontal line (no markers: it is not data)."""
+    cats = list(fig["categories"])
+    missing = [c for c in [*cats, *series, y] if c not in table.columns]
+    if missing:
+        raise ValueError(f"figure: no column {missing}; columns: {sorted(table.columns)}")
+    for col in cats:
+        table[col] = table[col].fillna("").astype(str)
+    overrides = fig.get("labels") or {}
+    names = estimator_labels(table, fig.get("estimator_labels"))
+    cat_keys = list(dict.fromkeys(map(tuple, table[cats].to_numpy())))
+    hue_keys = sorted(
+        set(map(tuple, table[series].to_numpy())) if series else {()},
+        key=lambda t: tuple(natural_key(v) for v in t),
+    )
+    methods = table.groupby(series)["method"].first() if "estimator" in series else {}
+    colors = assign_colors(
+        [(k, methods.get(k[0] if len(k) == 1 else k) if len(methods) else None) for k in hue_keys]
+    )
+    paper = fig.get("paper") or {}
+    paper_col = paper.get("column")
+    if paper_col and paper_col not in table.columns:
+        raise ValueError(f"figure.paper: no column {paper_col!r}; columns: {sorted(table.columns)}")
+    slots = len(hue_keys) * (2 if paper_col else 1)
+    width = 0.8 / max(slots, 1)
+    repeated = _repeated(table, "analysis" if "seed" in table else "", [*cats, *series], y)
+    hi, lo = -np.inf, 0.0
+    for j, hk in enumerate(hue_keys):
+        sel = table
+        for col, value in zip(series, hk, strict=True):
+            sel = sel[sel[col] == value]
+        pos, means, ses, printed = [], [], [], []
+        for i, ck in enumerate(cat_keys):
+            rows = sel
+            for col, value in zip(cats, ck, strict=True):
+                rows = rows[rows[col] == value]
+            vals = pd.to_numeric(rows[y], errors="coerce").dropna()
+            if vals.empty:
+                continue
+            if repeated:
+                se = float(vals.std() / np.sqrt(len(vals))) if len(vals) > 1 else 0.0
+            elif f"{y}_se" in rows:
+                se = float(pd.to_numeric(rows[f"{y}_se"], errors="coerce").mean())
+            else:
+                se = 0.0
+            slot = j * (2 if paper_col else 1)
+            pos.append(i + (slot - (slots - 1) / 2) * width)
+            means.append(float(vals.mean()))
+            ses.append(se if np.isfinite(se) else 0.0)
+            if paper_col:
+                value = pd.to_numeric(rows[paper_col], errors="coerce").dropna()
+                printed.append(float(value.mean()) if len(value) else np.nan)
+        if not pos:
+            continue
+        means_a, ses_a = np.asarray(means), np.asarray(ses)
+        hi = max(hi, float((means_a + ses_a).max()))
+        lo = min(lo, float((means_a - ses_a).min()))
+        label = series_label(series, hk, names, overrides, True) if series else ""
+        marker = MARKERS[j % len(MARKERS)]
+        ax.errorbar(
+            pos,
+            means_a,
+            yerr=ses_a if ses_a.any() else None,
+            ls="none",
+            color=colors[hk],
+            marker=marker,
+            label=f"ours, {label}" if paper_col and label else label or "ours",
+        )
+        if paper_col and np.isfinite(printed).any():
+            printed_a = np.asarray(printed)
+            hi = max(hi, float(np.nanmax(printed_a)))
+            name = paper.get("label") or PAPER_LABEL
+            ax.plot(
+                np.asarray(pos) + width,
+                printed_a,
+                ls="none",
+                marker=marker,
+                ms=7,
+                mfc="none",
+                mec=colors[hk],
+                mew=1.3,
+                zorder=5,
+                label=wrap_label(f"{name}, {label}" if label else name, 60),
+            )
+    refs = sorted(c for c in table.columns if c.startswith("reference_"))
+    for k, col in enumerate(refs if fig.get("references", True) else []):
+        values = pd.to_numeric(table[col], errors="coerce").dropna().unique()
+        if len(values) == 1:
+            style = {**REFERENCE, "ls": REFERENCE_STYLES[k % len(REFERENCE_STYLES)]["ls"]}
+            ax.axhline(float(values[0]), label=_reference_label(col), **style)
+            hi = max(hi, float(values[0]))
+
+    def tick(key: tuple) -> str:
+        parts = [value_label(c, v, overrides) for c, v in zip(cats, key, strict=True)]
+        return "\n".join(wrap_label(p, 22) for p in parts if p)
+
+    ax.set_xticks(np.arange(len(cat_keys)))
+    ax.set_xticklabels([tick(k) for k in cat_keys])
+    ax.set_xlim(-0.5, len(cat_keys) - 0.5)
+    ax.grid(axis="x", visible=False)
+    if np.isfinite(hi):
+        ax.set_ylim(lo, hi + 0.08 * (hi - lo or 1.0))
+    if fig.get("xlabel"):
+        ax.set_xlabel(symbols(fig["xlabel"]))
+    ax.set_ylabel(y_label(fig, y, table, column_label(y)))
+    if repeated:
+        note = error_bar_note(table, [*cats, *series], y)
+        if note:
+            ax.plot([], [], ls="none", label=note)
+    elif f"{y}_se" in table and np.isfinite(pd.to_numeric(table[f"{y}_se"])).any():
+        ax.plot([], [], ls="none", label=f"error bars: ±1 s.e. (the table's {y}_se)")
     title(ax, fig.get("title") or "")
     legend(figure, ax, below=True)
 
@@ -357,10 +530,18 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
         table[col] = table[col].fillna("").astype(str)
     overrides = fig.get("labels") or {}
     names = estimator_labels(table, fig.get("estimator_labels"))
-    # colour by estimator, else by the first series column that varies (a column with one
-    # value, e.g. the one target epsilon, would give every line the same colour)
+    if fig.get("categories"):
+        with styled():
+            figure, ax = plt.subplots()
+            _draw_categories(figure, ax, table, fig, series, y)
+        return figure
+    # colour by the configured column, else by estimator, else by the first series column that
+    # varies (a column with one value, e.g. the one target epsilon, would give every line the
+    # same colour)
     varying = [c for c in series if table[c].nunique() > 1]
-    color_col = "estimator" if "estimator" in series else (varying or series or [None])[0]
+    color_col = fig.get("color") or (
+        "estimator" if "estimator" in series else (varying or series or [None])[0]
+    )
     marker_cols = [c for c in series if c != color_col]
     # legends name what tells the lines apart (every column where none varies)
     label_cols = varying or series
@@ -372,41 +553,54 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
         if one_x:
             _draw_dots(figure, ax, main_rows, {**fig, "x": x}, series, y)
             return figure
-        groups = list(table.groupby(series, sort=True)) if series else [((), table)]
+        groups = list(table.groupby(series, sort=False)) if series else [((), table)]
         keyed = []
         for key, grp in groups:
             key = key if isinstance(key, tuple) else (key,)
             keyed.append((dict(zip(series, key, strict=True)), key, grp))
+        # numbers in numeric order (k = 1, 4, 16), in legends and in colour and marker order
+        keyed.sort(key=lambda item: tuple(natural_key(v) for v in item[1]))
         color_keys = []
         for values, _, grp in keyed:
             method = grp["method"].iloc[0] if "method" in grp and color_col == "estimator" else None
             color_keys.append((values.get(color_col), method))
         colors = assign_colors(color_keys)
-        marker_values = sorted({tuple(v[c] for c in marker_cols) for v, _, _ in keyed})
+        marker_values = sorted(
+            {tuple(v[c] for c in marker_cols) for v, _, _ in keyed},
+            key=lambda t: tuple(natural_key(v) for v in t),
+        )
         has_controls = False
         lo, hi = np.inf, -np.inf
         bars = kind in ("simulate", "train")
-        for values, _key, grp in keyed:
+        repeated = _repeated(table[~_controls(table)], kind, [*series, x], y)
+        logx = bool(fig.get("logx"))
+        xs_all = pd.to_numeric(table[x], errors="coerce") if x in table else pd.Series([])
+        span = float(xs_all.max() - xs_all.min()) if xs_all.notna().any() else 0.0
+        for j, (values, _key, grp) in enumerate(keyed):
             valid = _is_valid(grp, y)
             control = _controls(grp)
+            # one series column: each line its own marker too, so that lines on top of each
+            # other are still told apart
+            index = marker_values.index(tuple(values[c] for c in marker_cols)) if marker_cols else j
             style = {
                 "color": colors[values.get(color_col)],
-                "marker": MARKERS[
-                    marker_values.index(tuple(values[c] for c in marker_cols)) % len(MARKERS)
-                ],
+                "marker": MARKERS[index % len(MARKERS)],
             }
             main, ctrl = grp[~control], grp[control]
             if len(main):
                 agg = _stats(main, x, y)
-                se = agg["se"].to_numpy() if bars else _se_column(main, x, y, agg.index)
+                se = agg["se"].to_numpy() if repeated else _se_column(main, x, y, agg.index)
                 mean = agg["mean"].to_numpy(dtype=float)
                 if np.isfinite(mean).any():
                     hi = max(hi, float(np.nanmax(mean + se)))
                     lo = min(lo, float(np.nanmin(mean - se)))
+                at = agg.index.to_numpy()
+                if fig.get("dodge"):
+                    at = _dodged(at.astype(float), j, len(keyed), logx, span)
                 ax.errorbar(
-                    agg.index.to_numpy(),
+                    at,
                     mean,
-                    yerr=se if bars or f"{y}_se" in main else None,
+                    yerr=se if repeated or f"{y}_se" in main else None,
                     label=series_label(
                         label_cols,
                         [values[c] for c in label_cols],
@@ -451,21 +645,38 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                 ax.plot(ref.index, ref.to_numpy(), label=_reference_label(col), **ref_style)
                 hi = max(hi, float(ref.max()))
         marks = [m for m in fig.get("marks") or [] if (m.get("column") or "epsilon") == y]
-        draw_paper_values(ax, finite, marks, x, y)
+
+        def line_of(rows: pd.DataFrame) -> tuple[str, str] | None:
+            """The legend label and colour of the one line ``rows`` belong to."""
+            keys = {tuple(r) for r in rows[series].astype(str).to_numpy()} if series else set()
+            if len(keys) != 1:
+                return None
+            (key,) = keys
+            label = series_label(
+                label_cols,
+                [key[series.index(c)] for c in label_cols],
+                names,
+                overrides,
+                True,
+            )
+            return label, colors[dict(zip(series, key, strict=True)).get(color_col)]
+
+        draw_paper_values(ax, finite, marks, x, y, line_of)
         hi = max([hi] + [float(m["paper"]) for m in marks if m.get("paper") is not None])
-        if bars:
+        if repeated:
             note = error_bar_note(finite, [*series, x], y)
             if note:
                 ax.plot([], [], ls="none", label=note)
         elif f"{y}_se" in finite and np.isfinite(pd.to_numeric(finite[f"{y}_se"])).any():
             ax.plot([], [], ls="none", label=f"error bars: ±1 s.e. (the table's {y}_se)")
-        if fig.get("logx"):
+        if logx:
             ax.set_xscale("log")
+            _value_ticks(ax, xs_all.dropna().unique())
         if fig.get("logy"):
             ax.set_yscale("log")
         elif bars and np.isfinite(hi):
             _y_limits(ax, lo, hi, claims)
-        ax.set_xlabel(fig.get("xlabel") or column_label(x))
+        ax.set_xlabel(symbols(fig["xlabel"]) if fig.get("xlabel") else column_label(x))
         ax.set_ylabel(y_label(fig, y, table, column_label(y)))
         title(ax, fig.get("title") or "")
         legend(figure, ax)

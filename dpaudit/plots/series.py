@@ -4,7 +4,7 @@ and the paper's printed values drawn beside ours."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from dpaudit.plots.labels import (
     confidence_text,
     estimator_label,
     params_confidence,
+    symbols,
     value_label,
     wrap_label,
 )
@@ -70,7 +71,7 @@ def common_confidence(table: pd.DataFrame) -> float | None:
 def y_label(fig: Mapping[str, Any], y: str, table: pd.DataFrame, default: str) -> str:
     """The y-axis label: the config's ``ylabel`` or ``default``, with the confidence level of
     the bounds when every line shares one and the label does not state it."""
-    label = fig.get("ylabel") or default
+    label = symbols(fig["ylabel"]) if fig.get("ylabel") else default
     level = common_confidence(table) if y == "epsilon" else None
     if level is not None and "%" not in label:
         label = f"{label} ({confidence_text(level)} confidence)"
@@ -102,14 +103,19 @@ def draw_paper_values(
     marks: Sequence[Mapping[str, Any]],
     x: str,
     y: str,
+    line_of: Callable[[pd.DataFrame], tuple[str, str] | None] | None = None,
 ) -> int:
     """Draw each value the paper prints (``reproduce`` rows with ``paper``, whose ``column`` is
     the plotted ``y``) at the x of the rows its ``where`` selects, as a hollow black star (a
     hollow grey diamond, labelled so, where the row's ``source`` is ``not_comparable``: the
     paper's number for its own, larger setup).
     Rows naming a column this table lacks, or selecting no plotted point (or several x), are
-    not about a point of this figure and draw nothing. Returns how many were drawn."""
-    drawn = 0
+    not about a point of this figure and draw nothing. Where the drawn values belong to
+    different lines of the figure (``line_of``: the selected rows -> the legend label and colour
+    of their one line, None when they span several), each is edged in its line's colour with
+    a legend entry of its own ("paper (printed value): no canaries"), so that two values at
+    one x are not one entry. Returns how many were drawn."""
+    todo = []
     for mark in marks:
         if mark.get("paper") is None or (mark.get("column") or "epsilon") != y:
             continue
@@ -121,9 +127,15 @@ def draw_paper_values(
         xs = [v for v in xs if np.isfinite(v)]
         if len(xs) != 1:
             continue
+        todo.append((mark, xs[0], line_of(rows) if line_of else None))
+    lines = {line for _, _, line in todo}
+    per_line = len(lines) > 1 and None not in lines
+    for mark, at, line in todo:
         other = mark.get("source") == "not_comparable"
         label = PAPER_OTHER_LABEL if other else PAPER_LABEL
         style = {**PAPER, **(PAPER_OTHER if other else {})}
-        ax.plot([xs[0]], [float(mark["paper"])], label=label, zorder=5, **style)
-        drawn += 1
-    return drawn
+        if per_line and line is not None:
+            label = f"{label}: {line[0]}"
+            style["mec"] = line[1]
+        ax.plot([at], [float(mark["paper"])], label=wrap_label(label, 60), zorder=5, **style)
+    return len(todo)

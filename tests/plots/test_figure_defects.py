@@ -229,6 +229,15 @@ def _one_run_table(claim: float = 8.0) -> pd.DataFrame:
 ONE_RUN_FIGURE = {"kind": "train", "x": "m", "logx": True, "series": ["target_epsilon"]}
 
 
+def test_a_claim_above_the_axis_is_named_to_three_digits():
+    """A calibrated claim (15.9989 for a target of 16) is named as 16, not to six digits."""
+    fig = draw_table(_one_run_table(claim=15.9989), ONE_RUN_FIGURE)
+    try:
+        assert "claimed ε = 16 (above the axis)" in _texts(fig)
+    finally:
+        _close(fig)
+
+
 def test_the_y_limits_bracket_the_data_not_a_claim_far_above_it():
     table = _one_run_table(claim=8.0)
     fig = draw_table(table, ONE_RUN_FIGURE)
