@@ -1,4 +1,5 @@
-"""The figure defects of issue 28 (item 6), each on a small table in the audit table's format:
+"""The generic line and dot figure (:mod:`dpaudit.plots.lines`) and the trade-off legend, each on
+a small table in the audit table's format, at the points issue 28 (item 6) found wrong by eye:
 a one-x table of many settings (the shuffling variants), the trade-off legend, "(uncorrected)"
 on what is not an uncorrected bound, y-limits that leave the data in the bottom of the axes,
 the selection figures' two claims, ceilings and lone points, unexplained error bars, and the
