@@ -40,6 +40,19 @@ ID_COLUMNS = [
     "method",
     "params",
 ]
+#: Metadata a score file declares about its run, beyond :data:`dpaudit.scores.REQUIRED_META`,
+#: that changes its rows in :func:`run_estimator`: the trade-off family a verdict may assume,
+#: extra claims and reference values, a no-canary control, the sampler and adversary (the
+#: ``not_covered`` column) and the steps per epoch (the shuffle lower bound).
+DECLARED_META = (
+    "tradeoff_family",
+    "claimed_epsilons",
+    "references",
+    "canaries_inserted",
+    "sampler",
+    "adversary",
+    "steps_per_epoch",
+)
 #: Audit-table columns a setting column (the last part of a grid key) must not replace: the ID
 #: columns, the bound and its validity, the selection rule and the setting's target epsilon.
 RESERVED_COLUMNS = frozenset([*ID_COLUMNS, "epsilon", "valid", "selection", "target_epsilon"])
