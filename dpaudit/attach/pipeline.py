@@ -26,11 +26,18 @@ user's accountant's epsilon at ``audit.delta``) or ``noise_multiplier``, ``sampl
 metadata for the score file). The job writes the ``one_run`` score file of the canaries at the
 usual path (``results/<experiment>/scores/<setting>/seed<N>.shard0.npz``).
 
+What the function returns adds facts, never the claim, the design or the identity: a ``meta``
+key the pipeline owns (:func:`owned_meta`) or a value JSON cannot hold is an error; the claim
+settings are numbers of their kind (:func:`dpaudit.attach.verdict.check_claim_settings`) and
+``steps`` is the count the canaries observed (:data:`OBSERVED_SETTINGS`). Every check runs
+before the score file is written.
+
 Errors name the config key ``experiments.<name>.train.entry_point``: a function that cannot be
 imported or has the wrong signature (:func:`check_entry_points`, from
 :func:`dpaudit.config.validate_config`), and at job time one that made no canaries or returned
-the wrong thing (:func:`run_entry_point`). Snakemake reruns a job when the entry point's
-module file changes: its SHA-256 is in the job's params (:func:`source_hash`).
+the wrong thing, raised or called ``sys.exit`` (:func:`run_entry_point`). Snakemake reruns
+a job when the entry point's module file changes: its SHA-256 is in the job's params
+(:func:`source_hash`).
 """
 
 from __future__ import annotations
@@ -294,19 +301,26 @@ def _call(fn: Callable[..., Any], spec: str, key: str, **kwargs: Any) -> Any:
         ) from exc
 
 
+#: Claim settings compared with what the canaries observed: the logical steps they counted.
+#: Not the sample rate (canaries may be sampled like the records a bug exposes, at a rate of
+#: their own) nor an optimizer's noise multiplier (a noise schedule changes it as it trains).
+OBSERVED_SETTINGS = ("steps",)
+
+
 def _check_observed(result: Mapping[str, Any], canaries: Any, key: str) -> None:
-    """The DP-SGD settings the entry point returned against those its canaries saw (the
-    steps they observed, their sample rate, an attached optimizer's noise multiplier): a
-    mismatch would account a training other than the audited one."""
+    """The DP-SGD settings the entry point returned against those its canaries observed
+    (:data:`OBSERVED_SETTINGS`): a mismatch would account a training other than the audited
+    one (the canaries saw every step the noise was added at)."""
     from dpaudit.attach.verdict import check_claim_settings
 
     seen = canaries._claim_settings()
-    for name, value in check_claim_settings(**{k: result.get(k) for k in CLAIM_SETTINGS}).items():
-        if name in seen and not math.isclose(value, seen[name], rel_tol=1e-9, abs_tol=0.0):
+    claimed = check_claim_settings(**{k: result.get(k) for k in CLAIM_SETTINGS})
+    for name in OBSERVED_SETTINGS:
+        if name in claimed and name in seen and claimed[name] != seen[name]:
             raise EntryPointError(
-                f"config key {key}: the entry point returned {name} = {value!r}, but its "
-                f"canaries saw {name} = {seen[name]!r}; return the settings of the training "
-                "the canaries observed (or claimed_epsilon from your accountant)"
+                f"config key {key}: the entry point returned {name} = {claimed[name]!r}, but "
+                f"its canaries observed {name} = {seen[name]!r}; return the {name} of the "
+                "training the canaries observed (or claimed_epsilon from your own accountant)"
             )
 
 

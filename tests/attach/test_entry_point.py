@@ -280,8 +280,8 @@ WHOLE_STEPS = "steps must be a whole number >= 1 (the logical steps trained)"
         ({"noise_multiplier": True}, "noise_multiplier must be a finite number >= 0, got True"),
         ({"noise_multiplier": float("nan")}, "noise_multiplier must be a finite number"),
         ({"sample_rate": 2.0}, "sample_rate must be a number in (0, 1], got 2.0"),
-        ({"steps": 5}, "returned steps = 5, but its canaries saw steps = 3"),
-        ({"sample_rate": 0.25}, "returned sample_rate = 0.25, but its canaries saw sample_rate"),
+        ({"steps": 5}, "returned steps = 5, but its canaries observed steps = 3"),
+        ({"steps": 1}, "returned steps = 1, but its canaries observed steps = 3"),
         ({"test_accuracy": True}, "test_accuracy must be a finite number, got True"),
     ],
 )
@@ -294,6 +294,8 @@ def test_issue36_item2_claim_settings_are_numbers_of_their_kind_and_what_canarie
         _returning(**returned)
     assert KEY in str(err.value) and why in str(err.value)
     assert _returning(steps=3.0).meta["claim_settings"]["steps"] == 3  # a whole float: exact
+    # canaries may be sampled at a rate of their own (planted_bugs.weighted_sampler)
+    assert _returning(sample_rate=0.25).meta["claim_settings"]["sample_rate"] == 0.25
 
 
 def test_issue36_item2_a_bad_meta_leaves_no_score_file(user_module, tmp_path):
