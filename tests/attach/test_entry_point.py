@@ -279,7 +279,7 @@ WHOLE_STEPS = "steps must be a whole number >= 1 (the logical steps trained)"
         ({"steps": "3"}, "steps must be a whole number"),
         ({"noise_multiplier": True}, "noise_multiplier must be a finite number >= 0, got True"),
         ({"noise_multiplier": float("nan")}, "noise_multiplier must be a finite number"),
-        ({"sample_rate": 2.0}, "sample_rate must be a number in (0, 1], got 2.0"),
+        ({"sample_rate": True}, "sample_rate must be a number in (0, 1], got True"),
         ({"steps": 5}, "returned steps = 5, but its canaries observed steps = 3"),
         ({"steps": 1}, "returned steps = 1, but its canaries observed steps = 3"),
         ({"test_accuracy": True}, "test_accuracy must be a finite number, got True"),
