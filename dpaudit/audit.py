@@ -40,6 +40,19 @@ ID_COLUMNS = [
     "method",
     "params",
 ]
+#: Metadata a score file declares about its run, beyond :data:`dpaudit.scores.REQUIRED_META`,
+#: that changes its rows in :func:`run_estimator`: the trade-off family a verdict may assume,
+#: extra claims and reference values, a no-canary control, the sampler and adversary (the
+#: ``not_covered`` column) and the steps per epoch (the shuffle lower bound).
+DECLARED_META = (
+    "tradeoff_family",
+    "claimed_epsilons",
+    "references",
+    "canaries_inserted",
+    "sampler",
+    "adversary",
+    "steps_per_epoch",
+)
 #: Audit-table columns a setting column (the last part of a grid key) must not replace: the ID
 #: columns, the bound and its validity, the selection rule and the setting's target epsilon.
 RESERVED_COLUMNS = frozenset([*ID_COLUMNS, "epsilon", "valid", "selection", "target_epsilon"])
@@ -55,7 +68,13 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     method = estimators.get(spec.pop("method"))
     if not method.applies(sf):
         return pd.DataFrame(columns=ID_COLUMNS)
-    rows = method.run(sf, spec)
+    try:
+        rows = method.run(sf, spec)
+    except ValueError as exc:
+        named = _naming_the_file(exc, sf, name)
+        if named is exc:
+            raise
+        raise named from exc
     missing = [i for i, row in enumerate(rows) if "assumes" not in row]
     if missing:  # the runner contract of dpaudit.estimators.registry
         raise ValueError(f"estimator method {method.name!r}: row {missing[0]} has no 'assumes'")
@@ -91,6 +110,18 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         ident[f"reference_{name}"] = float("nan") if value is None else float(value)
     frame = pd.DataFrame([{**ident, **row} for row in rows])
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
+
+
+def _naming_the_file(exc: ValueError, sf: ScoreFile, name: str) -> ValueError:
+    """``exc`` (an estimator's bad input, e.g. "the candidate grid is empty") as the same kind of
+    error naming the score file and the estimator block, unless its message names the file."""
+    if sf.source in str(exc):
+        return exc
+    message = f"{sf.source}: estimator {name!r}: {exc}"
+    try:
+        return type(exc)(message)
+    except Exception:  # noqa: BLE001 - an exception class with another constructor
+        return ValueError(message)
 
 
 def tradeoff_family(sf: ScoreFile) -> str:

@@ -61,6 +61,9 @@ REQUIRED_META: dict[str, str] = {
 
 DESIGNS = ("one_run", "lidp", "multi_run")
 
+#: Metadata that says how the arrays are stored: the writer's, never a producer's extra.
+STORAGE_META = ("format_version", "score_dtype")
+
 #: Allowed on-disk dtypes of ``score`` (metadata key ``score_dtype``; default float64).
 SCORE_DTYPES = {"float64": np.float64, "float32": np.float32}
 

@@ -150,7 +150,13 @@ class OpacusAuditor(GradientCanaries):
         return min((self.steps - c + 1 for c in counts if c > 0), default=None)
 
     def detach(self) -> None:
-        """Stop auditing: the optimizer's own ``add_noise`` again."""
+        """Stop auditing: the optimizer's own ``add_noise`` again. Once: detaching an auditor
+        that is not attached is a ``RuntimeError`` (it would unhook another auditor)."""
+        if getattr(self.optimizer, "_dpaudit_auditor", None) is not self:
+            raise RuntimeError(
+                "this auditor is not attached to its optimizer (detach() was called already); "
+                "its scores stay readable, call detach() once"
+            )
         self.optimizer.add_noise = self._original_add_noise
         del self.optimizer._dpaudit_auditor
 

@@ -26,11 +26,18 @@ user's accountant's epsilon at ``audit.delta``) or ``noise_multiplier``, ``sampl
 metadata for the score file). The job writes the ``one_run`` score file of the canaries at the
 usual path (``results/<experiment>/scores/<setting>/seed<N>.shard0.npz``).
 
+What the function returns adds facts, never the claim, the design or the identity: a ``meta``
+key the pipeline owns (:func:`owned_meta`) or a value JSON cannot hold is an error; the claim
+settings are numbers of their kind (:func:`dpaudit.attach.verdict.check_claim_settings`) and
+``steps`` is the count the canaries observed (:data:`OBSERVED_SETTINGS`). Every check runs
+before the score file is written.
+
 Errors name the config key ``experiments.<name>.train.entry_point``: a function that cannot be
 imported or has the wrong signature (:func:`check_entry_points`, from
 :func:`dpaudit.config.validate_config`), and at job time one that made no canaries or returned
-the wrong thing (:func:`run_entry_point`). Snakemake reruns a job when the entry point's
-module file changes: its SHA-256 is in the job's params (:func:`source_hash`).
+the wrong thing, raised or called ``sys.exit`` (:func:`run_entry_point`). Snakemake reruns
+a job when the entry point's module file changes: its SHA-256 is in the job's params
+(:func:`source_hash`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -231,6 +240,8 @@ class EntryPointAudit:
 
 
 def _check_result(result: Any, key: str) -> dict[str, Any]:
+    from dpaudit.attach.verdict import check_claim_settings
+
     if not isinstance(result, Mapping):
         raise EntryPointError(
             f"config key {key}: the entry point returned {type(result).__name__}; it must "
@@ -249,12 +260,115 @@ def _check_result(result: Any, key: str) -> dict[str, Any]:
             f"config key {key}: the entry point must return the claim: claimed_epsilon, or "
             f"all of {list(CLAIM_SETTINGS)} (got {sorted(k for k in result)})"
         )
+    try:  # numbers of their kind: no bool, no truncated step count
+        check_claim_settings(**{k: result[k] for k in given})
+    except ValueError as exc:
+        raise EntryPointError(f"config key {key}: the entry point returned {exc}") from None
     acc = result.get("test_accuracy")
-    if acc is not None and not isinstance(acc, int | float | np.floating):
-        raise EntryPointError(f"config key {key}: test_accuracy must be a number, got {acc!r}")
+    if acc is not None and (
+        isinstance(acc, bool)
+        or not isinstance(acc, int | float | np.floating)
+        or not math.isfinite(acc)
+    ):
+        raise EntryPointError(
+            f"config key {key}: test_accuracy must be a finite number, got {acc!r}"
+        )
+    accountant = result.get("accountant")
+    if accountant is not None and not isinstance(accountant, str):
+        raise EntryPointError(
+            f"config key {key}: accountant must be a name (a string), got {accountant!r}"
+        )
     if result.get("meta") is not None and not isinstance(result["meta"], Mapping):
         raise EntryPointError(f"config key {key}: meta must be a dict")
     return dict(result)
+
+
+def _call(fn: Callable[..., Any], spec: str, key: str, **kwargs: Any) -> Any:
+    """``fn(**kwargs)``; what it raises (and ``sys.exit`` inside it) as an
+    :class:`EntryPointError` naming ``key``, the cause chained (its traceback in the job log)."""
+    try:
+        return fn(**kwargs)
+    except EntryPointError:
+        raise
+    except SystemExit as exc:  # else Snakemake reports a missing output ("latency")
+        raise EntryPointError(
+            f"config key {key}: {spec!r} called sys.exit({exc.code!r}); an entry point "
+            "returns its dict (the claim) and must not exit; no score file was written"
+        ) from None
+    except Exception as exc:
+        raise EntryPointError(
+            f"config key {key}: {spec!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+#: Claim settings compared with what the canaries observed: the logical steps they counted.
+#: Not the sample rate (canaries may be sampled like the records a bug exposes, at a rate of
+#: their own) nor an optimizer's noise multiplier (a noise schedule changes it as it trains).
+OBSERVED_SETTINGS = ("steps",)
+
+
+def _check_observed(result: Mapping[str, Any], canaries: Any, key: str) -> None:
+    """The DP-SGD settings the entry point returned against those its canaries observed
+    (:data:`OBSERVED_SETTINGS`): a mismatch would account a training other than the audited
+    one (the canaries saw every step the noise was added at)."""
+    from dpaudit.attach.verdict import check_claim_settings
+
+    seen = canaries._claim_settings()
+    claimed = check_claim_settings(**{k: result.get(k) for k in CLAIM_SETTINGS})
+    for name in OBSERVED_SETTINGS:
+        if name in claimed and name in seen and claimed[name] != seen[name]:
+            raise EntryPointError(
+                f"config key {key}: the entry point returned {name} = {claimed[name]!r}, but "
+                f"its canaries observed {name} = {seen[name]!r}; return the {name} of the "
+                "training the canaries observed (or claimed_epsilon from your own accountant)"
+            )
+
+
+def owned_meta(pipeline_meta: Mapping[str, Any]) -> frozenset[str]:
+    """The metadata keys an entry point's ``meta`` may not set: those the pipeline wrote into
+    this file (``pipeline_meta``), every required key of a score file, the claim's, the
+    storage keys, those that change the file's audit rows and the keys of the returned dict
+    itself (:data:`RETURN_KEYS`)."""
+    from dpaudit import scores
+    from dpaudit.attach.verdict import claim_meta_keys
+    from dpaudit.audit import DECLARED_META
+
+    return frozenset(pipeline_meta).union(
+        scores.REQUIRED_META,
+        claim_meta_keys(),
+        scores.STORAGE_META,
+        DECLARED_META,
+        RETURN_KEYS,
+    )
+
+
+def _user_meta(meta: Mapping[str, Any] | None, owned: frozenset[str], key: str) -> dict:
+    """The entry point's ``meta``: facts added to the score file, each a JSON value under a
+    key of its own; a key the pipeline owns (:func:`owned_meta`) or a value JSON cannot hold
+    (NaN, infinity, a NumPy array, an object) is an :class:`EntryPointError` naming ``key``
+    and the meta key."""
+    out: dict[str, Any] = {}
+    for name, value in (meta or {}).items():
+        if not isinstance(name, str):
+            raise EntryPointError(
+                f"config key {key}: the entry point's meta key {name!r} is not a string"
+            )
+        if name in owned:
+            raise EntryPointError(
+                f"config key {key}: the entry point's meta sets {name!r}, which the pipeline "
+                "owns (the claim, the design and the run's identity come from the config and "
+                "the canaries); rename the key to add it as a fact of your own"
+            )
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise EntryPointError(
+                f"config key {key}: the entry point's meta[{name!r}] = {value!r} is not a "
+                f"JSON value ({exc}); give finite numbers, strings, bools, None, lists and "
+                "dicts of them (convert NumPy values with .tolist() or float())"
+            ) from None
+        out[name] = value
+    return out
 
 
 def run_entry_point(
@@ -270,13 +384,16 @@ def run_entry_point(
     """Call the run spec's ``train.entry_point`` for one job and return its ``one_run``
     :class:`dpaudit.scores.ScoreFile`; every failure is an :class:`EntryPointError` naming
     ``experiments.<experiment>.train.entry_point``."""
+    from dpaudit.scores import ScoreFileError, validate
+
     key = entry_point_key(experiment)
     spec = run_spec["train"]["entry_point"]
     if shard != 0:
         raise EntryPointError(f"config key {key}: an entry point trains shard 0 only")
     fn = load_entry_point(spec, key)
     audit = EntryPointAudit(run_spec, experiment=experiment, setting=setting, seed=seed, key=key)
-    result = _check_result(fn(data=data, audit=audit, seed=seed, device=device), key)
+    returned = _call(fn, spec, key, data=data, audit=audit, seed=seed, device=device)
+    result = _check_result(returned, key)
     if audit.made is None:
         raise EntryPointError(
             f"config key {key}: {spec!r} made no canaries; call audit.opacus, "
@@ -287,6 +404,7 @@ def run_entry_point(
             f"config key {key}: the entry point's canaries are {audit.made.threat_model!r}, "
             f"but experiments.{experiment}.threat_model is {run_spec['threat_model']!r}"
         )
+    _check_observed(result, audit.made, key)
     settings = {k: result.get(k) for k in CLAIM_SETTINGS}
     try:
         sf = audit.made.score_file(
@@ -301,10 +419,19 @@ def run_entry_point(
     except (ValueError, TypeError) as exc:
         raise EntryPointError(f"config key {key}: {spec!r}: {exc}") from exc
     acc = result.get("test_accuracy")
-    sf.meta.update(dict(result.get("meta") or {}))
-    sf.meta.update(entry_point=spec, shard=shard, target_epsilon=audit.target_epsilon)
-    if acc is not None:
-        sf.meta["test_accuracy"] = float(acc)
+    ours = {
+        **sf.meta,
+        "entry_point": spec,
+        "shard": shard,
+        "target_epsilon": audit.target_epsilon,
+        **({"test_accuracy": float(acc)} if acc is not None else {}),
+    }
+    # the returned meta adds facts; the claim, the design and the identity stay the pipeline's
+    sf.meta = {**_user_meta(result.get("meta"), owned_meta(ours), key), **ours}
+    try:
+        validate(sf)
+    except ScoreFileError as exc:
+        raise EntryPointError(f"config key {key}: {spec!r}: {exc}") from exc
     return sf
 
 

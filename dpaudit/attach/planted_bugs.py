@@ -177,10 +177,21 @@ def _opacus_loop(
             loss_fn(model(xb), yb).backward()
             optimizer.step()
     s["model"] = model
-    return {
+    told_steps = told_epochs * s["steps_per_epoch"]
+    claim: dict[str, Any] = {
         "noise_multiplier": sigma,
         "sample_rate": s["q"],  # Opacus' accounting: 1 / len(data_loader), Poisson
-        "steps": told_epochs * s["steps_per_epoch"],
+        "steps": told_steps,
+    }
+    if calibrated_epochs is not None:
+        # bug (e): the epsilon the user's accountant reports for the steps it was told (the
+        # pipeline refuses a step count its canaries contradict, so the bug reports epsilon)
+        from dpaudit.accounting import dpsgd
+
+        eps = dpsgd.epsilon(s["accountant"], sigma, s["q"], told_steps, audit.delta)
+        claim = {"claimed_epsilon": float(eps), "accountant": s["accountant"]}
+    return {
+        **claim,
         "test_accuracy": _accuracy(s),
         "meta": {"planted_bug": BUG_NAMES[sampler] if calibrated_epochs is None else "steps"},
     }

@@ -72,6 +72,11 @@ class Claim:
         }
 
 
+def claim_meta_keys() -> frozenset[str]:
+    """Every score-file metadata key a :class:`Claim` writes (:meth:`Claim.meta`)."""
+    return frozenset(Claim(None, 0.5, "", "", {"steps": 1}).meta())
+
+
 def resolve_claim(
     claimed_epsilon: float | None = None,
     *,
@@ -114,17 +119,48 @@ def resolve_claim(
     from dpaudit.accounting import dpsgd
 
     name = accountant or DEFAULT_ACCOUNTANT
-    settings = {
-        "noise_multiplier": float(noise_multiplier),  # type: ignore[arg-type]
-        "sample_rate": float(sample_rate),  # type: ignore[arg-type]
-        "steps": int(steps),  # type: ignore[arg-type]
-    }
+    settings = check_claim_settings(
+        noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps
+    )
     if settings["noise_multiplier"] == 0:
         return Claim(None, delta, name, "accountant", settings)
     eps = dpsgd.epsilon(
-        name, settings["noise_multiplier"], settings["sample_rate"], int(steps), delta
+        name, settings["noise_multiplier"], settings["sample_rate"], settings["steps"], delta
     )
     return Claim(float(eps), delta, name, "accountant", settings)
+
+
+def check_claim_settings(**settings: Any) -> dict[str, Any]:
+    """The DP-SGD settings of a claim (``noise_multiplier``, ``sample_rate``, ``steps``; those
+    given and not None) as the accountant reads them, each checked as a number of its kind:
+    ``noise_multiplier`` a finite number >= 0, ``sample_rate`` in (0, 1], ``steps`` a whole
+    number >= 1. A bool, a string or a fractional step count is a ``ValueError`` naming the
+    setting; nothing is truncated (``steps=2.7`` was accounted as 2 steps)."""
+    from dpaudit.attach.core import check_rate
+
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if value is None:
+            continue
+        number = not isinstance(value, bool) and isinstance(
+            value, int | float | np.integer | np.floating
+        )
+        if key == "sample_rate":
+            out[key] = check_rate(value, key)
+        elif key == "noise_multiplier":
+            if not (number and math.isfinite(value) and value >= 0):
+                raise ValueError(f"noise_multiplier must be a finite number >= 0, got {value!r}")
+            out[key] = float(value)
+        elif key == "steps":
+            if not (number and math.isfinite(value) and value >= 1 and float(value).is_integer()):
+                raise ValueError(
+                    f"steps must be a whole number >= 1 (the logical steps trained), got "
+                    f"{value!r}"
+                )
+            out[key] = int(value)
+        else:
+            raise TypeError(f"unknown DP-SGD setting {key!r}")
+    return out
 
 
 def check_scores(scores: Any, membership: Any) -> tuple[np.ndarray, np.ndarray]:

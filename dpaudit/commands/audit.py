@@ -53,7 +53,11 @@ def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict
     if config_path:
         config = load_config_file(config_path)
         try:
-            validate_config(config, require_experiments=False)
+            # the whole file against the schema; the cross-key checks of the estimator blocks
+            # only: those of the experiments would import what they name (train.entry_point)
+            validate_config(config, require_experiments=False, cross_checks=False)
+            if config.get("estimators"):
+                validate_config({"estimators": config["estimators"]}, require_experiments=False)
         except ConfigError as err:
             raise ConfigError(f"config file {config_path}: {err}") from None
         specs = config.get("estimators") or {}

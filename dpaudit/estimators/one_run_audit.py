@@ -17,7 +17,13 @@ from dpaudit.scores import ScoreFile, ScoreFileError
 def _grid(params: dict[str, Any], m: int) -> list[tuple[int, int]]:
     if params.get("grid"):
         return [(int(kp), int(km)) for kp, km in params["grid"]]
-    return one_run.default_grid(m, params.get("k_values"))
+    grid = one_run.default_grid(m, params.get("k_values"))
+    if not grid:
+        raise ValueError(
+            f"the candidate grid is empty: no k of k_values {params.get('k_values')} lies in "
+            f"1..{m} (the file's canaries); give k_values of at most {m}"
+        )
+    return grid
 
 
 def _fixed_pair(params: dict[str, Any], m: int) -> tuple[int, int] | None:

@@ -207,6 +207,21 @@ def test_bad_inputs() -> None:
         opacus(per_layer, m=5, sample_rate=0.1)
 
 
+def test_issue36_item8_detaching_twice_is_a_clear_error() -> None:
+    """Issue 36, item 8: a second ``detach()`` was a raw AttributeError; it is an error saying
+    why, and it cannot unhook an auditor attached since."""
+    _, _, opt, loader = _private(nn.Linear(6, 3), _data(), 1.0)
+    aud = opacus(opt, m=5, data_loader=loader)
+    aud.detach()
+    with pytest.raises(RuntimeError, match=r"not attached .*detach\(\) was called already"):
+        aud.detach()
+    other = opacus(opt, m=5, data_loader=loader)
+    with pytest.raises(RuntimeError, match="not attached"):
+        aud.detach()
+    assert opt._dpaudit_auditor is other and opt.add_noise == other._add_noise
+    other.detach()
+
+
 def test_diverged_training_is_a_clear_error() -> None:
     x = torch.full((32, 6), float("nan"))
     _, model, opt, loader = _private(

@@ -7,6 +7,7 @@ its score file, audit table and verdict table are the pipeline's ordinary ones.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from dpaudit.attach.pipeline import (
     EntryPointError,
     run_entry_point,
     source_hash,
+    train_entry_point,
 )
 from dpaudit.config import ConfigError, validate_config
 from dpaudit.pipeline.params import train_params
@@ -96,6 +98,28 @@ def no_steps(data, audit, seed, device):
 
 
 NOT_CALLABLE = 3
+
+#: What ``settings`` returns beside its canaries' true settings (a test sets it).
+RETURN = {}
+
+
+def settings(data, audit, seed, device):
+    c = audit.gradient_canaries(n_params=50, sample_rate=0.5, clip_norm=1.0)
+    for _ in range(3):
+        c.observe(c.canary_gradient(c.draw_step()))
+    return {"noise_multiplier": 0.5, "sample_rate": 0.5, "steps": c.steps, **RETURN}
+
+
+def fails(data, audit, seed, device):
+    audit.gradient_canaries(n_params=50, sample_rate=0.5, clip_norm=1.0)
+    raise RuntimeError("out of memory in my loop")
+
+
+def exits(data, audit, seed, device):
+    import sys
+
+    audit.gradient_canaries(n_params=50, sample_rate=0.5, clip_norm=1.0)
+    sys.exit(0)
 """
 
 
@@ -217,6 +241,99 @@ def test_an_entry_point_needs_one_run_and_one_shard(user_module, extra, key) -> 
     ],
 )
 def test_a_bad_return_fails_at_job_time_naming_the_key(user_module, fn, why) -> None:
+    with pytest.raises(EntryPointError) as err:
+        _run(f"dpaudit_user_train:{fn}")
+    assert KEY in str(err.value) and why in str(err.value)
+
+
+def _returning(**returned):
+    """The ``settings`` entry point, returning ``returned`` beside the true settings."""
+    importlib.import_module("dpaudit_user_train").RETURN = returned
+    return _run("dpaudit_user_train:settings")
+
+
+def test_issue36_item2_returned_meta_adds_facts_and_cannot_replace_the_claim(user_module):
+    """Issue 36, item 2: ``meta: {"claimed_epsilon": 50}`` was audited at 50, ``design`` /
+    ``experiment`` wrote an invalid file; every key the pipeline writes into the file (derived
+    from the file itself, not a list) and every key it owns is refused, naming the entry
+    point's config key and the meta key; a new key is added."""
+    good = _returning(meta={"my_lr": 0.1})
+    assert good.meta["my_lr"] == 0.1 and good.meta["claimed_epsilon"] < 50
+    for name in [*sorted(good.meta.keys() - {"my_lr"}), "score_dtype", "tradeoff_family"]:
+        with pytest.raises(EntryPointError) as err:
+            _returning(meta={name: 50})
+        assert KEY in str(err.value) and f"meta sets {name!r}, which the pipeline owns" in str(
+            err.value
+        )
+    assert {"claimed_epsilon", "design", "experiment", "setting", "seed", "shard"} <= set(good.meta)
+
+
+WHOLE_STEPS = "steps must be a whole number >= 1 (the logical steps trained)"
+
+
+@pytest.mark.parametrize(
+    ("returned", "why"),
+    [
+        ({"steps": True}, f"{WHOLE_STEPS}, got True"),
+        ({"steps": 2.7}, f"{WHOLE_STEPS}, got 2.7"),
+        ({"steps": "3"}, "steps must be a whole number"),
+        ({"noise_multiplier": True}, "noise_multiplier must be a finite number >= 0, got True"),
+        ({"noise_multiplier": float("nan")}, "noise_multiplier must be a finite number"),
+        ({"sample_rate": True}, "sample_rate must be a number in (0, 1], got True"),
+        ({"steps": 5}, "returned steps = 5, but its canaries observed steps = 3"),
+        ({"steps": 1}, "returned steps = 1, but its canaries observed steps = 3"),
+        ({"test_accuracy": True}, "test_accuracy must be a finite number, got True"),
+    ],
+)
+def test_issue36_item2_claim_settings_are_numbers_of_their_kind_and_what_canaries_saw(
+    user_module, returned, why
+):
+    """Issue 36, item 2: ``steps: True`` was accounted as 1 step and ``steps: 2.7`` as 2 while
+    the canaries saw 3 (here); each is an error naming the setting (and both step counts)."""
+    with pytest.raises(EntryPointError) as err:
+        _returning(**returned)
+    assert KEY in str(err.value) and why in str(err.value)
+    assert _returning(steps=3.0).meta["claim_settings"]["steps"] == 3  # a whole float: exact
+    # canaries may be sampled at a rate of their own (planted_bugs.weighted_sampler)
+    assert _returning(sample_rate=0.25).meta["claim_settings"]["sample_rate"] == 0.25
+
+
+def test_issue36_item2_a_bad_meta_leaves_no_score_file(user_module, tmp_path):
+    """Issue 36, item 2: the file with a returned ``design`` was written and a rerun took it as
+    done; now the job fails before writing."""
+    importlib.import_module("dpaudit_user_train").RETURN = {"meta": {"design": "lidp"}}
+    out = tmp_path / "scores" / "seed0.shard0.npz"
+    out.parent.mkdir()
+    with pytest.raises(EntryPointError, match="meta sets 'design'"):
+        train_entry_point(
+            DATA,
+            experiment="own",
+            setting="s",
+            seed=0,
+            shard=0,
+            run_spec=_run_spec("dpaudit_user_train:settings"),
+            out=out,
+        )
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("returned", "fn", "why"),
+    [
+        ({"meta": {"loss": float("nan")}}, "settings", "meta['loss'] = nan is not a JSON value"),
+        ({"meta": {"w": np.zeros(2)}}, "settings", "meta['w'] = array([0., 0.]) is not a JSON"),
+        ({}, "fails", "'dpaudit_user_train:fails' raised RuntimeError: out of memory in my loop"),
+        ({}, "exits", "'dpaudit_user_train:exits' called sys.exit(0)"),
+    ],
+)
+def test_issue36_item8_errors_in_the_users_function_name_the_config_key(
+    user_module, returned, fn, why
+):
+    """Issue 36, item 8: NaN or non-JSON values in the returned meta ("Out of range float
+    values are not JSON compliant"), an exception in the user's function (without the config
+    key) and ``sys.exit(0)`` there (Snakemake's "filesystem latency") each end in an error
+    naming ``experiments.<name>.train.entry_point`` and the cause."""
+    importlib.import_module("dpaudit_user_train").RETURN = returned
     with pytest.raises(EntryPointError) as err:
         _run(f"dpaudit_user_train:{fn}")
     assert KEY in str(err.value) and why in str(err.value)

@@ -118,6 +118,40 @@ def test_audit_config_yaml_errors_name_the_file_and_line(tmp_path, rr_file, caps
     assert "gone.yaml: No such file or directory" in _one_line_error(capsys, "audit")
 
 
+def test_issue36_item3_audit_config_imports_nothing_the_config_names(
+    tmp_path, rr_file, capsys, monkeypatch
+):
+    """Issue 36, item 3: ``dpaudit audit --config`` imported the modules of the config's
+    ``train.entry_point`` (a module in the working directory ran on audit); it reads the
+    estimator blocks only, and still checks them."""
+    marker = tmp_path / "imported.txt"
+    (tmp_path / "dpaudit_evil_train.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nraise RuntimeError('ran at import')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    own = {
+        "kind": "train",
+        "design": "one_run",
+        "threat_model": "per_step_dot",
+        "canaries": {"type": "dirac", "m": 20},
+        "train": {"target_epsilons": [1], "entry_point": "dpaudit_evil_train:train"},
+    }
+    config = {
+        "experiments": {"own": own},
+        "estimators": {"one_run": {"method": "one_run", "selections": ["bonferroni"]}},
+    }
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(json.dumps(config))
+    assert main(["audit", str(rr_file), "--config", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["estimator"] == "one_run"
+    assert not marker.exists() and "dpaudit_evil_train" not in sys.modules
+    config["estimators"]["one_run"]["selections"] = ["fixed"]  # cross-key: needs `fixed`
+    cfg.write_text(json.dumps(config))
+    assert main(["audit", str(rr_file), "--config", str(cfg)]) == 2
+    assert "cfg.yaml: " in _one_line_error(capsys, "audit") and not marker.exists()
+
+
 def test_train_shard_yaml_error_names_the_file(tmp_path, capsys):
     run = tmp_path / "run.yaml"
     run.write_text("design: one_run\ntrain: {steps: 3\n")
