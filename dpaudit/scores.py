@@ -91,7 +91,7 @@ class ScoreFile:
         ids = np.atleast_2d(_numeric(self.canary_id, "canary_id", src, "iuf"))
         self.canary_id = _canary_ids(ids, src)
         self.meta = dict(self.meta)
-        self.meta.setdefault("format_version", FORMAT_VERSION)
+        self.meta.setdefault("format_version", FORMAT_VERSION)  # in memory; read() requires it
         validate(self)
         self.membership = self.membership.astype(np.int8, copy=False)
 
@@ -210,14 +210,12 @@ def validate(sf: ScoreFile) -> None:
     if not01.any():
         t, c = np.argwhere(not01)[0]
         _fail(src, f"membership must be 0 or 1, got {mem[t, c].item()!r} at trial {t}, canary {c}")
-    missing = [k for k in REQUIRED_META if k not in sf.meta]
-    if missing:
-        _fail(src, f"metadata lacks required key(s) {missing}; required: {list(REQUIRED_META)}")
+    _check_required(sf.meta, src)
     if sf.meta["design"] not in DESIGNS:
         _fail(src, f"metadata 'design' is {sf.meta['design']!r}; allowed: {list(DESIGNS)}")
     delta = sf.meta["delta"]
-    if not isinstance(delta, int | float) or not 0 <= delta < 1:
-        _fail(src, f"metadata 'delta' must be a number in [0, 1), got {delta!r}")
+    if not _is_number(delta) or not 0 <= delta < 1:  # NaN fails the range; a bool is no delta
+        _fail(src, f"metadata 'delta' must be a number in [0, 1), got {_as_json(delta)}")
     if sf.meta.get("score_dtype", "float64") not in SCORE_DTYPES:
         _fail(
             src,
@@ -225,12 +223,32 @@ def validate(sf: ScoreFile) -> None:
             f"{list(SCORE_DTYPES)}",
         )
     eps = sf.meta["claimed_epsilon"]
-    if eps is not None and (not isinstance(eps, int | float) or eps < 0):
-        _fail(src, f"metadata 'claimed_epsilon' must be a number >= 0 or null, got {eps!r}")
+    if eps is not None and (not _is_number(eps) or not eps >= 0):  # NaN, a bool: no claim
+        _fail(
+            src,
+            f"metadata 'claimed_epsilon' must be a number >= 0, or null for a run without a "
+            f"privacy guarantee, got {_as_json(eps)}",
+        )
     _check_meta_extras(sf.meta, src)
 
 
+def _check_required(meta: dict[str, Any], src: str) -> None:
+    """Every key of :data:`REQUIRED_META` is present (a file's are never filled in)."""
+    missing = [k for k in REQUIRED_META if k not in meta]
+    if missing:
+        _fail(src, f"metadata lacks required key(s) {missing}; required: {list(REQUIRED_META)}")
+
+
+def _as_json(value: Any) -> str:
+    """``value`` as the metadata's JSON spells it (``true``, ``NaN``), for error messages."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _is_number(value: Any) -> bool:
+    """A JSON number: an int or float, not a bool (JSON ``true`` is not 1)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -252,7 +270,7 @@ def _check_meta_extras(meta: dict[str, Any], src: str) -> None:
         if not isinstance(value, dict):
             _fail(src, f"metadata '{key}' must be a JSON object of numbers, got {value!r}")
         for name, number in value.items():
-            if number is not None and not _is_number(number):
+            if number is not None and (not _is_number(number) or math.isnan(number)):
                 _fail(src, f"metadata '{key}.{name}' must be a number or null, got {number!r}")
 
 
@@ -341,6 +359,7 @@ def read(path: str | Path) -> ScoreFile:
         raise ScoreFileError(f"{src}: metadata is not valid JSON ({exc})") from exc
     if not isinstance(meta, dict):
         raise ScoreFileError(f"{src}: metadata must be a JSON object")
+    _check_required(meta, src)  # before ScoreFile fills in format_version for in-memory files
     return ScoreFile(**arrays, meta=meta, source=src)
 
 

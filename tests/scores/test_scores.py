@@ -303,3 +303,32 @@ def test_concat_averages_test_accuracy_over_every_model_and_the_audit_reports_it
     rows = run_estimator(both, "one_run", {"method": "one_run"})
     assert len(rows) and (rows["test_accuracy"] == both.meta["test_accuracy"]).all()
     assert "test_accuracy" not in run_estimator(make(), "one_run", {"method": "one_run"})
+
+
+@pytest.mark.parametrize(
+    ("over", "match"),
+    [
+        ({"claimed_epsilon": float("nan")}, r"'claimed_epsilon' must be .*got NaN"),
+        ({"claimed_epsilon": True}, r"'claimed_epsilon' must be .*got true"),
+        ({"claimed_epsilon": -1.0}, r"'claimed_epsilon' must be .*got -1.0"),
+        ({"delta": False}, r"'delta' must be a number in \[0, 1\), got false"),
+        ({"delta": float("nan")}, r"'delta' must be a number in \[0, 1\), got NaN"),
+        ({"format_version": None}, r"lacks required key\(s\) \['format_version'\]"),
+        ({"references": {"x": float("nan")}}, r"'references.x' must be a number or null, got nan"),
+    ],
+)
+def test_issue36_item5_metadata_is_not_accepted_silently(tmp_path, over, match):
+    """Issue 36, item 5: a NaN claim is not "no claim", JSON ``true`` is not claim 1 nor
+    ``false`` delta 0, and a file's missing ``format_version`` is not filled in: each is an
+    error naming the file and the key."""
+    meta = {**META, "format_version": 2, **over}
+    if over.get("format_version", 2) is None:
+        del meta["format_version"]
+    path = _raw_npz(tmp_path / "x.npz", meta=np.array(json.dumps(meta)))
+    with pytest.raises(ScoreFileError, match=f"x.npz: metadata .*{match}"):
+        scores.read(path)
+    # in memory a ScoreFile still gets the current format_version; a bool is no claim there
+    assert make().meta["format_version"] == scores.FORMAT_VERSION
+    if "claimed_epsilon" in over or "delta" in over:
+        with pytest.raises(ScoreFileError, match=match.split(" must")[0]):
+            make(meta={**META, **over})
