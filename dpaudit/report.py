@@ -83,7 +83,8 @@ def make_report(
     final.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dpaudit-report-") as tmp:
         configfile = Path(tmp) / "config.yaml"
-        configfile.write_text(yaml.safe_dump(config, sort_keys=True))
+        # the run's config as it is, keys in its order: the report must name the run's files
+        configfile.write_text(yaml.safe_dump(config, sort_keys=False))
         partial = final.parent / f".{final.stem}.partial.html"
         cmd = report_command(partial.resolve(), targets, Path(snakefile).resolve(), configfile)
         try:

@@ -84,14 +84,14 @@ class ScoreFile:
 
     def __post_init__(self) -> None:
         src = self.source
-        self.score = np.atleast_2d(_numeric(self.score, "score", src, "iuf")).astype(
+        self.score = np.atleast_2d(_numeric(self.score, "score", src)).astype(
             np.float64, copy=False
         )
-        self.membership = np.atleast_2d(_numeric(self.membership, "membership", src, "biuf"))
-        ids = np.atleast_2d(_numeric(self.canary_id, "canary_id", src, "iuf"))
+        self.membership = np.atleast_2d(_numeric(self.membership, "membership", src))
+        ids = np.atleast_2d(_numeric(self.canary_id, "canary_id", src))
         self.canary_id = _canary_ids(ids, src)
         self.meta = dict(self.meta)
-        self.meta.setdefault("format_version", FORMAT_VERSION)
+        self.meta.setdefault("format_version", FORMAT_VERSION)  # in memory; read() requires it
         validate(self)
         self.membership = self.membership.astype(np.int8, copy=False)
 
@@ -148,22 +148,33 @@ _KINDS = {
 }
 
 
-def _numeric(values: Any, name: str, source: str, kinds: str) -> np.ndarray:
-    """``values`` as an array whose dtype kind is one of ``kinds``; else an error naming key."""
+#: The dtype kinds each array may hold (read back as float64, int8 and int64).
+ARRAY_KINDS = {"score": "iuf", "membership": "biuf", "canary_id": "iuf"}
+
+
+def _numeric(values: Any, name: str, source: str) -> np.ndarray:
+    """``values`` as an array of a dtype kind of :data:`ARRAY_KINDS`; else an error naming key."""
     try:
         arr = np.asarray(values)
     except ValueError as exc:  # ragged nested lists
         raise ScoreFileError(f"{source}: array '{name}' is malformed ({exc})") from exc
-    if arr.dtype.kind not in kinds:
+    _check_array_form(name, arr.dtype, arr.shape, source)
+    return arr
+
+
+def _check_array_form(name: str, dtype: np.dtype, shape: tuple[int, ...], source: str) -> None:
+    """The dtype kind (:data:`ARRAY_KINDS`) and at most 2 dimensions, from the array or, before
+    it is read, from its ``.npy`` header."""
+    kinds = ARRAY_KINDS[name]
+    if dtype.kind not in kinds:
         allowed = " or ".join(_KINDS[k] for k in kinds)
         _fail(
             source,
-            f"array '{name}' must hold {allowed}, got dtype {arr.dtype} "
-            f"({_KINDS.get(arr.dtype.kind, 'unknown')})",
+            f"array '{name}' must hold {allowed}, got dtype {dtype} "
+            f"({_KINDS.get(dtype.kind, 'unknown')})",
         )
-    if arr.ndim > 2:
-        _fail(source, f"array '{name}' must be 2-D (trials, canaries), got shape {arr.shape}")
-    return arr
+    if len(shape) > 2:
+        _fail(source, f"array '{name}' must be 2-D (trials, canaries), got shape {shape}")
 
 
 def _canary_ids(ids: np.ndarray, source: str) -> np.ndarray:
@@ -210,14 +221,12 @@ def validate(sf: ScoreFile) -> None:
     if not01.any():
         t, c = np.argwhere(not01)[0]
         _fail(src, f"membership must be 0 or 1, got {mem[t, c].item()!r} at trial {t}, canary {c}")
-    missing = [k for k in REQUIRED_META if k not in sf.meta]
-    if missing:
-        _fail(src, f"metadata lacks required key(s) {missing}; required: {list(REQUIRED_META)}")
+    _check_required(sf.meta, src)
     if sf.meta["design"] not in DESIGNS:
         _fail(src, f"metadata 'design' is {sf.meta['design']!r}; allowed: {list(DESIGNS)}")
     delta = sf.meta["delta"]
-    if not isinstance(delta, int | float) or not 0 <= delta < 1:
-        _fail(src, f"metadata 'delta' must be a number in [0, 1), got {delta!r}")
+    if not _is_number(delta) or not 0 <= delta < 1:  # NaN fails the range; a bool is no delta
+        _fail(src, f"metadata 'delta' must be a number in [0, 1), got {_as_json(delta)}")
     if sf.meta.get("score_dtype", "float64") not in SCORE_DTYPES:
         _fail(
             src,
@@ -225,12 +234,32 @@ def validate(sf: ScoreFile) -> None:
             f"{list(SCORE_DTYPES)}",
         )
     eps = sf.meta["claimed_epsilon"]
-    if eps is not None and (not isinstance(eps, int | float) or eps < 0):
-        _fail(src, f"metadata 'claimed_epsilon' must be a number >= 0 or null, got {eps!r}")
+    if eps is not None and (not _is_number(eps) or not eps >= 0):  # NaN, a bool: no claim
+        _fail(
+            src,
+            f"metadata 'claimed_epsilon' must be a number >= 0, or null for a run without a "
+            f"privacy guarantee, got {_as_json(eps)}",
+        )
     _check_meta_extras(sf.meta, src)
 
 
+def _check_required(meta: dict[str, Any], src: str) -> None:
+    """Every key of :data:`REQUIRED_META` is present (a file's are never filled in)."""
+    missing = [k for k in REQUIRED_META if k not in meta]
+    if missing:
+        _fail(src, f"metadata lacks required key(s) {missing}; required: {list(REQUIRED_META)}")
+
+
+def _as_json(value: Any) -> str:
+    """``value`` as the metadata's JSON spells it (``true``, ``NaN``), for error messages."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _is_number(value: Any) -> bool:
+    """A JSON number: an int or float, not a bool (JSON ``true`` is not 1)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -252,7 +281,7 @@ def _check_meta_extras(meta: dict[str, Any], src: str) -> None:
         if not isinstance(value, dict):
             _fail(src, f"metadata '{key}' must be a JSON object of numbers, got {value!r}")
         for name, number in value.items():
-            if number is not None and not _is_number(number):
+            if number is not None and (not _is_number(number) or math.isnan(number)):
                 _fail(src, f"metadata '{key}.{name}' must be a number or null, got {number!r}")
 
 
@@ -304,6 +333,83 @@ def _meta_text(arr: np.ndarray, source: str) -> str:
     return str(arr.item())
 
 
+#: Bytes a score file's arrays may inflate to in all without a further check: above it, at most
+#: :data:`MAX_INFLATION` times the archive's size on disk. dpaudit stores ``score``
+#: uncompressed and the other arrays are at most 16 bytes per score, so its own files inflate
+#: to about twice their size; a compression bomb (a few hundred KB of zeros declared as 300 MB)
+#: is refused from the zip and ``.npy`` headers, before anything is inflated.
+INFLATE_FREE_BYTES = 64 * 2**20
+#: See :data:`INFLATE_FREE_BYTES`.
+MAX_INFLATION = 50
+#: The arrays of a score file, in the order they are checked.
+ARRAYS = ("score", "membership", "canary_id", "meta")
+
+
+def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, src: str):
+    """(shape, dtype, header bytes) of a ``.npy`` member, read from its first bytes only."""
+    fmt = np.lib.format
+    with zf.open(info) as fh:
+        try:
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = fmt.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, _, dtype = fmt.read_array_header_2_0(fh)
+            else:
+                raise ValueError(f".npy format version {version[0]}.{version[1]}")
+        except ValueError as exc:
+            raise ScoreFileError(
+                f"{src}: member {info.filename!r} is not a readable .npy array ({exc})"
+            ) from exc
+        return shape, dtype, fh.tell()
+
+
+def _check_members(path: Path, src: str) -> None:
+    """Check the archive from its zip and ``.npy`` headers before any array is inflated: each
+    member's header fits the size the zip declares for it, the dtypes and shapes agree with
+    ``score``'s, and the arrays inflate to at most :data:`INFLATE_FREE_BYTES`, or
+    :data:`MAX_INFLATION` times the archive's size. Errors name the file and the member."""
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        members = {}  # as numpy.load finds them: "score", else "score.npy"
+        for key in ARRAYS:
+            member = key if key in names else f"{key}.npy"
+            if member in names:
+                members[key] = zf.getinfo(member)
+        missing = [k for k in ARRAYS if k not in members]
+        if missing:
+            raise ScoreFileError(f"{src}: missing array(s) {missing}")
+        shapes = {}
+        for key, info in members.items():
+            shape, dtype, header = _npy_header(zf, info, src)
+            if key != "meta":
+                _check_array_form(key, dtype, shape, src)
+            need = header + math.prod(shape) * dtype.itemsize
+            if need > info.file_size:
+                _fail(
+                    src,
+                    f"member {info.filename!r} holds {info.file_size:,} bytes, but its .npy "
+                    f"header declares {shape} of {dtype}, {need:,} bytes: the archive is damaged",
+                )
+            shapes[key] = (1,) * (2 - len(shape)) + tuple(shape)  # as np.atleast_2d
+    trials, canaries = shapes["score"][-2:]
+    for key in ("membership", "canary_id"):
+        if shapes[key][-2:] not in ((trials, canaries), (1, canaries)):
+            _fail(src, f"'{key}' has shape {shapes[key]} but 'score' has {(trials, canaries)}")
+    inflated = sum(info.file_size for info in members.values())
+    allowed = max(INFLATE_FREE_BYTES, MAX_INFLATION * path.stat().st_size)
+    if inflated > allowed:
+        big = max(members.values(), key=lambda info: info.file_size)
+        _fail(
+            src,
+            f"member {big.filename!r} inflates to {big.file_size:,} bytes from "
+            f"{big.compress_size:,} stored: the arrays would take {inflated:,} bytes, more than "
+            f"{MAX_INFLATION} times the file's {path.stat().st_size:,} (or "
+            f"{INFLATE_FREE_BYTES // 2**20} MiB); not read (a compression bomb, or not a score "
+            "file dpaudit wrote: dpaudit.scores.write stores 'score' uncompressed)",
+        )
+
+
 def read(path: str | Path) -> ScoreFile:
     """Read and validate a score file; errors name the file and the offending row."""
     path = Path(path)
@@ -320,10 +426,8 @@ def read(path: str | Path) -> ScoreFile:
             "dpaudit, see dpaudit.scores)"
         )
     try:
+        _check_members(path, src)  # from the headers, before anything is inflated
         with np.load(path, allow_pickle=False) as z:
-            missing = [k for k in ("score", "membership", "canary_id", "meta") if k not in z]
-            if missing:
-                raise ScoreFileError(f"{src}: missing array(s) {missing}")
             arrays = {k: z[k] for k in ("score", "membership", "canary_id")}
             meta_text = _meta_text(z["meta"], src)
         shape = arrays["score"].shape
@@ -341,6 +445,7 @@ def read(path: str | Path) -> ScoreFile:
         raise ScoreFileError(f"{src}: metadata is not valid JSON ({exc})") from exc
     if not isinstance(meta, dict):
         raise ScoreFileError(f"{src}: metadata must be a JSON object")
+    _check_required(meta, src)  # before ScoreFile fills in format_version for in-memory files
     return ScoreFile(**arrays, meta=meta, source=src)
 
 

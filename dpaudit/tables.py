@@ -217,7 +217,7 @@ def _is_valid(table: pd.DataFrame) -> pd.Series:
     return table["valid"].astype(str).str.lower().isin(["true", "1"])
 
 
-def verdict_reasons(table: pd.DataFrame) -> pd.Series:
+def verdict_reasons(table: pd.DataFrame, *, need_claim: bool = True) -> pd.Series:
     """Why each row of an audit table may not decide a verdict: ``""`` where it may (a valid
     bound, family-free or of the score file's declared family, at the claim's delta or larger,
     against a finite claim that covers the audited game), else the verdict text that says why
@@ -233,7 +233,8 @@ def verdict_reasons(table: pd.DataFrame) -> pd.Series:
     ``not_covered`` is set audits a game the claim does not speak about
     (:func:`dpaudit.audit.not_covered`): a bound above the claim there refutes nothing.
     Precedence: no claim, then not a valid bound, then the assumed family, then the delta, then
-    the coverage."""
+    the coverage. ``need_claim=False`` leaves out the first (a row without a finite claim is
+    then judged as a bound only: the "largest valid bound" of ``dpaudit audit --json``)."""
     claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
     assumed = _text(table, "assumes")
     declared = _text(table, "tradeoff_family")
@@ -248,17 +249,18 @@ def verdict_reasons(table: pd.DataFrame) -> pd.Series:
     foreign = (assumed != "") & (assumed != declared)
     reasons[foreign] = [ASSUMES.format(family=f) for f in assumed[foreign]]
     reasons[~_is_valid(table)] = NOT_A_BOUND
-    reasons[~np.isfinite(claimed.fillna(np.inf))] = NO_CLAIM  # none, or inf: no guarantee
+    if need_claim:
+        reasons[~np.isfinite(claimed.fillna(np.inf))] = NO_CLAIM  # none, or inf: no guarantee
     return reasons
 
 
-def usable_for_verdict(table: pd.DataFrame) -> pd.Series:
+def usable_for_verdict(table: pd.DataFrame, *, need_claim: bool = True) -> pd.Series:
     """Rows that may decide a verdict or a "largest valid bound" headline
     (:func:`verdict_reasons` is empty): valid, family-free or of the declared family, covered
-    by the claim."""
+    by the claim; with ``need_claim=False`` also such rows of a file without a claim."""
     if table.empty:
         return pd.Series(False, index=table.index)
-    return verdict_reasons(table) == ""
+    return verdict_reasons(table, need_claim=need_claim) == ""
 
 
 def _evidence(table: pd.DataFrame) -> pd.Series:

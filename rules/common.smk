@@ -11,7 +11,12 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from dpaudit.config import ConfigError, load_schema, validate_config
-from dpaudit.pipeline.guards import SETTING_PATTERN, GuardError, check_duplicate_keys
+from dpaudit.pipeline.guards import (
+    SETTING_PATTERN,
+    GuardError,
+    check_duplicate_config_args,
+    check_duplicate_keys,
+)
 from dpaudit.pipeline import paths
 from dpaudit.pipeline.params import canonical
 from dpaudit.pipeline.settings import applicable_estimators
@@ -28,6 +33,8 @@ try:
     # read (the Snakefile's and each --configfile) with one that names both lines
     for path in dict.fromkeys(workflow.configfiles):
         check_duplicate_keys(path)
+    # and its --config KEY=VALUE arguments as given (a key set twice, or twice in one value)
+    check_duplicate_config_args(workflow.config_settings.config_args)
 except GuardError as err:
     raise ValueError(str(err)) from None
 

@@ -153,18 +153,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def headline(table) -> dict:
-    """The headline of ``dpaudit audit --json``: ``epsilon``, the largest bound over the rows
-    that may decide a verdict (:func:`dpaudit.tables.usable_for_verdict`: valid, assuming no
-    trade-off family the file does not declare, at the claim's delta or larger), over every
-    file, estimator and selection rule; ``rows_combined``, how many rows that maximum ranges
-    over; and ``joint_confidence``, the union bound 1 - sum(1 - confidence) over them (clipped at
-    0), the confidence at which the maximum is a lower bound. Each row's own ``confidence`` holds
-    for that row alone: the maximum of N rows at 95% each holds at 1 - 0.05 N only (on 40 files
-    of a mechanism whose true epsilon is 0 the largest of them exceeds 0 by chance). Without a
-    usable row ``epsilon`` is 0 (a trivial bound) at ``joint_confidence`` 1."""
+    """The headline of ``dpaudit audit --json``: ``epsilon``, the largest bound over the rows that
+    may decide a verdict (:func:`dpaudit.tables.usable_for_verdict`: valid, assuming no trade-off
+    family the file does not declare, at the claim's delta or larger) or would but for a missing
+    claim (a file whose ``claimed_epsilon`` is null, e.g. the noise-free control, still has valid
+    bounds), over every file, estimator and selection rule; ``rows_combined``, how many rows that
+    maximum ranges over; and ``joint_confidence``, the union bound 1 - sum(1 - confidence) over them
+    (clipped at 0), the confidence at which the maximum is a lower bound. Each row's own
+    ``confidence`` holds for that row alone: the maximum of N rows at 95% each holds at 1 - 0.05 N
+    only (on 40 files of a mechanism whose true epsilon is 0 the largest of them exceeds 0 by
+    chance). Without a usable row ``epsilon`` is 0 (a trivial bound) at ``joint_confidence`` 1."""
     from dpaudit.tables import usable_for_verdict
 
-    usable = table[usable_for_verdict(table)] if len(table) else table
+    usable = table[usable_for_verdict(table, need_claim=False)] if len(table) else table
     if not len(usable):
         return {"epsilon": 0.0, "joint_confidence": 1.0, "rows_combined": 0}
     conf = usable["confidence"] if "confidence" in usable else None

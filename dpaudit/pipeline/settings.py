@@ -31,14 +31,66 @@ def setting_text(value: Any) -> str:
 GRID_BLOCKS = ("dataset", "model", "canaries", "train", "selection")
 
 
+#: The order of the varying keys in setting names (those of ``points`` first, then those of
+#: ``grid``: :func:`_product`), by the key's last part (``canaries.m`` is ``m``): the keys of the
+#: shipped configs, in the order their setting names have always used (``n1024_K32``,
+#: ``epsilon2_d1000``, ``m10_batch_size108_dirac_placementrandom``,
+#: ``samplerpartial_shuffle_buffer_size200_adversarypartially_informed_prefix_batches1``); other
+#: keys follow, sorted by last part and then by the whole key. A setting name, and so every path, is
+#: then the same whatever the order of the keys in the config: a reordered YAML file, or a config
+#: written back key-sorted, names the same files. Neither the schema's nor a mechanism's parameter
+#: order keeps those names (the schema declares ``canaries`` before ``train`` and ``type`` before
+#: ``m``).
+NAME_ORDER = (
+    "epsilon",
+    "m",
+    "n_train",
+    "n",
+    "d",
+    "K",
+    "k",
+    "batch_size",
+    "steps_per_epoch",
+    "target_epsilon",
+    "sigma",
+    "threat_model",
+    "runs_per_hypothesis",
+    "steps",
+    "sampler",
+    "buffer_size",
+    "type",
+    "dirac_placement",
+    "adversary",
+    "prefix_batches",
+    "setup",
+    "statistic",
+)
+_NAME_RANK = {name: i for i, name in enumerate(NAME_ORDER)}
+
+
+def canonical_keys(keys: Any) -> list[str]:
+    """``keys`` (grid or point keys, dotted or not) in the canonical order of setting names:
+    :data:`NAME_ORDER` first, then the others by last part and whole key."""
+
+    def rank(key: str) -> tuple[int, str, str]:
+        last = key.rsplit(".", 1)[-1]
+        return (_NAME_RANK.get(last, len(NAME_ORDER)), last, key)
+
+    return sorted(keys, key=rank)
+
+
 def _product(grid: dict[str, list], points: list[dict] | None) -> list[dict[str, Any]]:
-    """Every explicit point updated with every point of the cartesian product of ``grid``."""
-    keys = list(grid)
-    return [
-        {**point, **dict(zip(keys, values, strict=True))}
-        for point in (points or [{}])
-        for values in itertools.product(*(grid[k] for k in keys))
-    ]
+    """Every explicit point updated with every point of the cartesian product of ``grid``; its
+    keys in the canonical order of setting names: the point's, then the grid's others, each in
+    the order of :func:`canonical_keys` (the product runs over the grid keys in that order)."""
+    keys = canonical_keys(grid)
+    out = []
+    for point in points or [{}]:
+        order = canonical_keys(point) + [k for k in keys if k not in point]
+        for values in itertools.product(*(grid[k] for k in keys)):
+            merged = {**point, **dict(zip(keys, values, strict=True))}
+            out.append({k: merged[k] for k in order})
+    return out
 
 
 def _point_name(point: dict[str, Any]) -> str:
@@ -142,7 +194,8 @@ def simulate_settings(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
     Each setting is the fixed ``params`` updated with one of the explicit ``points`` (a list of
     dicts, for parameters that vary together) and one point of the cartesian product of
-    ``grid``; it is named after the varying values, like ``n1024_K32``.
+    ``grid``; it is named after the varying values in the canonical order
+    (:func:`canonical_keys`), like ``n1024_K32`` (also from ``grid: {K: ..., n: ...}``).
     """
     base = dict(experiment.get("params") or {})
     out: dict[str, dict[str, Any]] = {}
@@ -158,10 +211,9 @@ def simulate_settings(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def varying_keys(experiment: dict[str, Any]) -> list[str]:
     """The parameter names that vary across the settings of a simulate experiment (or the
     dotted keys of a train experiment's grid)."""
-    keys = list(experiment.get("grid") or {})
-    for point in experiment.get("points") or []:
-        keys += [k for k in point if k not in keys]
-    return keys
+    points = experiment.get("points") or []
+    keys = canonical_keys(set().union(*points))
+    return keys + [k for k in canonical_keys(experiment.get("grid") or {}) if k not in keys]
 
 
 def experiment_settings(experiment: dict[str, Any]) -> dict[str, Any]:

@@ -275,3 +275,23 @@ def test_count_bound_commands_share_the_claim_options(command, estimator, joint,
     with pytest.raises(SystemExit):
         main([command, "--confidence", "0.9"])  # --delta is required
     assert "--delta" in capsys.readouterr().err
+
+
+def test_issue36_item5_json_headline_of_a_file_without_a_claim_is_its_largest_valid_bound(
+    tmp_path, capsys
+):
+    """Issue 36, item 5: ``--help`` promises the largest valid bound as the ``--json``
+    headline; on a file without a claim (``claimed_epsilon`` null) it said 0.0 while the table
+    showed valid bounds above 1."""
+    from dpaudit import scores
+    from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
+
+    sf = randomized_response_score_file(2000, 3.0, 1e-6, seed=0)
+    sf.meta["claimed_epsilon"] = None
+    path = scores.write(tmp_path / "noclaim.npz", sf)
+    assert main(["audit", str(path), "--estimator", "one_run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    valid = [r["epsilon"] for r in out["rows"] if r["valid"] and not r["assumes"]]
+    assert len(valid) == out["rows_combined"] == 2
+    assert out["epsilon"] == max(valid) > 1.0
+    assert out["joint_confidence"] == pytest.approx(0.9)

@@ -105,6 +105,62 @@ def test_snakemake_configfile_with_a_duplicate_key_fails_naming_it(tmp_path):
     assert "duplicate key(s) estimators.one_run (lines 4 and 5)" in done.stdout + done.stderr
 
 
+def test_issue36_item6_duplicates_inside_one_flow_mapping_are_caught(tmp_path):
+    """Issue 36, item 6: ``train: {epochs: 3, epochs: 300}`` (both keys on one line) ran 300
+    epochs; every shipped config writes its blocks as one-line flow mappings."""
+    from dpaudit.pipeline.guards import duplicate_keys
+
+    path = tmp_path / "flow.yaml"
+    path.write_text(
+        "experiments:\n  x: {kind: train, train: {epochs: 3, lr: 0.1, epochs: 300}}\n"
+        "estimators: {o: {method: one_run}, o: {method: attack_metrics}}\n"
+    )
+    assert duplicate_keys(path) == [
+        "experiments.x.train.epochs (line 2, columns 28 and 48)",
+        "estimators.o (line 3, columns 14 and 36)",
+    ]
+    with pytest.raises(ConfigError, match=r"flow\.yaml: duplicate key\(s\) experiments\.x\.train"):
+        load_config_file(path)
+
+
+def test_issue36_item6_duplicates_given_with_snakemake_config_are_caught():
+    """Issue 36, item 6: Snakemake's ``--config`` keeps the last of a key given twice, as
+    arguments or inside one value's mapping; each is named with its argument."""
+    from dpaudit.pipeline.guards import (
+        GuardError,
+        check_duplicate_config_args,
+        duplicate_config_args,
+    )
+
+    args = ["max_jobs=10", "data={root: d, root: e}", "max_jobs=20"]
+    assert duplicate_config_args(args) == [
+        "data.root (--config argument 2, columns 2 and 11)",
+        "max_jobs (--config arguments 1 and 3)",
+    ]
+    with pytest.raises(GuardError, match=r"--config gives duplicate key\(s\) data\.root"):
+        check_duplicate_config_args(args)
+    assert duplicate_config_args(["max_jobs=10", "data={root: d}", "x"]) == []
+    assert duplicate_config_args(None) == []
+
+
+@pytest.mark.slow
+def test_issue36_item6_snakemake_config_duplicates_stop_the_workflow(tmp_path):
+    """Issue 36, item 6: rules/common.smk checks the ``--config`` arguments as given."""
+    from tests.workflow.test_pipeline_e2e import snakemake
+
+    path = tmp_path / "ok.yaml"
+    path.write_text(
+        "experiments:\n  s: {kind: simulate, mechanism: one_run_rr, params: {m: 10, epsilon: 1}}\n"
+        "estimators:\n  one_run: {method: one_run}\n"
+    )
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    args = ("-n", "--nolock", "--config", "max_jobs=100", "max_jobs=100000")
+    done = snakemake(workdir, *args, configfile=path, check=False)
+    assert done.returncode != 0
+    assert "max_jobs (--config arguments 1 and 2)" in done.stdout + done.stderr
+
+
 # ------------------------------------------------------------------ 7: setting names
 
 

@@ -430,3 +430,67 @@ def test_models_per_seed_counts_every_job_of_a_seed():
     assert models_per_seed(vectorised) == 12
     opacus = {"shards": 1, "train": {"engine": "opacus", "models_per_shard": 16}}
     assert models_per_seed(opacus) == 1
+
+
+def _yaml_order_names(block: dict) -> set[str]:
+    """The grid point (train) or setting (simulate) names as b656a52 made them: the keys in
+    the order of the config file (a point's, then the grid's)."""
+    import itertools
+
+    from dpaudit.pipeline.settings import setting_text
+
+    grid = block.get("grid") or {}
+    names = set()
+    for point in block.get("points") or [{}]:
+        for values in itertools.product(*grid.values()):
+            merged = {**point, **dict(zip(grid, values, strict=True))}
+            parts = [f"{k.rsplit('.', 1)[-1]}{setting_text(v)}" for k, v in merged.items()]
+            names.add("_".join(parts))
+    return names
+
+
+def _reversed_keys(block: dict) -> dict:
+    """``block`` with the keys of its grid and of each point in the reverse order."""
+    out = dict(block)
+    if block.get("grid"):
+        out["grid"] = dict(reversed(list(block["grid"].items())))
+    if block.get("points"):
+        out["points"] = [dict(reversed(list(p.items()))) for p in block["points"]]
+    return out
+
+
+SHIPPED = sorted(
+    p
+    for d in ("", "cpu", "paper")
+    for p in (REPO / "config" / d).glob("*.yaml")
+    if p.name != "schema.yaml"
+)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
+def test_issue36_item7_setting_names_do_not_depend_on_the_order_of_keys(path):
+    """Issue 36, item 7: ``grid: {n, K}`` named ``n1024_K1`` and ``grid: {K, n}`` ``K1_n1024``,
+    so a reordered YAML (or the key-sorted config the report was built from) named other files.
+    The canonical order keeps every shipped config's names (and dataset variants) as they were."""
+    import yaml
+
+    from dpaudit.pipeline.settings import data_variants, experiment_settings, train_points
+
+    config = yaml.safe_load(path.read_text())
+    validate_config(config, load_schema(), cross_checks=False)
+    blocks = {
+        name: block
+        for name, block in (config.get("experiments") or {}).items()
+        if block["kind"] in ("train", "simulate")
+    }
+    for name, block in blocks.items():
+        before = _yaml_order_names(block)
+        if block["kind"] == "train":
+            assert set(train_points(block)) == before, name
+        else:  # a simulate experiment without grid or points is one setting, "base"
+            assert set(experiment_settings(block)) == {n or "base" for n in before}, name
+        reordered = _reversed_keys(block)
+        settings = experiment_settings(block)
+        assert list(experiment_settings(reordered).items()) == list(settings.items()), name
+        if block["kind"] == "train":
+            assert data_variants(reordered) == data_variants(block), name

@@ -102,3 +102,33 @@ def test_several_targets_get_one_stable_name():
     assert a == targeted_report_path(["results/y.csv", "results/x.csv"])
     assert re.fullmatch(r"results/reports/targets_[0-9a-f]{10}\.html", a)
     assert a != targeted_report_path(["results/x.csv", "results/z.csv"])
+
+
+def test_issue36_item7_the_report_is_built_from_the_config_the_run_used(tmp_path, monkeypatch):
+    """Issue 36, item 7: the report's ``snakemake --report`` got the run's config written back
+    key-sorted, so an experiment's ``grid: {n, K}`` became ``{K, n}``: its setting names, and the
+    files the report embeds, were not the run's ("Missing metadata"). It gets the config as run,
+    and whatever the order, the same setting names."""
+    import subprocess
+
+    import yaml
+
+    from dpaudit import report
+    from dpaudit.pipeline.settings import experiment_settings
+
+    block = {"kind": "simulate", "mechanism": "lidp_gaussian", "grid": {"n": [4], "K": [1]}}
+    config = {"max_jobs": 10, "experiments": {"lidp": block}, "estimators": {}}
+    seen = {}
+
+    def fake_run(cmd, cwd, capture_output, text):
+        seen["config"] = Path(cmd[cmd.index("--configfile") + 1]).read_text()
+        Path(cmd[cmd.index("--report") + 1]).write_text("<html></html>")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(report.subprocess, "run", fake_run)
+    make_report(FULL_REPORT, ["all"], tmp_path / "Snakefile", config, tmp_path)
+    used = yaml.safe_load(seen["config"])
+    assert used == config and list(used) == list(config)
+    assert list(used["experiments"]["lidp"]["grid"]) == ["n", "K"]
+    assert list(experiment_settings(used["experiments"]["lidp"])) == ["n4_K1"]
+    assert (tmp_path / FULL_REPORT).read_text() == "<html></html>"

@@ -303,3 +303,118 @@ def test_concat_averages_test_accuracy_over_every_model_and_the_audit_reports_it
     rows = run_estimator(both, "one_run", {"method": "one_run"})
     assert len(rows) and (rows["test_accuracy"] == both.meta["test_accuracy"]).all()
     assert "test_accuracy" not in run_estimator(make(), "one_run", {"method": "one_run"})
+
+
+@pytest.mark.parametrize(
+    ("over", "match"),
+    [
+        ({"claimed_epsilon": float("nan")}, r"'claimed_epsilon' must be .*got NaN"),
+        ({"claimed_epsilon": True}, r"'claimed_epsilon' must be .*got true"),
+        ({"claimed_epsilon": -1.0}, r"'claimed_epsilon' must be .*got -1.0"),
+        ({"delta": False}, r"'delta' must be a number in \[0, 1\), got false"),
+        ({"delta": float("nan")}, r"'delta' must be a number in \[0, 1\), got NaN"),
+        ({"format_version": None}, r"lacks required key\(s\) \['format_version'\]"),
+        ({"references": {"x": float("nan")}}, r"'references.x' must be a number or null, got nan"),
+    ],
+)
+def test_issue36_item5_metadata_is_not_accepted_silently(tmp_path, over, match):
+    """Issue 36, item 5: a NaN claim is not "no claim", JSON ``true`` is not claim 1 nor
+    ``false`` delta 0, and a file's missing ``format_version`` is not filled in: each is an
+    error naming the file and the key."""
+    meta = {**META, "format_version": 2, **over}
+    if over.get("format_version", 2) is None:
+        del meta["format_version"]
+    path = _raw_npz(tmp_path / "x.npz", meta=np.array(json.dumps(meta)))
+    with pytest.raises(ScoreFileError, match=f"x.npz: metadata .*{match}"):
+        scores.read(path)
+    # in memory a ScoreFile still gets the current format_version; a bool is no claim there
+    assert make().meta["format_version"] == scores.FORMAT_VERSION
+    if "claimed_epsilon" in over or "delta" in over:
+        with pytest.raises(ScoreFileError, match=match.split(" must")[0]):
+            make(meta={**META, **over})
+
+
+def _streamed_npz(path, arrays, chunk=1 << 20):
+    """An .npz written member by member: an ndarray as it is, a (shape, dtype) pair as that
+    many zero bytes behind its .npy header (deflated in chunks, never held in memory)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, spec in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as fh:
+                if isinstance(spec, np.ndarray):
+                    np.lib.format.write_array(fh, spec, allow_pickle=False)
+                    continue
+                shape, dtype, data_bytes = spec
+                header = {
+                    "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                    "fortran_order": False,
+                    "shape": shape,
+                }
+                np.lib.format.write_array_header_1_0(fh, header)
+                for start in range(0, data_bytes, chunk):
+                    fh.write(bytes(min(chunk, data_bytes - start)))
+    return path
+
+
+def test_issue36_item11_npz_members_are_size_checked_before_they_are_inflated(
+    tmp_path, monkeypatch
+):
+    """Issue 36, item 11: a 329 KB npz inflating to 300 MB was decompressed before its shape
+    was checked. The zip and .npy headers are checked first: a member whose shape disagrees
+    with 'score', one whose header declares more data than it holds, and arrays inflating to
+    more than MAX_INFLATION times the file (above INFLATE_FREE_BYTES, lowered here so that
+    the bomb stays small) are refused, naming the file and the member, before NumPy reads any."""
+    meta = np.array(json.dumps({**META, "format_version": 2}))
+
+    def no_inflating(*args, **kwargs):
+        raise AssertionError("numpy.load was called: the archive is inflated")
+
+    n = 2_000_000  # 16 MB of float64 zeros: about 16 KB deflated
+    bomb = _streamed_npz(
+        tmp_path / "bomb.npz",
+        {
+            "score": ((1, n), "<f8", 8 * n),
+            "membership": ((1, n), "i1", n),
+            "canary_id": ((1, n), "i1", n),
+            "meta": meta,
+        },
+    )
+    assert bomb.stat().st_size < 100_000
+    mismatch = _streamed_npz(
+        tmp_path / "shape.npz",
+        {
+            "score": np.zeros((1, 3)),
+            "membership": ((1, n), "i1", n),
+            "canary_id": np.arange(3)[None],
+            "meta": meta,
+        },
+    )
+    forged = _streamed_npz(
+        tmp_path / "forged.npz",
+        {
+            "score": ((1, 10**12), "<f8", 24),  # declares 8 TB, holds 24 bytes
+            "membership": np.zeros((1, 3), np.int8),
+            "canary_id": np.arange(3)[None],
+            "meta": meta,
+        },
+    )
+    monkeypatch.setattr(scores, "INFLATE_FREE_BYTES", 2**20)
+    monkeypatch.setattr(np, "load", no_inflating)
+    with pytest.raises(
+        ScoreFileError,
+        match=r"bomb\.npz: member 'score\.npy' inflates to 16,000,128 bytes .*more than 50 "
+        r"times the file",
+    ):
+        scores.read(bomb)
+    with pytest.raises(
+        ScoreFileError, match=r"shape\.npz: 'membership' has shape \(1, 2000000\) but 'score' has"
+    ):
+        scores.read(mismatch)
+    with pytest.raises(
+        ScoreFileError,
+        match=r"forged\.npz: member 'score\.npy' holds 152 bytes, but its \.npy header declares "
+        r"\(1, 1000000000000\) of float64",
+    ):
+        scores.read(forged)
+    monkeypatch.undo()  # numpy.load back, the default limits: dpaudit's own files still read
+    sf = make(n_trials=3, n=1000)
+    assert scores.read(scores.write(tmp_path / "ok.npz", sf)).n_canaries == 1000
