@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dpaudit.config import ConfigError, load_schema, nominal_schedule, validate_config
+from dpaudit.config import ConfigError, load_schema, validate_config
 from dpaudit.training.spec import (
     ADVERSARIES,
     CANARY_STATISTICS,
@@ -23,6 +23,7 @@ from dpaudit.training.spec import (
     TUNING_NEEDS,
     RunSpec,
     SpecError,
+    nominal_schedule,
 )
 
 SCHEMA = load_schema()
