@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from dpaudit.accounting.shuffling import poisson_reference_epsilon, poisson_reference_sigma
 from dpaudit.estimators import multi_run as mr
 from dpaudit.mechanisms import batched_gaussian as bg
 from dpaudit.mechanisms import shuffle_reference as ref
@@ -54,7 +55,7 @@ def fig7(runs: int, seeds: list[int]) -> None:
           "Chua LB | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
     for eps in FIG7_PAPER:
-        sigma = ref.calibrate_sigma(eps, T, 1, DELTA)
+        sigma = poisson_reference_sigma(eps, T, 1, DELTA)
         lb = ref.shuffle_lower_bound(sigma, T, DELTA)
         vals = []
         for seed in seeds:
@@ -79,7 +80,7 @@ def fig3(max_runs: int, seed: int, sigmas: list[float]) -> None:
           "Poisson eps | Chua LB |")
     print("|---|---|---|---|---|---|---|---|")
     for sigma in sigmas:
-        pois = ref.poisson_epsilon(sigma, T, 1, DELTA)
+        pois = poisson_reference_epsilon(sigma, T, 1, DELTA)
         lb = ref.shuffle_lower_bound(sigma, T, DELTA)
         s1, s0 = _scores(max_runs, sigma, seed)
         n = 1000

@@ -133,3 +133,21 @@ def gdp_mu_from_rates(alpha: np.ndarray | float, beta: np.ndarray | float) -> np
 gaussian_delta = gdp_delta
 gaussian_epsilon = gdp_epsilon
 gaussian_mu = gdp_mu
+
+
+def gaussian_rdp_epsilon(sigma: float, delta: float) -> float:
+    """epsilon(delta) of the Gaussian mechanism with sensitivity 1 and noise ``sigma`` from its
+    RDP curve ``a / (2 sigma^2)``, converted by Balle et al. (2020, arXiv:1905.09982, Thm. 21):
+    ``inf_{a>1} a/(2 sigma^2) + log(1/(a delta))/(a-1) + log(1 - 1/a)``. The conversion
+    Pillutla et al. (NeurIPS 2023, App. E.1) calibrate the LiDP study's sigma with."""
+    if sigma <= 0 or not 0 < delta < 1:
+        raise ValueError(f"need sigma > 0 and delta in (0, 1), got {sigma}, {delta}")
+
+    def f(log_am1: float) -> float:
+        a = 1.0 + math.exp(log_am1)
+        return a / (2 * sigma**2) + math.log(1 / (a * delta)) / (a - 1) + math.log(1 - 1 / a)
+
+    res = optimize.minimize_scalar(
+        f, bounds=(-12.0, 12.0), method="bounded", options={"xatol": 1e-12}
+    )
+    return max(0.0, float(res.fun))

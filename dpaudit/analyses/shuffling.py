@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from dpaudit.accounting.shuffling import poisson_reference_epsilon
 from dpaudit.estimators import multi_run
 from dpaudit.mechanisms import shuffle_reference as ref
 from dpaudit.mechanisms.bgm_calibrated import resolve_sigma
@@ -55,7 +56,8 @@ def fig3_reference_lines(
     rows = []
     for sigma in sigmas:
         lines = {
-            "poisson_epsilon": (POISSON, ref.poisson_epsilon(sigma, steps_per_epoch, 1, delta)),
+            "poisson_epsilon": (
+                POISSON, poisson_reference_epsilon(sigma, steps_per_epoch, 1, delta)),
             "shuffle_lower_bound": (
                 SHUFFLE_LB, ref.shuffle_lower_bound(sigma, steps_per_epoch, delta)),
         }

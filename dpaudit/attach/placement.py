@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpaudit.canaries.gradient_space import CLIP_EPS, lowest_mass_coordinates
+from dpaudit.canaries.gradient_space import clip_factor, lowest_mass_coordinates
 from dpaudit.seeding import derive_seed
 
 
@@ -53,7 +53,7 @@ def data_gradient_mass(
             continue
         g = per_example(params, xb, yb)
         flat = torch.cat([g[n].reshape(len(yb), -1) for n in names], dim=1).double()
-        factor = (clip_norm / (flat.norm(dim=1) + CLIP_EPS)).clamp(max=1.0)
+        factor = clip_factor(flat.norm(dim=1), clip_norm)
         mass = (factor[:, None] * flat.abs()).sum(0)
         total = mass if total is None else total + mass
         count += len(yb)

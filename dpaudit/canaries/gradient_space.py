@@ -19,8 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-#: Opacus's clip factor ``min(1, C / (||g|| + 1e-6))`` (as the trainer clips per-sample gradients).
+#: Opacus's stabiliser in the clip factor ``min(1, C / (||g|| + 1e-6))`` (:func:`clip_factor`).
 CLIP_EPS = 1e-6
+
+
+def clip_factor(norm: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
+    """The factor ``min(1, C / (||g|| + 1e-6))`` that clips a gradient of Euclidean norm
+    ``norm`` (a tensor of norms, any shape) to norm at most ``C = max_grad_norm``: Opacus's
+    per-sample clip factor (``DPOptimizer.clip_and_accumulate``; Abadi et al. 2016,
+    arXiv:1607.00133, Algorithm 1), the one every trainer, canary and placement here uses."""
+    return (max_grad_norm / (norm + CLIP_EPS)).clamp(max=1.0)
 
 
 @dataclass(frozen=True)
@@ -93,13 +101,14 @@ def row_norms(vectors: Canaries) -> torch.Tensor:
     return vectors.norm(dim=1)
 
 
-def clip_rows(vectors: Canaries, c: float) -> Canaries:
-    """Each canary clipped as a per-sample gradient: ``v * min(1, C / (||v|| + 1e-6))``."""
+def clip_rows(vectors: Canaries, max_grad_norm: float) -> Canaries:
+    """Each canary clipped as a per-sample gradient to norm at most ``max_grad_norm``
+    (:func:`clip_factor`)."""
     if isinstance(vectors, SparseCanaries):
-        factor = (c / (vectors.values.abs() + CLIP_EPS)).clamp(max=1.0)
+        factor = clip_factor(vectors.values.abs(), max_grad_norm)
         return SparseCanaries(vectors.coords, vectors.values * factor, vectors.n_params)
     norms = vectors.norm(dim=1, keepdim=True)
-    return vectors * (c / (norms + CLIP_EPS)).clamp(max=1.0)
+    return vectors * clip_factor(norms, max_grad_norm)
 
 
 def dirac_coordinates(m: int, n_params: int, seed: int = 0, first: int | None = None) -> np.ndarray:

@@ -191,13 +191,14 @@ def bgm_score_file(
     deployments report); with ``reference_lines`` the meta also carries the Chua et al.
     shuffle lower bound (single epoch only).
     """
+    from dpaudit.accounting.shuffling import poisson_reference_epsilon
     from dpaudit.mechanisms import shuffle_reference as ref
 
     game = BGM(steps_per_epoch, epochs, sigma, threat_model, batch_size)
     s1, s0 = simulate_both(runs_per_hypothesis, game, seed)
     poisson = None
     if claimed_epsilon is None or reference_lines:
-        poisson = ref.poisson_epsilon(sigma, steps_per_epoch, epochs, delta)
+        poisson = poisson_reference_epsilon(sigma, steps_per_epoch, epochs, delta)
     meta: dict[str, Any] = {
         "experiment": experiment,
         "setting": setting,

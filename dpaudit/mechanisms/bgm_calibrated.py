@@ -8,7 +8,8 @@ wrapper of :func:`dpaudit.mechanisms.batched_gaussian.bgm_score_file` takes that
 
 * a ``sigma`` written in the config, which it *checks* against the Poisson PLD accountant
   (|epsilon(sigma) - target_epsilon| <= ``tolerance``, one accountant call, about a second), or
-* ``sigma = None``, which calibrates it (:func:`shuffle_reference.calibrate_sigma`, about 15 s).
+* ``sigma = None``, which calibrates it
+  (:func:`dpaudit.accounting.shuffling.poisson_reference_sigma`, about 15 s).
 
 The score file's ``claimed_epsilon`` is ``target_epsilon`` (accountant ``poisson_pld``); the meta
 also carries the accountant's epsilon at the sigma used and Chua et al.'s single-epoch shuffle
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dpaudit.accounting.shuffling import poisson_reference_epsilon, poisson_reference_sigma
 from dpaudit.mechanisms import shuffle_reference as ref
 from dpaudit.mechanisms.batched_gaussian import bgm_score_file
 from dpaudit.scores import ScoreFile
@@ -37,8 +39,8 @@ def resolve_sigma(
     if not tolerance > 0:
         raise ValueError(f"tolerance must be > 0, got {tolerance!r}")
     if sigma is None:
-        sigma = ref.calibrate_sigma(target_epsilon, steps_per_epoch, epochs, delta)
-    eps = ref.poisson_epsilon(sigma, steps_per_epoch, epochs, delta)
+        sigma = poisson_reference_sigma(target_epsilon, steps_per_epoch, epochs, delta)
+    eps = poisson_reference_epsilon(sigma, steps_per_epoch, epochs, delta)
     if abs(eps - target_epsilon) > tolerance:
         raise ValueError(
             f"sigma {sigma} gives Poisson epsilon {eps:.4f} (T = {steps_per_epoch}, "

@@ -33,8 +33,8 @@ in float32 (scores are O(1..10); relative rounding about 1e-6). The diagonal (ch
 null scores and the returned arrays are float64. ``method="direct"`` (float64, the
 d-dimensional vectors) is the reference the tests compare with in distribution.
 
-Privacy of the mechanism (App. E.1): ``epsilon_rdp`` is the paper's conversion
-``inf_{a>1} a/(2 sigma^2) + log(1/(a delta))/(a-1) + log(1 - 1/a)`` (Balle et al. 2020, Thm. 21);
+Privacy of the mechanism (App. E.1): the ``rdp`` accountant is the paper's conversion
+(:func:`dpaudit.accounting.gaussian.gaussian_rdp_epsilon`, Balle et al. 2020, Thm. 21);
 ``epsilon_exact`` is the exact curve of the Gaussian mechanism (Balle and Wang 2018, Thm. 8).
 """
 
@@ -47,7 +47,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import optimize
 
-from dpaudit.accounting.gaussian import gdp_epsilon
+from dpaudit.accounting.gaussian import gaussian_rdp_epsilon, gdp_epsilon
 from dpaudit.scores import ScoreFile, write
 
 #: Trials sampled per vectorised block (bounds memory at CHUNK * p^2 doubles).
@@ -57,21 +57,6 @@ CHUNK_BYTES = 64 * 2**20
 # ---------------------------------------------------------------------------------------------
 # Privacy of the Gaussian mechanism with sensitivity 1
 # ---------------------------------------------------------------------------------------------
-
-
-def epsilon_rdp(sigma: float, delta: float) -> float:
-    """App. E.1: the RDP-to-DP conversion the paper uses to calibrate sigma."""
-    if sigma <= 0 or not 0 < delta < 1:
-        raise ValueError(f"need sigma > 0 and delta in (0, 1), got {sigma}, {delta}")
-
-    def f(log_am1: float) -> float:
-        a = 1.0 + math.exp(log_am1)
-        return a / (2 * sigma**2) + math.log(1 / (a * delta)) / (a - 1) + math.log(1 - 1 / a)
-
-    res = optimize.minimize_scalar(
-        f, bounds=(-12.0, 12.0), method="bounded", options={"xatol": 1e-12}
-    )
-    return max(0.0, float(res.fun))
 
 
 def epsilon_exact(sigma: float, delta: float) -> float:
@@ -88,7 +73,7 @@ Accountant = Literal["rdp", "exact"]
 
 def epsilon_of_sigma(sigma: float, delta: float, accountant: Accountant = "rdp") -> float:
     if accountant == "rdp":
-        return epsilon_rdp(sigma, delta)
+        return gaussian_rdp_epsilon(sigma, delta)
     if accountant == "exact":
         return epsilon_exact(sigma, delta)
     raise ValueError(f"unknown accountant {accountant!r}; allowed: 'rdp', 'exact'")

@@ -1,26 +1,22 @@
-"""Reference lines for audits of shuffled DP-SGD: the Poisson epsilon and the shuffle lower bound.
+"""The shuffle lower bound: a reference line for audits of shuffled DP-SGD.
 
 Annamalai et al. ("To Shuffle or not to Shuffle", §6.2.1, Fig. 3) compare the audited epsilon
-of the Batched Gaussian Mechanism with two curves:
+of the Batched Gaussian Mechanism with two curves: the epsilon DP-SGD would have *if* batches
+were Poisson-subsampled (:func:`dpaudit.accounting.shuffling.poisson_reference_epsilon`), and
+the lower bound on the epsilon of *shuffled* batches by Chua et al. (ICML 2024), which the
+audits approach but do not exceed. We re-implement its single-epoch "cube" bound from the
+formula (Chua et al. 2024): with P = MoG(2) and Q = MoG(1), MoG(m) = (1/T) sum_t N(m e_t,
+sigma^2 I_T) (the worst-case pair of the BGM shifted by +B), and the sets
+E_C = {x : max_t x_t > C},
 
-* the epsilon DP-SGD would have *if* batches were Poisson-subsampled with rate q = 1/T, over
-  T * E steps at noise multiplier sigma (the paper uses the PRV accountant; we use the PLD
-  accountant of ``dp_accounting``, which matches the paper's Fig. 3 values to 0.01, see
-  docs/accounting.md), and
-* the lower bound on the epsilon of *shuffled* batches by Chua et al. (ICML 2024), which the
-  audits approach but do not exceed. We re-implement its single-epoch "cube" bound from the
-  formula (Chua et al. 2024): with P = MoG(2) and Q = MoG(1), MoG(m) = (1/T) sum_t N(m e_t,
-  sigma^2 I_T) (the worst-case pair of the BGM shifted by +B), and the sets
-  E_C = {x : max_t x_t > C},
+    P(E_C) = 1 - Phi((C - 2)/sigma) Phi(C/sigma)^(T-1),
+    Q(E_C) = 1 - Phi((C - 1)/sigma) Phi(C/sigma)^(T-1),
+    delta_LB(eps) = max_C max{P(E_C) - e^eps Q(E_C), Q(E_C^c) - e^eps P(E_C^c)},
 
-      P(E_C) = 1 - Phi((C - 2)/sigma) Phi(C/sigma)^(T-1),
-      Q(E_C) = 1 - Phi((C - 1)/sigma) Phi(C/sigma)^(T-1),
-      delta_LB(eps) = max_C max{P(E_C) - e^eps Q(E_C), Q(E_C^c) - e^eps P(E_C^c)},
-
-  and eps_LB solves delta_LB(eps) = delta. (Chua et al. state the first ordering; the second is
-  the same test read the other way, also a valid lower bound; it never binds in our checks.)
-  Any event gives a valid lower bound on the hockey-stick divergence, so eps_LB is a lower
-  bound on the epsilon of the shuffled mechanism for *that* pair of datasets.
+and eps_LB solves delta_LB(eps) = delta. (Chua et al. state the first ordering; the second is
+the same test read the other way, also a valid lower bound; it never binds in our checks.)
+Any event gives a valid lower bound on the hockey-stick divergence, so eps_LB is a lower
+bound on the epsilon of the shuffled mechanism for *that* pair of datasets.
 """
 
 from __future__ import annotations
@@ -31,61 +27,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpaudit.accounting.gaussian import epsilon_of_profile
-
-
-def poisson_epsilon(
-    sigma: float,
-    steps_per_epoch: int,
-    epochs: int,
-    delta: float,
-    value_discretization_interval: float = 1e-4,
-) -> float:
-    """epsilon(delta) of Poisson-subsampled Gaussian DP-SGD, q = 1/T, T * E steps (PLD).
-
-    Add/remove adjacency, which zero-out adjacency reduces to for Poisson sampling (§2.1).
-    """
-    import dp_accounting
-    from dp_accounting import pld
-
-    _check(sigma, steps_per_epoch, delta)
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
-    acc = pld.PLDAccountant(
-        neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=value_discretization_interval,
-    )
-    event = dp_accounting.PoissonSampledDpEvent(
-        1.0 / steps_per_epoch, dp_accounting.GaussianDpEvent(sigma)
-    )
-    acc.compose(event, steps_per_epoch * epochs)
-    return float(acc.get_epsilon(delta))
-
-
-def calibrate_sigma(
-    epsilon: float, steps_per_epoch: int, epochs: int, delta: float, xtol: float = 1e-4
-) -> float:
-    """The noise multiplier at which :func:`poisson_epsilon` equals ``epsilon``."""
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon}")
-
-    def gap(log_sigma: float) -> float:
-        return poisson_epsilon(math.exp(log_sigma), steps_per_epoch, epochs, delta) - epsilon
-
-    lo, hi = math.log(0.2), math.log(5.0)
-    while gap(lo) < 0:
-        lo -= 1.0
-    while gap(hi) > 0:
-        hi += 1.0
-    return float(math.exp(optimize.brentq(gap, lo, hi, xtol=xtol)))
-
-
-def _check(sigma: float, steps: int, delta: float) -> None:
-    if not sigma > 0:
-        raise ValueError(f"sigma must be > 0, got {sigma}")
-    if not (isinstance(steps, int | np.integer) and steps >= 1):
-        raise ValueError(f"steps_per_epoch must be an integer >= 1, got {steps!r}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+from dpaudit.accounting.shuffling import check_bgm
 
 
 def _log_in_cube(c: np.ndarray, shift: float, sigma: float, steps: int) -> np.ndarray:
@@ -122,7 +64,7 @@ def shuffle_lower_bound(sigma: float, steps_per_epoch: int, delta: float, epochs
     Only one epoch is implemented (their multi-epoch bound composes a PLD built from slices of
     max_t x_t; not needed for Fig. 3). Raises for ``epochs != 1``.
     """
-    _check(sigma, steps_per_epoch, delta)
+    check_bgm(sigma, steps_per_epoch, delta)
     if epochs != 1:
         raise ValueError(
             f"shuffle_lower_bound implements the single-epoch bound only, got epochs={epochs}"

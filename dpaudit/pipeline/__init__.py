@@ -2,6 +2,7 @@
 unit-tested and usable elsewhere.
 
 :mod:`~dpaudit.pipeline.settings` turns experiments into settings (the grid model),
+:mod:`~dpaudit.pipeline.grid` expands a train experiment's grid into its points' blocks,
 :mod:`~dpaudit.pipeline.paths` declares every output path once, :mod:`~dpaudit.pipeline.targets`
 lists the files and :mod:`~dpaudit.pipeline.params` the parameters of the jobs a config asks
 for, :mod:`~dpaudit.pipeline.guards` bounds what a config may ask for,

@@ -34,11 +34,6 @@ from dpaudit.training.stacked import supports as stacked_supports
 #: Default models per chunk of the stacked engine (see ``train_shard``).
 STACKED_CHUNK = 8
 
-#: Opacus's stabiliser in the clip factor ``C / (norm + 1e-6)`` (one value for the per-sample
-#: gradients and the gradient canaries).
-CLIP_EPS = gradient_space.CLIP_EPS
-
-
 def init_models(
     model_fn: Callable[[], nn.Module], seeds: Sequence[ModelSeeds]
 ) -> tuple[nn.Module, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -93,7 +88,7 @@ def clip_factors(grads: dict[str, torch.Tensor], max_grad_norm: float) -> torch.
     ``grads`` (each (M, B, ...)), the norm taken over all parameters (Opacus's
     ``DPOptimizer.clip_and_accumulate``)."""
     sq = sum(t.reshape(t.shape[0], t.shape[1], -1).pow(2).sum(-1) for t in grads.values())
-    return (max_grad_norm / (sq.sqrt() + CLIP_EPS)).clamp(max=1.0)
+    return gradient_space.clip_factor(sq.sqrt(), max_grad_norm)
 
 
 class FuncEngine:

@@ -14,7 +14,9 @@ and the trainers (:mod:`dpaudit.training.shard`, :mod:`dpaudit.training.tuning`)
   (training records plus the expected inserted canaries; :class:`Schedule`).
 
 A bad value raises :class:`SpecError`, which names the run-spec key (``canaries.adversary``);
-the config check prefixes it with the experiment (``config key experiments.<name>.``).
+:func:`experiment_spec`, the run spec of a config's train experiment, prefixes it with the
+experiment (``experiments.<name>.``), and :func:`nominal_schedule` is the schedule such an
+experiment's noise is calibrated with as far as the config knows the dataset's size.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dpaudit.data import catalog
 from dpaudit.defaults import SETTING_KEYS, fill_defaults, train_experiment_defaults
 from dpaudit.scores import DESIGNS  # ``design``: a training job writes each score-file layout
 
@@ -404,3 +407,21 @@ RUN_SPEC_KEYS = (
     "target_epsilon",
     "selection",
 )
+
+
+def experiment_spec(exp: str, block: Mapping[str, Any]) -> RunSpec:
+    """The run spec of train experiment ``exp`` (its validated config block, at any setting:
+    :meth:`RunSpec.from_block`); a spec that does not check out raises :class:`SpecError`
+    whose key is the config key, ``experiments.<exp>.<run-spec key>``."""
+    try:
+        return RunSpec.from_block(block)
+    except SpecError as err:
+        raise SpecError(f"experiments.{exp}.{err.key}", err.reason) from None
+
+
+def nominal_schedule(block: Mapping[str, Any]) -> Schedule:
+    """The schedule a train experiment's job calibrates its noise with, as far as the config
+    knows the dataset's size (:meth:`RunSpec.nominal_schedule` at
+    :func:`dpaudit.data.catalog.known_n_train`)."""
+    n_train = catalog.known_n_train(block.get("dataset") or {})
+    return RunSpec.from_block(block).nominal_schedule(n_train)

@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dpaudit.canaries.gradient_space import clip_factor
+
 SUPPORTED = (
     nn.Linear,
     nn.Conv2d,
@@ -548,7 +550,7 @@ class StackedSequential:
         them)."""
         items = self._grads(params, x, y)
         sq, pieces = self._sq_norms(items, x_sqnorm)
-        factor = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0) * weight  # (M, B)
+        factor = clip_factor(sq.sqrt(), max_grad_norm) * weight  # (M, B)
         out: dict[str, torch.Tensor] = {}
         for (lay, a, g), gw in zip(items, pieces, strict=True):
             mod = lay.module
@@ -577,7 +579,7 @@ class StackedSequential:
         """``<direction_m, clip(grad loss(params_m; x[m, b]))>`` for every (m, b): (M, B)."""
         items = self._grads(params, x, y)
         sq, pieces = self._sq_norms(items)
-        factor = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+        factor = clip_factor(sq.sqrt(), max_grad_norm)
         dot = torch.zeros_like(factor)
         for (lay, a, g), gw in zip(items, pieces, strict=True):
             mod = lay.module

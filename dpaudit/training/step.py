@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpaudit.canaries import gradient_space
-from dpaudit.training.engines import CLIP_EPS, choose_engine, default_chunk
+from dpaudit.training.engines import choose_engine, default_chunk
 from dpaudit.training.samplers import SamplerSpec
 from dpaudit.training.seeds import ModelSeeds
 
@@ -109,7 +109,7 @@ def reference_step(
         loss = F.cross_entropy(model(xi.unsqueeze(0)), yi.unsqueeze(0))
         g = torch.autograd.grad(loss, theta)
         norm = torch.sqrt(sum(gk.pow(2).sum() for gk in g))
-        factor = (config.max_grad_norm / (norm + CLIP_EPS)).clamp(max=1.0)
+        factor = gradient_space.clip_factor(norm, config.max_grad_norm)
         for total, gk in zip(clipped_sum, g, strict=True):
             total += factor * gk
     offset = 0

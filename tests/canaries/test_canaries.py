@@ -200,3 +200,24 @@ def test_data_gradient_mass_is_the_mean_absolute_clipped_per_example_gradient():
     np.testing.assert_allclose(mass, want, rtol=1e-4, atol=1e-8)
     first_layer = mass[: 8 * 64].reshape(8, 64)  # Linear(64, 8) weight, (out, in)
     assert (first_layer[:, 0] == 0).all() and (mass > 0).sum() > mass.size // 2
+
+
+def test_clip_factor_is_opacus_per_sample_factor_and_the_engines_use_it():
+    """Issue 38: one owner for the clip factor. ``clip_factor`` is Opacus's ``min(1, C / (norm +
+    1e-6))``; the engines' factors (``clip_factors``, the stacked engine) and the canaries'
+    clipping are exactly it."""
+    import torch
+
+    from dpaudit.canaries import gradient_space as gs
+    from dpaudit.training.engines import clip_factors
+
+    norms = torch.tensor([0.0, 0.5, 1.0, 2.0, 1e6], dtype=torch.float64)
+    expected = [1.0, 1.0, 1.0 / (1.0 + 1e-6), 1.0 / (2.0 + 1e-6), 1.0 / (1e6 + 1e-6)]
+    assert gs.clip_factor(norms, 1.0).tolist() == expected
+    grads = {"w": torch.randn(2, 5, 3, 4), "b": torch.randn(2, 5, 3)}
+    sq = grads["w"].reshape(2, 5, -1).pow(2).sum(-1) + grads["b"].pow(2).sum(-1)
+    assert torch.equal(clip_factors(grads, 0.3), gs.clip_factor(sq.sqrt(), 0.3))
+    rows = torch.randn(4, 6) * 5
+    clipped = gs.clip_rows(rows, max_grad_norm=0.3)
+    assert torch.equal(clipped, rows * gs.clip_factor(rows.norm(dim=1, keepdim=True), 0.3))
+    assert (clipped.norm(dim=1) <= 0.3).all()

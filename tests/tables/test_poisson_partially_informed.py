@@ -23,9 +23,9 @@ import pytest
 from scipy import stats
 
 from dpaudit import likelihood_ratios
+from dpaudit.accounting.shuffling import poisson_reference_epsilon
 from dpaudit.audit import POISSON_PARTIALLY_INFORMED, audit
 from dpaudit.defaults import estimator_defaults
-from dpaudit.mechanisms.shuffle_reference import poisson_epsilon
 from dpaudit.scores import ScoreFile
 from dpaudit.tables import FLAGGED, NOT_COVERED, add_verdicts, verdict_table
 
@@ -134,7 +134,7 @@ def test_the_exact_epsilon_of_poisson_with_the_partially_informed_adversary_is_2
             for a, b in ((on_d, on_d_prime), (on_d_prime, on_d))
         )
     assert 2.50 < eps[False] <= eps[True] < 2.55
-    assert poisson_epsilon(SIGMA, STEPS, 1, DELTA) < CLAIMED < eps[False] / 6
+    assert poisson_reference_epsilon(SIGMA, STEPS, 1, DELTA) < CLAIMED < eps[False] / 6
 
 
 @pytest.fixture(scope="module")

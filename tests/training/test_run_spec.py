@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dpaudit.config import ConfigError, load_schema, nominal_schedule, validate_config
+from dpaudit.config import ConfigError, load_schema, validate_config
 from dpaudit.training.spec import (
     ADVERSARIES,
     CANARY_STATISTICS,
@@ -23,6 +23,7 @@ from dpaudit.training.spec import (
     TUNING_NEEDS,
     RunSpec,
     SpecError,
+    nominal_schedule,
 )
 
 SCHEMA = load_schema()
@@ -219,3 +220,23 @@ def test_run_spec_is_frozen_and_round_trips():
     assert RunSpec.from_run_spec(spec) is spec
     assert "target_epsilons" not in spec.train and spec.target_epsilon == 8.0
     assert np.isclose(spec.schedule(100).sample_rate, 10 / 101)
+
+
+def test_experiment_spec_names_the_config_key_and_nominal_schedule_reads_the_catalog():
+    """Issue 38: a train experiment's run spec and nominal schedule are built in
+    training/spec.py (the config check only reads them). A bad spec's key is the config key
+    ``experiments.<name>.<run-spec key>``; a dataset whose size the config does not fix (real
+    data) gets the conservative schedule (sample rate 1, train.epochs steps)."""
+    from dpaudit.training.spec import Schedule, experiment_spec
+
+    block = _block()
+    assert experiment_spec("x", block) == RunSpec.from_block(block)
+    bad = {**block, "canaries": {**block["canaries"], "neighbouring": "add_remove"}}
+    bad["canaries"]["adversary"] = "batch_worst_case"
+    with pytest.raises(SpecError) as err:
+        experiment_spec("x", bad)
+    assert err.value.key == "experiments.x.canaries.adversary"
+    assert str(err.value).startswith("experiments.x.canaries.adversary: ")
+    assert nominal_schedule(block) == RunSpec.from_block(block).schedule(100)
+    real = {**block, "dataset": {"name": "cifar10"}}
+    assert nominal_schedule(real) == Schedule(1.0, 2, 1)
