@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attach.verdict import AuditResult, audit_file, make_score_file
+from dpaudit.attach.verdict import AuditResult, audit_file, check_rate, make_score_file
 from dpaudit.canaries import input_space
 from dpaudit.canaries.gradient_space import dirac_coordinates
 from dpaudit.canaries.inclusion import fair_coins
@@ -53,16 +53,6 @@ def _check_int(value: Any, name: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
-
-
-def check_rate(value: Any, name: str = "sample_rate") -> float:
-    """``value`` as a float if it is a sampling rate in (0, 1]; else ``ValueError`` naming
-    ``name`` (the attached auditor's and the Opacus adapter's ``sample_rate``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
-        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
-    if not 0 < value <= 1:
-        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
-    return float(value)
 
 
 class _Audited:

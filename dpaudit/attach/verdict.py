@@ -130,14 +130,22 @@ def resolve_claim(
     return Claim(float(eps), delta, name, "accountant", settings)
 
 
+def check_rate(value: Any, name: str = "sample_rate") -> float:
+    """``value`` as a float if it is a sampling rate in (0, 1]; else ``ValueError`` naming
+    ``name`` (the attached auditor's and the Opacus adapter's ``sample_rate``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    if not 0 < value <= 1:
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
 def check_claim_settings(**settings: Any) -> dict[str, Any]:
     """The DP-SGD settings of a claim (``noise_multiplier``, ``sample_rate``, ``steps``; those
     given and not None) as the accountant reads them, each checked as a number of its kind:
     ``noise_multiplier`` a finite number >= 0, ``sample_rate`` in (0, 1], ``steps`` a whole
     number >= 1. A bool, a string or a fractional step count is a ``ValueError`` naming the
     setting; nothing is truncated (``steps=2.7`` was accounted as 2 steps)."""
-    from dpaudit.attach.core import check_rate
-
     out: dict[str, Any] = {}
     for key, value in settings.items():
         if value is None:
