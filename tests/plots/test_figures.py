@@ -171,8 +171,9 @@ def test_styles_colours_controls_and_paper_values_of_the_eps_figure():
     assert solid.get_linestyle() == "-" and solid.get_alpha() is None
     colours = {to_hex(line.get_color()) for line in main.get_lines()}
     assert {METHOD_COLORS["one_run"].lower(), METHOD_COLORS["fdp_one_run"].lower()} <= colours
-    assert len(side.get_lines()) == 4 and all(ln.get_linestyle() == ":" for ln in side.get_lines())
-    assert [ln.get_ydata()[0] for ln in side.get_lines()] == [3.0] * 4
+    # the no-noise control: one marker per line, in its style (issue 36, item 12, below)
+    assert len(side.containers) == 4
+    assert [c.lines[0].get_ydata()[0] for c in side.containers] == [3.0] * 4
     plt.close(fig)
 
 
