@@ -57,9 +57,10 @@ def _patch_fake_data(cifar_md5: dict[str, str], rows: dict[str, int]) -> None:
     """The fake files' CIFAR batch MD5s and table row counts (benchmarks/paper_miniature.py)."""
     import dataclasses
 
-    import torchvision.datasets as tvd
-
     from dpaudit.data import tabular
+    from dpaudit.opacus_import import import_torchvision
+
+    tvd = import_torchvision().datasets
 
     if cifar_md5:
         tvd.CIFAR10.train_list = [

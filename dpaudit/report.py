@@ -6,6 +6,10 @@ out-of-date ``results/report.html`` is rewritten even when nothing else has to r
 never replaces the full one. The report is written to a temporary file and renamed into place,
 so a killed run leaves no half-written report; a failure raises :class:`ReportError` with the
 whole end of Snakemake's output (not a ``--quiet`` summary).
+
+The report's workflow graph draws each rule once (:func:`rulegraph_spec`, installed by
+:func:`use_one_node_per_rule` when the Snakefile is parsed, so a plain ``snakemake --report``
+gets it too).
 """
 
 from __future__ import annotations
@@ -29,6 +33,56 @@ TAIL_LINES = 60
 
 class ReportError(RuntimeError):
     """``snakemake --report`` failed; the message holds the command and its output's end."""
+
+
+def rulegraph_spec(dag: Any) -> tuple[dict[str, list[dict[str, Any]]], int, int]:
+    """The report's workflow graph of the job DAG ``dag``, one node per rule, in the form of
+    ``snakemake.report.rulegraph_spec.rulegraph_spec`` (nodes, links between neighbours
+    ``links_direct`` and the others ``links``; x range, y range).
+
+    Snakemake's own keeps one job of each rule per level of the job DAG, so a rule whose jobs
+    sit at two depths (``audit`` after ``simulate`` and after ``prepare_dataset`` -> ``train``)
+    is drawn twice, and so is everything downstream of it. Here the rules are ordered
+    topologically (ties by name) and each dependency between jobs is one edge between rules."""
+    jobs = [job for level in dag.toposorted() for job in level]
+    needs: dict[str, set[str]] = {job.rule.name: set() for job in jobs}
+    for job in jobs:
+        needs[job.rule.name] |= {dep.rule.name for dep in dag.dependencies[job]}
+    order: list[str] = []
+    left = {rule: set(deps) - {rule} for rule, deps in needs.items()}
+    while left:
+        ready = sorted(rule for rule, deps in left.items() if not deps)
+        if not ready:  # a cycle between rules cannot happen in a DAG of jobs; keep every rule
+            ready = sorted(left)
+        for rule in ready:
+            order.append(rule)
+            del left[rule]
+        for deps in left.values():
+            deps.difference_update(ready)
+    idx = {rule: i for i, rule in enumerate(order)}
+    nodes = [{"rule": rule, "fx": 10, "fy": i * 50} for i, rule in enumerate(order)]
+    links: list[dict[str, Any]] = []
+    direct: list[dict[str, Any]] = []
+    for rule in order:
+        for dep in sorted(needs[rule] - {rule}, key=idx.__getitem__):
+            link = {
+                "target": idx[rule],
+                "source": idx[dep],
+                "sourcerule": dep,
+                "targetrule": rule,
+                "value": 1,
+            }
+            (direct if idx[rule] - idx[dep] == 1 else links).append(link)
+    ymax = max((node["fy"] for node in nodes), default=0)
+    return {"nodes": nodes, "links": links, "links_direct": direct}, 100, ymax
+
+
+def use_one_node_per_rule() -> None:
+    """Make Snakemake's HTML report draw its workflow graph with :func:`rulegraph_spec` (the
+    reporter looks the function up in its module when it renders)."""
+    from snakemake.report import html_reporter
+
+    html_reporter.rulegraph_spec = rulegraph_spec
 
 
 def targeted_report_path(targets: Sequence[str]) -> str:

@@ -26,7 +26,13 @@ from dpaudit.pipeline import preflight as pipeline_preflight
 from dpaudit.pipeline import resources as pipeline_resources
 from dpaudit.pipeline import targets as pipeline_targets
 from dpaudit.pipeline.codehash import ENTRY_POINT_MODULE, code_hash
-from dpaudit.report import FULL_REPORT, ReportError, make_report, targeted_report_path
+from dpaudit.report import (
+    FULL_REPORT,
+    ReportError,
+    make_report,
+    targeted_report_path,
+    use_one_node_per_rule,
+)
 
 try:
     # Snakemake's YAML loader keeps the last of two equal keys: re-read every config file it
@@ -47,6 +53,9 @@ try:
 except ConfigError as err:
     raise ValueError(str(err)) from None
 
+
+# the report's workflow graph: each rule once (Snakemake draws a rule once per depth of its jobs)
+use_one_node_per_rule()
 
 EXPERIMENTS = config["experiments"]
 REPORT = FULL_REPORT

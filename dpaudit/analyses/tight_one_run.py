@@ -96,13 +96,18 @@ def point(
             "one_run": theirs}
 
 
+#: The series of the paper's method, named for the paper (Xiang et al. 2025, arXiv:2509.08704):
+#: its "ours" is the f-DP audit, not this library.
+FDP_SERIES = "Xiang et al. (f-DP)"
+
+
 def _rows(x: float, pt: dict, label: str, valid: bool, extra: dict) -> list[dict]:
     ratio = pt["ours"] / pt["one_run"] if pt["one_run"] > 0 else math.inf
     common = {"x": x, **{k: pt[k] for k in ("n", "r", "wrong", "accuracy")}, "valid": valid,
               **extra}
     return [
-        {**common, "y": pt["ours"], "series": f"ours (f-DP), {label}", "method": "fdp_one_run",
-         "ratio": ratio},
+        {**common, "y": pt["ours"], "series": f"{FDP_SERIES}, {label}",
+         "method": "fdp_one_run", "ratio": ratio},
         {**common, "y": pt["one_run"], "series": f"one-run (Steinke et al.), {label}",
          "method": "one_run", "ratio": ratio},
     ]
@@ -209,11 +214,11 @@ def p_values(
     wrong: Sequence[int] = tuple(range(0, 31)),
 ) -> pd.DataFrame:
     """Fig. 10: p-values of the null "(epsilon, delta)-DP" against the number of wrong guesses
-    (x) with n = r: ours (Proposition 1's Chernoff bound, never below the exact tail), the exact
-    tail (an extension, not in the paper: at n = r the binomial law of the wrong count, see
-    :func:`dpaudit.estimators.fdp_one_run.exact_log_cdf`) and Steinke et al.'s Theorem 3.1; plus
-    the expected number
-    of errors under the null (sum_j v_j) in column ``expected_errors``."""
+    (x) with n = r: Xiang et al.'s (Proposition 1's Chernoff bound, never below the exact
+    tail), the exact tail (an extension, not in the paper: at n = r the binomial law of the
+    wrong count, see :func:`dpaudit.estimators.fdp_one_run.exact_log_cdf`) and Steinke et al.'s
+    Theorem 3.1; plus the expected number of errors under the null (sum_j v_j) in column
+    ``expected_errors``."""
     rows = []
     for d in deltas:
         d = float(d)
@@ -223,9 +228,9 @@ def p_values(
             common = {"x": u, "wrong": u, "n": n, "r": n, "epsilon": epsilon, "delta": d,
                       "expected_errors": expected}
             rows += [
-                {**common, "series": f"ours (Chernoff), delta={d:g}",
+                {**common, "series": f"Xiang et al. (Chernoff), delta={d:g}",
                  "y": fdp.p_value(n, n, u, "approx_dp", epsilon, delta=d)},
-                {**common, "series": f"ours (exact tail, extension), delta={d:g}",
+                {**common, "series": f"exact tail (extension), delta={d:g}",
                  "y": fdp.p_value(n, n, u, "approx_dp", epsilon, delta=d, tail="exact")},
                 {**common, "series": f"one-run (Steinke et al.), delta={d:g}",
                  "y": one_run.p_value(n, n, n - u, epsilon, d)},

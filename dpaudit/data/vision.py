@@ -41,6 +41,7 @@ import numpy as np
 from dpaudit.data.catalog import of_kind
 from dpaudit.data.download import fetch
 from dpaudit.io import atomic_path
+from dpaudit.opacus_import import import_torchvision
 
 #: Data set names handled here, mapped to the torchvision class name (the catalog's).
 VISION_DATASETS: dict[str, str] = {
@@ -71,7 +72,7 @@ def _delete_hint(path: Path) -> str:
 
 
 def _tv_class(name: str):
-    import torchvision.datasets as tvd
+    tvd = import_torchvision().datasets
 
     if name not in VISION_DATASETS:
         raise ValueError(f"unknown vision data set {name!r}; known: {sorted(VISION_DATASETS)}")
@@ -122,6 +123,7 @@ def _decompressed_ok(src: Path, plain: Path) -> bool:
 
 
 def _cifar_extracted_ok(cls, root: Path) -> bool:
+    import_torchvision()
     from torchvision.datasets.utils import check_integrity
 
     folder = root / cls.base_folder

@@ -51,7 +51,8 @@ KIND_FIELDS = (
 
 #: The miniature's value of each dotted key (an upper bound where the paper's value is
 #: smaller: ``dataset.n_train: 1`` stays 1). ``train.batch_size`` of a full-batch experiment
-#: (batch at least the training set) becomes the miniature's training set.
+#: (batch at least the training set) becomes the miniature's training set, and no batch is
+#: larger than it.
 MINI: dict[str, int] = {
     "dataset.n_train": 40,
     "dataset.n_test": 24,
@@ -178,10 +179,13 @@ def _mini_value(key: str, value: Any, block: dict[str, Any]) -> Any:
         return value
     if key == "train.batch_size":
         n_train, m = block["dataset"].get("n_train"), block["canaries"].get("m")
+        mini_n = None if n_train is None else _mini_value("dataset.n_train", n_train, block)
+        mini_m = _mini_value("canaries.m", m, block)
+        records = int(_nominal_records(block, mini_n or MINI["dataset.n_train"], mini_m))
         if value >= _nominal_records(block, n_train, m):  # full batch stays full batch
-            mini_n = None if n_train is None else _mini_value("dataset.n_train", n_train, block)
-            mini_m = _mini_value("canaries.m", m, block)
-            return int(_nominal_records(block, mini_n or MINI["dataset.n_train"], mini_m))
+            return records
+        # never above the miniature's records (a batch larger than them is a preflight error)
+        return min(value, MINI[key], records)
     if key == "canaries.m" and block.get("design") == "one_run":
         pool = block["dataset"].get("canary_pool")
         pool = _mini_value("dataset.canary_pool", pool, block) if pool else MINI[key]

@@ -3,6 +3,9 @@
 A paper config books hours of GPU time; these checks stop it in the first second instead, each
 with a message naming the config key and the fix:
 
+* :func:`batch_problems`: a training batch (``train.batch_size``) larger than the records it is
+  drawn from (the training set and the expected inserted canaries), which would train every step
+  on all of them, at sample rate 1, without saying so;
 * :func:`checksum_problems`: a data set whose checksum the user must supply (Purchase-100:
   nothing is pinned, ``checksum_required`` in :mod:`dpaudit.data.catalog`) still carries the
   all-zero placeholder :data:`PLACEHOLDER_SHA256` the paper configs ship with (they validate
@@ -15,7 +18,7 @@ with a message naming the config key and the fix:
   ``set-resources``) although on the CPU it would run longer than its
   ``compute.training_runtime`` by the measured cost per example and step.
 
-``rules/common.smk`` runs the first two after the config checks, before the DAG, unless the run
+``rules/common.smk`` runs the first three after the config checks, before the DAG, unless the run
 is a dry run (a dry run of a paper config with the placeholder checksum must still work: CI
 dry-runs every config); the Snakefile's ``onstart`` runs the third on the DAG's training jobs.
 """
@@ -27,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dpaudit.data.catalog import CATALOG
+from dpaudit.data.catalog import CATALOG, known_n_train
 from dpaudit.pipeline.settings import setting_experiment, train_setting_specs
 
 #: The placeholder the paper configs carry where the user must put a checksum in.
@@ -96,6 +99,39 @@ def _train_settings(config: dict[str, Any]) -> Iterable[tuple[str, str, dict[str
             continue
         for setting in train_setting_specs(block):
             yield name, setting, setting_experiment(block, setting)
+
+
+def _n_train(block: dict[str, Any]) -> int:
+    """The training records of a setting's block: ``dataset.n_train`` (the synthetic default
+    when null), else, for real data taken whole, the catalog's training split (or all its rows):
+    at least as many as the prepared data will hold after any class filter."""
+    n_train = known_n_train(block["dataset"])
+    if n_train is None:
+        data = CATALOG[block["dataset"]["name"]]
+        n_train = data.splits[0] if data.splits else int(data.rows or 0)
+    return int(n_train)
+
+
+def batch_problems(config: dict[str, Any]) -> list[str]:
+    """A train experiment whose ``train.batch_size`` exceeds the records a batch is drawn from
+    (:meth:`dpaudit.training.spec.RunSpec.nominal_records`: the training set plus the expected
+    inserted canaries): its sample rate would be cut to 1 silently. A batch of exactly that
+    many is the full batch on purpose and passes."""
+    from dpaudit.training.spec import RunSpec
+
+    found: dict[tuple[str, int, int], list[str]] = {}
+    for name, setting, block in _train_settings(config):
+        records = RunSpec.from_block(block, 1.0).nominal_records(_n_train(block))
+        batch = int(block["train"]["batch_size"])
+        if batch > records:
+            found.setdefault((name, batch, records), []).append(setting)
+    return [
+        f"config key experiments.{name}.train.batch_size: {batch} is larger than the {records} "
+        f"records a batch is drawn from (dataset.n_train and the expected inserted canaries; "
+        f"settings {', '.join(settings)}), so every step would take all of them, at sample "
+        f"rate 1; allowed: at most {records} (exactly {records}: the full batch)"
+        for (name, batch, records), settings in found.items()
+    ]
 
 
 def checksum_problems(config: dict[str, Any]) -> list[str]:
@@ -174,11 +210,7 @@ def cpu_seconds(config: dict[str, Any], block: dict[str, Any], cost: JobCost) ->
     from dpaudit.training.spec import RunSpec
 
     spec = RunSpec.from_block(block, 1.0)
-    n_train = block["dataset"].get("n_train")
-    if n_train is None:
-        data = CATALOG[block["dataset"]["name"]]
-        n_train = data.splits[0] if data.splits else int(data.rows or 0)
-    steps = spec.schedule(int(n_train)).steps
+    steps = spec.schedule(_n_train(block)).steps
     models = int(block["train"].get("models_per_shard") or 1)
     if block["design"] == "one_run" or block["train"].get("engine") == "opacus":
         models = 1
@@ -219,7 +251,7 @@ def gpu_resource_problems(
 
 def check_config(config: dict[str, Any]) -> None:
     """The checks that need only the config; raise :class:`PreflightError` listing them."""
-    problems = checksum_problems(config) + memory_problems(config)
+    problems = batch_problems(config) + checksum_problems(config) + memory_problems(config)
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
         raise PreflightError(f"preflight: this run cannot succeed as configured:\n{lines}")

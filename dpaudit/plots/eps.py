@@ -15,7 +15,6 @@ from dpaudit.plots.labels import column_label
 from dpaudit.plots.series import draw_paper_values, estimator_labels, series_label, y_label
 from dpaudit.plots.style import (
     CLAIMED,
-    CONTROL,
     MARKERS,
     UNCORRECTED,
     assign_colors,
@@ -33,7 +32,8 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
     A colour per estimator (fixed per method), a marker per selection rule; uncorrected
     (``valid == False``) rows are dashed, lighter and labelled "(uncorrected)". Settings without
     a guarantee (claimed epsilon infinite: the no-noise control) go to a narrow panel on the
-    right, in the control style, without legend entries of their own. ``fig`` may give
+    right, one marker per line in that line's colour, marker and size (mean, bars min to max),
+    labelled as its legend entry, which names it (the panel adds no entries). ``fig`` may give
     ``title``, ``ylabel``, ``estimator_labels`` (block -> name), ``labels`` (column -> value ->
     name) and ``marks`` (``reproduce`` rows: the paper's printed values, hollow stars).
     """
@@ -69,6 +69,7 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
                 "color": colors[key[0]],
                 "marker": MARKERS[selections.index(key[1]) % len(MARKERS)],
             }
+            label = series_label(["estimator", "selection"], key, names, overrides, valid)
             fin = grp[np.isfinite(grp["claimed_epsilon"].astype(float))]
             if len(fin):
                 agg = (
@@ -85,13 +86,23 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
                     agg["x"],
                     agg["y"],
                     yerr=[agg["y"] - agg["lo"], agg["hi"] - agg["y"]],
-                    label=series_label(["estimator", "selection"], key, names, overrides, valid),
+                    label=label,
                     **style,
                     **({} if valid else UNCORRECTED),
                 )
             inf = grp[~np.isfinite(grp["claimed_epsilon"].astype(float))]
             if len(inf) and side is not None:
-                side.plot([i], [float(inf["epsilon"].mean())], **style, **CONTROL)
+                y = inf["epsilon"].astype(float)
+                mean = float(y.mean())
+                side.errorbar(
+                    [i],
+                    [mean],
+                    yerr=[[mean - float(y.min())], [float(y.max()) - mean]],
+                    label=label,
+                    ls="none",
+                    **style,
+                    **({} if valid else {"alpha": UNCORRECTED["alpha"]}),
+                )
         draw_paper_values(ax, finite, fig.get("marks") or [], "claimed_epsilon", "epsilon")
         ax.set_xlabel(fig.get("xlabel") or column_label("claimed_epsilon"))
         ax.set_ylabel(y_label(fig, "epsilon", table, column_label("epsilon")))
@@ -101,7 +112,7 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
             side.set_title("no noise", fontsize=7)
             side.set_xticks([])
             side.set_xlim(-1, len(groups))
-            side.set_xlabel("claimed ε = ∞")
+            side.set_xlabel("claimed ε = ∞\n(markers as\nin the legend)", fontsize=7)
         title(ax, fig.get("title") or "")
         legend(figure, ax)
     return figure

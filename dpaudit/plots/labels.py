@@ -266,6 +266,27 @@ def symbols(text: str) -> str:
     return _GREEK.sub(lambda m: GREEK[m.group(1)], text)
 
 
+#: Greek letters of the labels -> their mathtext commands (:func:`typeset`).
+_MATH_GREEK = {"ε": r"\varepsilon", "δ": r"\delta", "λ": r"\lambda", "μ": r"\mu", "σ": r"\sigma"}
+_SUBSCRIPT = re.compile(
+    "(" + "|".join(_MATH_GREEK) + r")_(\{[^{}$]*\}|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)"
+)
+
+
+def typeset(text: str) -> str:
+    r"""A label's subscripted symbols as matplotlib draws them: "ε_U-O" becomes the mathtext
+    ``$\varepsilon_{\mathrm{U-O}}$`` (a plain "_" would be drawn as an underscore); text that
+    holds mathtext already (a "$") is left as it is."""
+    if "$" in text:
+        return text
+
+    def math(m: re.Match[str]) -> str:
+        sub = m.group(2).strip("{}")
+        return f"${_MATH_GREEK[m.group(1)]}_{{\\mathrm{{{sub}}}}}$"
+
+    return _SUBSCRIPT.sub(math, text)
+
+
 def experiment_label(block: Mapping[str, Any]) -> str:
     """The display name of a train experiment, for the figures of the analyses that gather
     several (a series column ``experiment``): data set, model and canary type, e.g. "digits
@@ -287,11 +308,19 @@ def column_label(column: str) -> str:
     return COLUMN_LABELS.get(column, column.replace("_", " "))
 
 
+#: A title's last word that keeps its full stop (an abbreviation, not the end of a sentence).
+_ABBREVIATIONS = ("al.", "etc.", "e.g.", "i.e.", "Fig.", "Figs.", "Sec.", "Eq.", "App.", "Alg.")
+
+
 def short_title(description: str) -> str:
     """A title that fits a figure: the description up to its first colon (the rest belongs in
-    the caption), or the whole description where that part is too short to say anything."""
+    the caption), or the whole description where that part is too short to say anything;
+    without a closing full stop (a title is not a sentence), unless an abbreviation ends it."""
     head = description.split(": ", 1)[0].strip()
-    return head if len(head) >= 20 else description.strip()
+    text = head if len(head) >= 20 else description.strip()
+    if text.endswith(".") and not text.endswith(_ABBREVIATIONS):
+        text = text[:-1].rstrip()
+    return text
 
 
 def wrap_label(text: str, width: int = 34) -> str:

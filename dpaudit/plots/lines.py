@@ -62,6 +62,9 @@ CLAIM_LABELS = {
 #: main claim is the budget of one training run (``dpaudit.training.tuning``).
 BASE_CLAIM_LABEL = "claim of one training run ε_B"
 
+#: The end of the legend label of a line drawn against the right axis (``figure.right``).
+RIGHT_AXIS_SUFFIX = " (right axis)"
+
 #: A claim line more than this many times above the data's top is left off the y range (the
 #: legend gives its value): drawn, it would squeeze the data into the bottom of the axes.
 CLAIM_SPAN = 3.0
@@ -77,10 +80,13 @@ def _claim_columns(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def _claim_label(column: str, base_is_budget: bool) -> str:
+def _claim_label(column: str, base_is_budget: bool, given: str | None = None) -> str:
     """The legend label of a claim column (``claimed_epsilon``, or one of
-    :data:`CLAIM_LABELS`); ``base_is_budget``: the main claim is one training run's epsilon_B."""
+    :data:`CLAIM_LABELS`); ``base_is_budget``: the main claim is one training run's epsilon_B;
+    ``given``: the config's ``figure.claim_label`` of the main claim (which bound it is)."""
     if column == "claimed_epsilon":
+        if given:
+            return symbols(given)
         return BASE_CLAIM_LABEL if base_is_budget else "claimed ε"
     return CLAIM_LABELS[column[len("claimed_epsilon_") :]]
 
@@ -295,7 +301,8 @@ def _draw_dots(
     budget = fig.get("kind") == "train" and bool(extra)
     lines: list[tuple[str, str, dict]] = []
     if fig.get("claimed", True) and "claimed_epsilon" in table:
-        lines.append(("claimed_epsilon", _claim_label("claimed_epsilon", budget), CLAIMED))
+        main_label = _claim_label("claimed_epsilon", budget, fig.get("claim_label"))
+        lines.append(("claimed_epsilon", main_label, CLAIMED))
         for k, col in enumerate(extra):
             lines.append((col, _claim_label(col, True), EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]))
     if fig.get("references", True):
@@ -569,6 +576,13 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
             {tuple(v[c] for c in marker_cols) for v, _, _ in keyed},
             key=lambda t: tuple(natural_key(v) for v in t),
         )
+        # lines that are not epsilon (figure.right: e.g. an accuracy) get an axis of their own
+        right_values = {str(v) for v in (fig.get("right") or {}).get("series") or []}
+
+        def on_right(values: Mapping[str, Any]) -> bool:
+            return bool(right_values & {str(v) for v in values.values()})
+
+        ax_right = ax.twinx() if any(on_right(v) for v, _, _ in keyed) else None
         has_controls = False
         lo, hi = np.inf, -np.inf
         bars = kind in ("simulate", "train")
@@ -587,17 +601,18 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                 "marker": MARKERS[index % len(MARKERS)],
             }
             main, ctrl = grp[~control], grp[control]
+            right = ax_right is not None and on_right(values)
             if len(main):
                 agg = _stats(main, x, y)
                 se = agg["se"].to_numpy() if repeated else _se_column(main, x, y, agg.index)
                 mean = agg["mean"].to_numpy(dtype=float)
-                if np.isfinite(mean).any():
+                if np.isfinite(mean).any() and not right:
                     hi = max(hi, float(np.nanmax(mean + se)))
                     lo = min(lo, float(np.nanmin(mean - se)))
                 at = agg.index.to_numpy()
                 if fig.get("dodge"):
                     at = _dodged(at.astype(float), j, len(keyed), logx, span)
-                ax.errorbar(
+                (ax_right if right else ax).errorbar(
                     at,
                     mean,
                     yerr=se if repeated or f"{y}_se" in main else None,
@@ -607,7 +622,8 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                         names,
                         overrides,
                         valid,
-                    ),
+                    )
+                    + (RIGHT_AXIS_SUFFIX if right else ""),
                     **style,
                     **({} if valid else UNCORRECTED),
                 )
@@ -631,7 +647,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                 (c, EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]) for k, c in enumerate(extra)
             ]
             for col, style in columns:
-                label = _claim_label(col, kind == "train" and bool(extra))
+                label = _claim_label(col, kind == "train" and bool(extra), fig.get("claim_label"))
                 artist = _plot_claimed(ax, finite, x, col, label, style)
                 value = pd.to_numeric(finite[col], errors="coerce")
                 if artist is not None and np.isfinite(value).any():
@@ -678,8 +694,13 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
             _y_limits(ax, lo, hi, claims)
         ax.set_xlabel(symbols(fig["xlabel"]) if fig.get("xlabel") else column_label(x))
         ax.set_ylabel(y_label(fig, y, table, column_label(y)))
+        if ax_right is not None:
+            given = (fig.get("right") or {}).get("ylabel")
+            ax_right.set_ylabel(symbols(given) if given else column_label(y))
+            ax_right.grid(False)
+            ax_right.spines["right"].set_visible(True)
         title(ax, fig.get("title") or "")
-        legend(figure, ax)
+        legend(figure, ax, others=[ax_right] if ax_right is not None else [])
     return figure
 
 

@@ -71,19 +71,17 @@ def _claimed(files: Sequence[ScoreFile]) -> float:
 
 def _eps_text(eps: float) -> str:
     if math.isnan(eps):
-        return "claimed epsilon varies"
-    return "no guarantee (no noise)" if math.isinf(eps) else f"claimed epsilon {eps:.3g}"
+        return "claimed ε varies"
+    return "no noise: no guarantee" if math.isinf(eps) else f"claimed ε {eps:.3g}"
 
 
 def curves_of(files_by_setting: Mapping[str, Sequence[ScoreFile]]) -> list[RocCurve]:
-    """One pooled curve per setting, labelled by its claimed epsilon (and the setting's name
-    where two settings claim the same), ordered by claimed epsilon. A setting none of whose
-    canaries was IN, the no-canary control ``canaries.insert: none``, has no ROC curve and is
-    left out; one whose canaries are all IN is an error naming it."""
+    """One pooled curve per setting, every one labelled alike by the setting's name and its
+    claimed epsilon ("eps1 (claimed ε 0.993)": the name says the target, the claim what the
+    accountant gives at the calibrated noise), ordered by claimed epsilon. A setting none of
+    whose canaries was IN, the no-canary control ``canaries.insert: none``, has no ROC curve and
+    is left out; one whose canaries are all IN is an error naming it."""
     claimed = {name: _claimed(files) for name, files in files_by_setting.items()}
-    counts: dict[float, int] = {}
-    for eps in claimed.values():
-        counts[eps] = counts.get(eps, 0) + 1
     curves = []
     for name, files in files_by_setting.items():
         if not files:
@@ -97,8 +95,7 @@ def curves_of(files_by_setting: Mapping[str, Sequence[ScoreFile]]) -> list[RocCu
         except ValueError as exc:
             raise ValueError(f"setting {name!r} ({files[0].source}): {exc}") from exc
         eps = claimed[name]
-        unique = not math.isnan(eps) and counts[eps] == 1
-        label = _eps_text(eps) if unique else f"{name} ({_eps_text(eps)})"
+        label = f"{name} ({_eps_text(eps)})"
         n_in = int(member.sum())
         curves.append(RocCurve(label, eps, fpr, tpr, auroc_of(fpr, tpr), n_in, member.size - n_in))
     return sorted(curves, key=lambda c: (math.isnan(c.claimed_epsilon), c.claimed_epsilon))

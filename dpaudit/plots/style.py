@@ -16,6 +16,7 @@ from typing import Any
 
 from dpaudit.io import atomic_path
 from dpaudit.plots import pyplot
+from dpaudit.plots.labels import typeset
 
 #: The style file shipped in the package.
 STYLE = Path(__file__).with_name("dpaudit.mplstyle")
@@ -23,11 +24,15 @@ STYLE = Path(__file__).with_name("dpaudit.mplstyle")
 #: Okabe and Ito's colour-blind-safe palette (yellow left out), as in the style file.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 
-#: Each estimator method keeps its colour in every figure.
+#: Each estimator method keeps its colour in every figure. The methods of one design, which
+#: share figures, have hues far apart: one_run blue, fdp_one_run vermillion, fdp_abstention
+#: bluish green (not sky blue beside one_run's blue: with their uncorrected lighter lines that
+#: made four similar blues), attack_metrics (every design) the first free colour. Two methods
+#: that never share a figure may share a colour (lidp audits lidp files only).
 METHOD_COLORS = {
     "one_run": "#0072B2",
     "fdp_one_run": "#D55E00",
-    "fdp_abstention": "#56B4E9",
+    "fdp_abstention": "#009E73",
     "lidp": "#009E73",
     "multi_run_cp": "#CC79A7",
     "gdp_fit": "#E69F00",
@@ -108,13 +113,17 @@ LEGEND_BESIDE_MAX = (8, 36)
 _LEGEND_LINE_IN = 7 * 1.5 / 72
 
 
-def legend(fig: Any, ax: Any, below: bool | None = None) -> None:
-    """The legend of ``ax`` without repeats: to the right of the axes when it is short, below
-    them in two columns when it is long (``below``: force either), the figure made taller so
-    that the legend fits inside it."""
+def legend(fig: Any, ax: Any, below: bool | None = None, others: Sequence[Any] = ()) -> None:
+    """The legend of ``ax`` (and of the ``others`` axes drawn over it, e.g. a second y axis)
+    without repeats: to the right of the axes when it is short, below them in two columns when
+    it is long (``below``: force either), the figure made taller so that the legend fits inside
+    it."""
     from matplotlib.container import ErrorbarContainer
 
     handles, labels = ax.get_legend_handles_labels()
+    for other in others:
+        more, names = other.get_legend_handles_labels()
+        handles, labels = [*handles, *more], [*labels, *names]
     seen: dict[str, Any] = {}
     for handle, label in zip(handles, labels, strict=True):
         if label and not label.startswith("_") and label not in seen:
@@ -161,10 +170,30 @@ def fits_canvas(fig: Any, tolerance: float = 0.5) -> bool:
     )
 
 
+def typeset_figure(fig: Any) -> None:
+    """Every text of ``fig`` (titles, axis labels, legends, fixed tick labels) with its
+    subscripted symbols typeset (:func:`dpaudit.plots.labels.typeset`: "ε_B" is drawn with a
+    subscript B, not an underscore). Run on the finished figure, just before it is written."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter
+
+    for text in fig.findobj(Text):
+        new = typeset(text.get_text())
+        if new != text.get_text():
+            text.set_text(new)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, FixedFormatter):
+                formatter.seq = [typeset(str(t)) for t in formatter.seq]
+
+
 def save(fig: Any, outputs: Sequence[str | Path]) -> None:
-    """Write ``fig`` to each output (format from the suffix, atomically) and close it."""
+    """Write ``fig`` to each output (format from the suffix, atomically; its subscripts typeset,
+    :func:`typeset_figure`) and close it."""
     plt = pyplot()
 
+    typeset_figure(fig)
     with styled():
         for out in outputs:
             with atomic_path(out) as tmp:

@@ -278,6 +278,12 @@ class RunSpec:
             expected_in = 0
         return CanaryLayout(per_trial, pool, expected_in)
 
+    def nominal_records(self, n_train: int, n_params: int | None = None) -> int:
+        """The records a batch is drawn from on ``n_train`` training records: ``max(1,
+        round(n_train + expected_in))``, the expected inserted canaries included
+        (:meth:`layout`)."""
+        return max(1, round(n_train + self.layout(n_params).expected_in))
+
     def schedule(self, n_train: int, n_params: int | None = None) -> Schedule:
         """Sample rate, steps and steps per epoch of a job on ``n_train`` training records.
 
@@ -288,7 +294,7 @@ class RunSpec:
         ``q = 1 / batches`` (it measures both on its own loader; this is their nominal value)."""
         t = self.train
         b = int(t["batch_size"])
-        n = max(1, round(n_train + self.layout(n_params).expected_in))
+        n = self.nominal_records(n_train, n_params)
         if t["engine"] == "opacus":
             batches = math.ceil(n / b)
             return Schedule(1.0 / batches, int(t["epochs"]) * batches, batches)

@@ -15,7 +15,7 @@ from dpaudit.estimators import fdp_one_run as fdp
 from dpaudit.mechanisms import fdp_one_run_sim as sim
 
 REPO = Path(__file__).resolve().parents[2]
-OURS_N5 = "ours (f-DP), r=0.2n"
+OURS_N5 = "Xiang et al. (f-DP), r=0.2n"
 ONE_N5 = "one-run (Steinke et al.), r=0.2n"
 
 
@@ -50,7 +50,7 @@ def test_ours_rises_with_r_while_one_run_does_not():
     r = n, our finding), the one-run bound rises and then falls."""
     rs = [100, 200, 500, 1000, 2000, 5000, 10_000]
     df = T.versus_r("gaussian", 1.0, n=10_000, rs=rs, guessing="independent")
-    ours = df[df.series == "ours (f-DP), n=10000"].sort_values("x")["y"].to_numpy()
+    ours = df[df.series == "Xiang et al. (f-DP), n=10000"].sort_values("x")["y"].to_numpy()
     one = df[df.series == "one-run (Steinke et al.), n=10000"].sort_values("x")["y"].to_numpy()
     assert np.all(np.diff(ours[:-1]) > 0)
     assert ours[-1] < ours[-2]  # the dip at r = n (docs/estimators/fdp_one_run.md, finding 3)
@@ -64,7 +64,7 @@ def test_best_r_rows_are_flagged_uncorrected_and_dominate():
     df = T.versus_n("gaussian", 1.0, ns=[1000])
     best = df[df.series.str.contains("own best r")]
     assert len(best) == 2 and not best["valid"].any()
-    assert _y(df, series="ours (f-DP), own best r") >= _y(df, series=OURS_N5)
+    assert _y(df, series="Xiang et al. (f-DP), own best r") >= _y(df, series=OURS_N5)
     assert _y(df, series="one-run (Steinke et al.), own best r") >= _y(df, series=ONE_N5)
 
 
@@ -100,17 +100,18 @@ def test_laplace_and_subsampled_gaussian_rows():
 def test_versus_delta_and_fixed_r():
     d = T.versus_delta("randomized_response", 3.2, n=10_000, r=2000, deltas=[1e-5, 1e-2])
     assert _y(d, series="one-run (Steinke et al.), n=10000, r=2000", x=1e-2) == 0.0
-    assert _y(d, series="ours (f-DP), n=10000, r=2000", x=1e-2) > 2.5
+    assert _y(d, series="Xiang et al. (f-DP), n=10000, r=2000", x=1e-2) > 2.5
     f = T.versus_n("gaussian", 1.0, ns=[1000, 10_000], r=1000, guessing="one_run", best_r=False)
     assert set(f["r"].dropna()) == {1000}
-    assert f.loc[f.series == "ours (f-DP), r=1000", "accuracy"].is_monotonic_increasing
+    assert f.loc[f.series == "Xiang et al. (f-DP), r=1000", "accuracy"].is_monotonic_increasing
 
 
 def test_p_values_fig10():
     """Fig. 10, RR eps = 1, n = r = 100: at delta = 0.01 and 10 wrong ours rejects and [27]
     does not; at delta = 0.1 [27] cannot reject at any error count."""
     df = T.p_values(deltas=[0.01, 0.1], wrong=[0, 10])
-    assert _y(df, series="ours (Chernoff), delta=0.01", x=10) == pytest.approx(1.84e-4, rel=0.02)
+    chernoff = _y(df, series="Xiang et al. (Chernoff), delta=0.01", x=10)
+    assert chernoff == pytest.approx(1.84e-4, rel=0.02)
     assert _y(df, series="one-run (Steinke et al.), delta=0.01", x=10) > 0.05
     assert df[df.series == "one-run (Steinke et al.), delta=0.1"]["y"].min() > 0.05
     exp = df[df.delta == 0.01]["expected_errors"].iloc[0]

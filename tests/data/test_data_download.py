@@ -29,6 +29,7 @@ from dpaudit.data.download import (
     mirror_sources,
     try_order,
 )
+from dpaudit.opacus_import import import_torchvision
 
 REPO = Path(__file__).resolve().parents[2]
 LOCATION_SHA256 = "927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33"
@@ -300,7 +301,7 @@ def test_vision_uses_torchvisions_published_md5_by_default(tmp_path):
 
 
 def test_vision_resources_come_from_torchvision():
-    import torchvision.datasets as tvd
+    tvd = import_torchvision().datasets
 
     res = vision.vision_resources("mnist")
     assert [r.md5 for r in res] == [md5 for _, md5 in tvd.MNIST.resources]
@@ -314,7 +315,7 @@ def test_vision_resources_come_from_torchvision():
 
 
 def test_cifar10_python_tarball(tmp_path, monkeypatch):
-    import torchvision.datasets as tvd
+    tvd = import_torchvision().datasets
 
     m = tmp_path / "mirror"
     info = fixtures.make_mirror(m, "cifar10", n_train=25, n_test=8, seed=3)
@@ -342,7 +343,7 @@ def test_cifar10_python_tarball(tmp_path, monkeypatch):
 
 
 def test_svhn_mat(tmp_path, monkeypatch):
-    import torchvision.datasets as tvd
+    tvd = import_torchvision().datasets
 
     m = tmp_path / "mirror"
     info = fixtures.make_mirror(m, "svhn", n_train=15, n_test=10, seed=4)

@@ -38,3 +38,50 @@ def test_accountant_through_dpaudit_adds_no_root_handler():
         "import opacus.utils.module_utils"
     )
     assert _handlers(body) == (0, 0)
+
+
+class _BrokenTorchvision:
+    """A meta-path finder whose torchvision fails to import as one built for another torch
+    does (torchvision/_meta_registrations.py registers a kernel torch does not have)."""
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.util
+
+        if name != "torchvision":
+            return None
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        raise RuntimeError("operator torchvision::nms does not exist")
+
+
+def test_issue36_item12_torch_torchvision_mismatch_is_one_line_naming_both(monkeypatch):
+    """Issue 36, item 12: a torchvision built for another torch stops at dpaudit's first import
+    of torchvision with one line naming both versions and the fix, not a deep RuntimeError."""
+    from importlib import metadata
+
+    from dpaudit.data import vision
+    from dpaudit.opacus_import import TORCH_PAIR_FIX, import_torchvision
+
+    for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenTorchvision(), *sys.meta_path])
+    with pytest.raises(ImportError) as caught:
+        import_torchvision()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"torchvision {metadata.version('torchvision')}" in message
+    assert f"torch {metadata.version('torch')}" in message
+    assert "torchvision::nms" in message and TORCH_PAIR_FIX in message
+    # the library's own torchvision users go through it
+    with pytest.raises(ImportError, match="cannot be imported beside torch"):
+        vision.vision_resources("mnist")
+
+
+def test_torchvision_imports_when_it_matches():
+    from dpaudit.opacus_import import import_torchvision
+
+    assert hasattr(import_torchvision(), "datasets")

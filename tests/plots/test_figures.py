@@ -21,7 +21,7 @@ from dpaudit.pipeline.settings import applicable_estimators, setting_columns, tr
 from dpaudit.pipeline.targets import figure_name
 from dpaudit.plots.captions import caption
 from dpaudit.plots.eps import draw_empirical_vs_claimed
-from dpaudit.plots.labels import estimator_label, internal_names, value_label
+from dpaudit.plots.labels import estimator_label, internal_names, short_title, value_label
 from dpaudit.plots.lines import draw_table
 from dpaudit.plots.style import METHOD_COLORS, PALETTE, STYLE, fits_canvas
 from dpaudit.scores import ScoreFile
@@ -171,8 +171,9 @@ def test_styles_colours_controls_and_paper_values_of_the_eps_figure():
     assert solid.get_linestyle() == "-" and solid.get_alpha() is None
     colours = {to_hex(line.get_color()) for line in main.get_lines()}
     assert {METHOD_COLORS["one_run"].lower(), METHOD_COLORS["fdp_one_run"].lower()} <= colours
-    assert len(side.get_lines()) == 4 and all(ln.get_linestyle() == ":" for ln in side.get_lines())
-    assert [ln.get_ydata()[0] for ln in side.get_lines()] == [3.0] * 4
+    # the no-noise control: one marker per line, in its style (issue 36, item 12, below)
+    assert len(side.containers) == 4
+    assert [c.lines[0].get_ydata()[0] for c in side.containers] == [3.0] * 4
     plt.close(fig)
 
 
@@ -315,3 +316,185 @@ def test_an_analysis_table_draws_its_own_se_column_and_reference_line():
         assert any("factor_se" in t for t in legend_texts)
     finally:
         plt.close(fig)
+
+
+# ------------------------------------------------------- issue 36, item 12: the figures' defects
+
+
+def _default_config() -> dict:
+    return validate_config(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+
+
+def _one_run_mlp_table() -> pd.DataFrame:
+    """The default config's one_run_mlp audit table on made-up bounds: its three estimator
+    blocks (one run and f-DP with abstention, three selection rules each; the attack metrics),
+    five target epsilons and the no-noise control."""
+    config = _default_config()
+    exp = config["experiments"]["one_run_mlp"]
+    rows = []
+    for est in exp["estimators"]:
+        block = config["estimators"][est]
+        for sel in block.get("selections") or [""]:
+            for target in [*exp["train"]["target_epsilons"], None]:
+                claimed = np.inf if target is None else float(target)
+                rows.append(
+                    {
+                        "setting": "nonprivate" if target is None else f"eps{target}",
+                        "seed": 0,
+                        "estimator": est,
+                        "method": block["method"],
+                        "params": json.dumps(block),
+                        "selection": sel,
+                        "claimed_epsilon": claimed,
+                        "epsilon": 0.5 if target is None else 0.1 * claimed,
+                        "valid": sel != "grid_max_uncorrected" and est != "attack_metrics",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _hue(colour: str) -> float:
+    import colorsys
+
+    from matplotlib.colors import to_rgb
+
+    return 360 * colorsys.rgb_to_hsv(*to_rgb(colour))[0]
+
+
+def test_issue36_item12_one_run_mlp_draws_each_estimator_in_a_hue_of_its_own():
+    """Issue 36, item 12: one_run_mlp drew six of its seven lines in four similar blues (one
+    run in blue, f-DP with abstention in sky blue, one degree of hue apart, each with lighter
+    uncorrected lines); the three estimators' hues now lie at least 30 degrees apart."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    config = _default_config()
+    table = _one_run_mlp_table()
+    fig = draw_empirical_vs_claimed(table, pipeline_params.figure_params(config, "one_run_mlp"))
+    main = fig.axes[0]
+    by_estimator: dict[str, set[str]] = {}
+    names = pipeline_params.figure_params(config, "one_run_mlp")["estimator_labels"]
+    for container in main.containers:
+        label = container.get_label().replace("\n", " ")
+        est = next(e for e, name in names.items() if label.startswith(name))
+        by_estimator.setdefault(est, set()).add(to_hex(container.lines[0].get_color()))
+    plt.close(fig)
+    assert len(main.containers) == 7
+    assert all(len(c) == 1 for c in by_estimator.values()), by_estimator
+    hues = sorted(_hue(c.pop()) for c in by_estimator.values())
+    gaps = [b - a for a, b in zip(hues, hues[1:], strict=False)] + [360 - hues[-1] + hues[0]]
+    assert min(gaps) >= 30, hues
+
+
+def test_issue36_item12_no_noise_markers_are_named_as_their_legend_entries():
+    """Issue 36, item 12: the "no noise" panel of one_run_mlp drew unlabelled markers (small,
+    in another style than the lines); each is now its line's marker, colour and size, labelled
+    as the legend entry that names it."""
+    import matplotlib.pyplot as plt
+
+    config = _default_config()
+    fig = draw_empirical_vs_claimed(
+        _one_run_mlp_table(), pipeline_params.figure_params(config, "one_run_mlp")
+    )
+    main, side = fig.axes
+    legend = set(_legend_texts(fig))
+    lines = {c.get_label(): c.lines[0] for c in main.containers}
+    marks = {c.get_label(): c.lines[0] for c in side.containers}
+    plt.close(fig)
+    assert len(marks) == 7 and set(marks) <= legend
+    for label, mark in marks.items():
+        line = lines[label]
+        assert mark.get_color() == line.get_color() and mark.get_marker() == line.get_marker()
+        assert mark.get_markersize() == line.get_markersize()
+
+
+def test_issue36_item12_titles_end_without_a_stray_full_stop():
+    """Issue 36, item 12: one_run_mlp's title ended in the description's full stop."""
+    config = _default_config()
+    assert pipeline_params.figure_params(config, "one_run_mlp")["title"] == (
+        "One-run black-box audit of an MLP trained with DP-SGD on synthetic data"
+    )
+    for name in config["experiments"]:
+        title = pipeline_params.figure_params(config, name)["title"]
+        assert not title.endswith(".") or title.endswith(("al.", "Fig.")), (name, title)
+    assert short_title("Audits after Steinke et al.") == "Audits after Steinke et al."
+
+
+def _selection_fig6_table() -> pd.DataFrame:
+    rows = []
+    for eps_b, eps_uo, eps_u in ((1.0, 1.3, 1.9), (4.0, 5.0, 6.8)):
+        for seed in (0, 1):
+            rows.append(
+                {
+                    "setting": f"epsilon_B{eps_b:g}",
+                    "seed": seed,
+                    "estimator": "multi_run_cp",
+                    "method": "multi_run_cp",
+                    "params": json.dumps({"confidence": 0.95}),
+                    "selection": "heldout",
+                    "epsilon_B": eps_b,
+                    "claimed_epsilon": eps_uo,
+                    "claimed_epsilon_papernot_steinke": eps_u,
+                    "claimed_epsilon_exact": eps_uo - 0.2,
+                    "epsilon": 0.5 * eps_b,
+                    "valid": True,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_issue36_item12_selection_fig6_names_each_claim_and_typesets_subscripts(tmp_path):
+    """Issue 36, item 12: selection Fig. 6's y label named epsilon_U-O "(grey)" while two grey
+    lines shared the name (the legend said "claimed ε" and "... ε_U"), underscores drawn as
+    underscores. Now the y label names the audit's bound, the legend names each claim (ε_U-O of
+    Algorithm 3, Papernot-Steinke's ε_U), and a written figure typesets every subscript."""
+    from dpaudit.plots.lines import plot_table
+
+    config = _default_config()
+    spec = pipeline_params.figure_params(config, "selection_fig6_audit")
+    fig = draw_table(_selection_fig6_table(), spec)
+    texts = [t.replace("\n", " ") for t in _legend_texts(fig)]
+    ax = fig.axes[0]
+    assert "claim ε_U-O (Algorithm 3, μ_O)" in texts
+    assert "claim of the tuned mechanism ε_U (Papernot-Steinke)" in texts
+    assert "claimed ε" not in texts
+    assert ax.get_ylabel().startswith("audit lower bound ε_L") and "grey" not in ax.get_ylabel()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    drawn = draw_table(_selection_fig6_table(), spec)
+    plot_table(_selection_fig6_table(), spec, [tmp_path / "fig6.png"])
+    from dpaudit.plots.style import typeset_figure
+
+    typeset_figure(drawn)
+    from matplotlib.text import Text
+
+    shown = [t.get_text() for t in drawn.findobj(Text) if t.get_text()]
+    plt.close(drawn)
+    assert not [t for t in shown if "_" in t.replace("_{", "")], shown
+    assert any(r"$\varepsilon_{\mathrm{U-O}}$" in t for t in shown)
+    assert (tmp_path / "fig6.png").stat().st_size > 1000
+
+
+def test_issue36_item12_tight_one_run_names_the_paper_and_keeps_accuracy_off_the_epsilon_axis():
+    """Issue 36, item 12: tight one run's "ours (f-DP)" meant the paper's method (Xiang et al.),
+    and its axis mixed epsilon bounds with the accuracy c/r; the paper's method is named for the
+    paper and the accuracy has an axis of its own (the paper's Fig. 12 right axis)."""
+    import matplotlib.pyplot as plt
+
+    from dpaudit.analyses import run
+    from dpaudit.plots.lines import RIGHT_AXIS_SUFFIX
+
+    config = _default_config()
+    spec = pipeline_params.figure_params(config, "tight_fig3_vs_r")
+    table = run("tight_one_run_vs_r", {"theta": 1.0, "n": 1000, "rs": [100, 1000]}, {})
+    fig = draw_table(table, spec)
+    main, right = fig.axes
+    texts = [t.replace("\n", " ") for t in _legend_texts(fig)]
+    main_labels = [c.get_label() for c in main.containers]
+    right_labels = [c.get_label() for c in right.containers]
+    plt.close(fig)
+    assert "Xiang et al. (f-DP), n=1000" in texts and not [t for t in texts if "ours" in t]
+    assert right_labels == ["accuracy c/r" + RIGHT_AXIS_SUFFIX]
+    assert not [t for t in main_labels if "accuracy" in t]
+    assert "accuracy" not in main.get_ylabel() and "accuracy" in right.get_ylabel()

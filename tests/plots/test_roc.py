@@ -51,9 +51,9 @@ def test_a_curve_per_setting_ordered_and_labelled_by_claimed_epsilon(tmp_path):
     }
     curves = curves_of(files)
     assert [c.label for c in curves] == [
-        "claimed epsilon 1",
-        "claimed epsilon 8",
-        "no guarantee (no noise)",
+        "eps1 (claimed ε 1)",
+        "eps8 (claimed ε 8)",
+        "nonprivate (no noise: no guarantee)",
     ]
     pooled = files["eps8"]
     member = np.concatenate([sf.membership.ravel() for sf in pooled])
@@ -73,8 +73,8 @@ def test_a_curve_per_setting_ordered_and_labelled_by_claimed_epsilon(tmp_path):
 def test_settings_with_the_same_claim_keep_their_names_and_bad_files_are_named():
     curves = curves_of({"m100": [_file(2.0, 1.0, 100)], "m1000": [_file(2.0, 1.0, 1000)]})
     assert sorted(c.label for c in curves) == [
-        "m100 (claimed epsilon 2)",
-        "m1000 (claimed epsilon 2)",
+        "m100 (claimed ε 2)",
+        "m1000 (claimed ε 2)",
     ]
     only_in = _file(2.0, 1.0, 50)
     only_in = ScoreFile(
@@ -109,3 +109,22 @@ def test_default_config_targets_include_the_roc_figures(repo):
     for name, exp in default_config["experiments"].items():
         want = paths.figure(name, paths.ROC_FIGURE, "png")
         assert (want in targets) == (exp["kind"] in ("train", "simulate")), name
+
+
+def test_issue36_item12_every_curve_names_its_setting_beside_its_claim():
+    """Issue 36, item 12: the white-box ROC legend said 0.993 / 1.99 / 3.99 for settings named
+    eps1 / eps2 / eps4; every curve now shows the setting's name and its claim alike."""
+    files = {
+        "eps1": [_file(0.993, 0.3)],
+        "eps2": [_file(1.99, 0.6)],
+        "eps4": [_file(3.99, 1.0)],
+        "nonprivate": [_file(float("inf"), 4.0)],
+    }
+    fig = draw_roc(curves_of(files))
+    texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert [t.split(", AUROC")[0] for t in texts[:4]] == [
+        "eps1 (claimed ε 0.993)",
+        "eps2 (claimed ε 1.99)",
+        "eps4 (claimed ε 3.99)",
+        "nonprivate (no noise: no guarantee)",
+    ]

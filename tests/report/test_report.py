@@ -132,3 +132,121 @@ def test_issue36_item7_the_report_is_built_from_the_config_the_run_used(tmp_path
     assert list(used["experiments"]["lidp"]["grid"]) == ["n", "K"]
     assert list(experiment_settings(used["experiments"]["lidp"])) == ["n4_K1"]
     assert (tmp_path / FULL_REPORT).read_text() == "<html></html>"
+
+#: A workflow of the pipeline's shape: ``audit`` jobs at two depths of the job DAG (after
+#: ``simulate``, and after ``prepare`` -> ``train``), and a table reading both.
+TWO_DEPTHS = """
+{install}
+rule all:
+    input: "table.txt"
+
+rule table:
+    input: "sim.audit", "trained.audit"
+    output: report("table.txt", caption="caption.rst", category="Tables")
+    shell: "cat {{input}} > {{output}}"
+
+rule audit:
+    input: "{{name}}.scores"
+    output: "{{name}}.audit"
+    shell: "cp {{input}} {{output}}"
+
+rule simulate:
+    output: "sim.scores"
+    shell: "echo 1 > {{output}}"
+
+rule prepare:
+    output: "data.txt"
+    shell: "echo 1 > {{output}}"
+
+rule train:
+    input: "data.txt"
+    output: "trained.scores"
+    shell: "cp {{input}} {{output}}"
+"""
+
+
+def _graph_rules(html: str) -> list[str]:
+    """The rule of each node of the report's workflow graph."""
+    import json
+
+    spec = json.loads(re.search(r"var rulegraph_spec = (\{.*?\});\n", html, re.S).group(1))
+    (nodes,) = [d["values"] for d in spec["data"] if d["name"] == "node-data"]
+    return [n["rule"] for n in nodes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("installed", [False, True])
+def test_issue36_item12_the_report_graph_draws_each_rule_once(tmp_path, installed):
+    """Issue 36, item 12: the report's workflow graph showed ``audit``, ``audit_table``, ...
+    twice: Snakemake keeps one job of each rule per level of the job DAG, and ``audit`` jobs sit
+    at two levels. With :func:`use_one_node_per_rule` (the Snakefile's rules/common.smk calls
+    it) each rule is one node; without it (Snakemake's own graph) ``audit`` is drawn twice."""
+    install = "from dpaudit.report import use_one_node_per_rule\nuse_one_node_per_rule()\n"
+    text = TWO_DEPTHS.format(install=install if installed else "")
+    (tmp_path / "Snakefile").write_text(textwrap.dedent(text))
+    (tmp_path / "caption.rst").write_text("A table.\n")
+    build(tmp_path)
+    make_report(FULL_REPORT, ["all"], tmp_path / "Snakefile", {}, tmp_path)
+    rules = _graph_rules((tmp_path / FULL_REPORT).read_text(errors="ignore"))
+    if installed:
+        assert sorted(rules) == ["all", "audit", "prepare", "simulate", "table", "train"]
+    else:
+        assert rules.count("audit") == 2  # the defect, in Snakemake's own graph
+
+
+class _Job:
+    def __init__(self, rule: str) -> None:
+        self.rule = type("Rule", (), {"name": rule})()
+
+
+class _Dag:
+    """Jobs and their dependencies as Snakemake's DAG holds them (levels, dependencies)."""
+
+    def __init__(self, deps: dict[_Job, list[_Job]]) -> None:
+        self.dependencies = {job: dict.fromkeys(d) for job, d in deps.items()}
+        levels, done = [], set()
+        while len(done) < len(deps):
+            level = [j for j in deps if j not in done and all(d in done for d in deps[j])]
+            levels.append(level)
+            done |= set(level)
+        self._levels = levels
+
+    def toposorted(self):
+        return self._levels
+
+
+def test_rulegraph_spec_orders_rules_topologically_with_one_edge_per_rule_pair():
+    from dpaudit.report import rulegraph_spec
+
+    prep, sim = _Job("prepare_dataset"), _Job("simulate")
+    train = _Job("train")
+    audits = [_Job("audit"), _Job("audit")]
+    table, every = _Job("audit_table"), _Job("all")
+    dag = _Dag(
+        {
+            prep: [],
+            sim: [],
+            train: [prep],
+            audits[0]: [sim],
+            audits[1]: [train],
+            table: audits,
+            every: [table, sim, train],
+        }
+    )
+    spec, _, ymax = rulegraph_spec(dag)
+    order = [n["rule"] for n in spec["nodes"]]
+    assert order == ["prepare_dataset", "simulate", "train", "audit", "audit_table", "all"]
+    assert ymax == 250
+    edges = {(e["sourcerule"], e["targetrule"]) for e in spec["links"] + spec["links_direct"]}
+    assert edges == {
+        ("prepare_dataset", "train"),
+        ("simulate", "audit"),
+        ("train", "audit"),
+        ("audit", "audit_table"),
+        ("audit_table", "all"),
+        ("simulate", "all"),
+        ("train", "all"),
+    }
+    assert len(spec["links"] + spec["links_direct"]) == len(edges)
+    assert all(e["target"] - e["source"] == 1 for e in spec["links_direct"])
+    assert all(e["target"] - e["source"] != 1 for e in spec["links"])

@@ -99,6 +99,15 @@ def test_overlay_changes_neither_the_paper_config_nor_its_job_count(stem):
     assert sum(guards.experiment_jobs(b)[0] for b in paper["experiments"].values()) == count
 
 
+@pytest.mark.parametrize("stem", sorted(KINDS))
+def test_issue36_item12_no_miniature_batch_exceeds_its_records(stem):
+    """Issue 36, item 12: a batch larger than its records is a preflight error; the miniature
+    shrank paper Fig. 4's batches (40 of 501 records) to 8 of its 5 records."""
+    paper, mini = _mini(stem)
+    assert preflight.batch_problems(paper) == []
+    assert preflight.batch_problems(mini) == []
+
+
 def test_kind_table_names_every_field():
     paper = _paper("one_run_training")
     table = miniature.kinds_table(paper)
