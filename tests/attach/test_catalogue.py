@@ -170,3 +170,41 @@ def test_the_pre_348_search_lands_within_its_precision() -> None:
     new = calibrate_noise(2.0, 1e-5, 0.25, 40, "gdp")
     assert abs(old - new) <= 0.011
     assert poisson_epsilon(new, 0.25, 40, 1e-5, "gdp") <= 2.0
+
+
+#: The CI-sized audit of the former planted-bug bench: 64 hidden units, m = 256 canaries,
+#: 4 epochs of 4 steps, claimed epsilon 2 at delta 1e-5 (rdp).
+AUDITED = {
+    **SPEC,
+    "model": {"name": "mlp", "hidden": [64]},
+    "canaries": {"type": "dirac", "m": 256},
+    "train": {**SPEC["train"], "batch_size": 360, "epochs": 4, "accountant": "rdp"},
+}
+
+
+def _audit(digits, entry: str, seed: int):
+    from dpaudit.attach import audit_file
+
+    spec = complete_run_spec({**AUDITED, "train": {**AUDITED["train"]}})
+    spec["train"]["entry_point"] = f"dpaudit.attach.catalogue.{entry}"
+    sf = run_entry_point(
+        digits, experiment="ci", setting=entry, seed=seed, shard=0, run_spec=spec, device="cpu"
+    )
+    return audit_file(sf, 0.95)
+
+
+@pytest.mark.slow
+def test_the_correct_opacus_script_is_not_flagged_over_20_seeds(digits) -> None:
+    """Issue 37 item 5: each verdict is a 95% statement, so a correct script is flagged with
+    probability at most 0.05 per seed; 4 or more flags in 20 would happen with probability
+    1.6% at exactly 0.05."""
+    results = [_audit(digits, "correct:opacus_poisson", seed) for seed in range(20)]
+    assert sum(r.flagged for r in results) <= 3, [round(r.lower_bound, 3) for r in results]
+
+
+@pytest.mark.slow
+def test_the_means_noise_on_the_sum_is_flagged_in_one_run(digits) -> None:
+    """Issue 37 item 5: the one catalogue bug documented use is known to catch (noise 360
+    times too small), with the canaries where examples/audit_handwritten.py puts them."""
+    result = _audit(digits, "noise:noise_for_mean_on_sum", 0)
+    assert result.flagged, str(result)
