@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from dpaudit.attach.catalogue import accounting, clipping, correct, noise, sampling
+from dpaudit.attach.catalogue import accounting, clipping, common, correct, noise, sampling
 from dpaudit.attach.catalogue import true_epsilon as te
 from dpaudit.attach.pipeline import run_entry_point
 from dpaudit.data.prepare import load_prepared, prepare_dataset
@@ -89,7 +89,7 @@ def test_no_entry_tells_the_auditor_about_its_bug() -> None:
     """Issue 37 item 5: attached as the docs show. Opacus scripts pass the loader
     ``make_private`` returned and no sample rate or sampling of their own; hand-written ones
     give the core the rate their own accounting uses."""
-    for mod in MODULES:
+    for mod in (*MODULES, common):
         src = inspect.getsource(mod)
         for call in re.findall(r"audit\.opacus\(([^)]*)\)", src):
             assert "data_loader=loader" in call and "sample_rate" not in call, call

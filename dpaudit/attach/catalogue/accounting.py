@@ -14,6 +14,7 @@ from dpaudit.attach.catalogue.common import (
     flat,
     load_params,
     opacus_engine,
+    opacus_training,
     params_of,
     per_example_gradients,
     sgd_step,
@@ -62,28 +63,13 @@ def larger_dataset_claimed(
 ) -> dict:
     """The noise calibrated for sample rate B / N with N the whole dataset (training and test
     records) while the training set is smaller; the target reported as the claim."""
-    import torch
     from torch.utils.data import DataLoader, TensorDataset
 
     run = digits_mlp(data, audit, seed, device)
-    claimed_q = run.batch / full_dataset_size(data)  # BUG: not the training set's size
-    where = run.coordinates(audit.m)  # the documented placement, before make_private
-    engine = opacus_engine(run.accountant)
-    model, optimizer, loader = engine.make_private(
-        module=run.model,
-        optimizer=torch.optim.SGD(run.model.parameters(), lr=run.lr),
-        data_loader=DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch),
-        noise_multiplier=run.sigma(claimed_q),
-        max_grad_norm=run.clip,
-    )
-    audit.opacus(optimizer, data_loader=loader, coordinates=where)
-    train_opacus(model, optimizer, loader, run.epochs)
-    return {
-        "claimed_epsilon": run.target,
-        "accountant": run.accountant,
-        "test_accuracy": run.accuracy(),
-        "meta": {"bug": "larger_dataset_claimed"},
-    }
+    sigma = run.sigma(run.batch / full_dataset_size(data))  # BUG: not the training set's size
+    loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
+    result = opacus_training(run, audit, loader, sigma, "larger_dataset_claimed")
+    return result | {"claimed_epsilon": run.target}
 
 
 def accumulation_counted_twice(

@@ -71,10 +71,12 @@ class Run:
 
         return low_gradient_coordinates(self.model, [(self.x, self.y)], m, self.clip, self.seed)
 
-    def generator(self, what: str) -> Any:
+    def generator(self, what: str, device: str | None = None) -> Any:
+        """A generator seeded from the run seed and ``what``, on ``device`` (default the
+        run's; a DataLoader's sampler needs ``"cpu"``)."""
         import torch
 
-        gen = torch.Generator(device=self.device)
+        gen = torch.Generator(device=device or self.device)
         return gen.manual_seed(derive_seed(self.seed, "catalogue", what) % 2**31)
 
     def accuracy(self, model: Any = None) -> float:
@@ -186,6 +188,30 @@ def opacus_engine(accountant: str) -> Any:
     from opacus import PrivacyEngine
 
     return PrivacyEngine(accountant=accountant)
+
+
+def opacus_training(
+    run: Run, audit: Any, loader: Any, noise_multiplier: float, bug: str, **make_private: Any
+) -> dict[str, Any]:
+    """The user's Opacus script: ``make_private`` on ``loader`` (with ``make_private``'s
+    other arguments), the documented attach (the loader ``make_private`` returned, the
+    coordinates of :func:`dpaudit.attach.low_gradient_coordinates` found before it), the
+    ordinary loop, and the epsilon the engine reports."""
+    import torch
+
+    where = run.coordinates(audit.m)  # the documented placement, before make_private
+    engine = opacus_engine(run.accountant)
+    model, optimizer, loader = engine.make_private(
+        module=run.model,
+        optimizer=torch.optim.SGD(run.model.parameters(), lr=run.lr),
+        data_loader=loader,
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=run.clip,
+        **make_private,
+    )
+    audit.opacus(optimizer, data_loader=loader, coordinates=where)
+    train_opacus(model, optimizer, loader, run.epochs)
+    return claim_of(engine, run, bug=bug)
 
 
 def claim_of(engine: Any, run: Run, **meta: Any) -> dict[str, Any]:

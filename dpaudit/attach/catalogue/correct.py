@@ -13,32 +13,20 @@ from dpaudit.attach.catalogue.common import (
     flat,
     load_params,
     opacus_engine,
+    opacus_training,
     params_of,
     per_example_gradients,
     sgd_step,
-    train_opacus,
 )
 
 
 def opacus_poisson(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
     """Opacus ``make_private`` with Poisson sampling, the epsilon its engine reports."""
-    import torch
     from torch.utils.data import DataLoader, TensorDataset
 
     run = digits_mlp(data, audit, seed, device)
     loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
-    where = run.coordinates(audit.m)  # the documented placement, before make_private
-    engine = opacus_engine(run.accountant)
-    model, optimizer, loader = engine.make_private(
-        module=run.model,
-        optimizer=torch.optim.SGD(run.model.parameters(), lr=run.lr),
-        data_loader=loader,
-        noise_multiplier=run.sigma(),
-        max_grad_norm=run.clip,
-    )
-    audit.opacus(optimizer, data_loader=loader, coordinates=where)
-    train_opacus(model, optimizer, loader, run.epochs)
-    return claim_of(engine, run, bug="none")
+    return opacus_training(run, audit, loader, run.sigma(), "none")
 
 
 def opacus_batch_memory_manager(

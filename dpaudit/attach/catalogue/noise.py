@@ -12,11 +12,10 @@ from dpaudit.attach.catalogue.common import (
     digits_mlp,
     flat,
     load_params,
-    opacus_engine,
+    opacus_training,
     params_of,
     per_example_gradients,
     sgd_step,
-    train_opacus,
 )
 
 
@@ -81,25 +80,10 @@ def noise_multiplier_above_target(
 ) -> dict:
     """Opacus with the noise multiplier of the pre-#348 search for the target epsilon, and
     the target reported as the claim (Opacus #346, fixed by PR #348)."""
-    import torch
     from torch.utils.data import DataLoader, TensorDataset
 
     run = digits_mlp(data, audit, seed, device)
     sigma = opacus_v1_noise_multiplier(run.target, run.delta, run.q, run.steps, run.accountant)
-    where = run.coordinates(audit.m)  # the documented placement, before make_private
-    engine = opacus_engine(run.accountant)
-    model, optimizer, loader = engine.make_private(
-        module=run.model,
-        optimizer=torch.optim.SGD(run.model.parameters(), lr=run.lr),
-        data_loader=DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch),
-        noise_multiplier=sigma,
-        max_grad_norm=run.clip,
-    )
-    audit.opacus(optimizer, data_loader=loader, coordinates=where)
-    train_opacus(model, optimizer, loader, run.epochs)
-    return {
-        "claimed_epsilon": run.target,  # "trained to the target epsilon"
-        "accountant": run.accountant,
-        "test_accuracy": run.accuracy(),
-        "meta": {"bug": "noise_multiplier_above_target"},
-    }
+    loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
+    result = opacus_training(run, audit, loader, sigma, "noise_multiplier_above_target")
+    return result | {"claimed_epsilon": run.target}  # "trained to the target epsilon"

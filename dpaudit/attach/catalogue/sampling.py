@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attach.catalogue.common import claim_of, digits_mlp, opacus_engine, train_opacus
+from dpaudit.attach.catalogue.common import digits_mlp, opacus_training
 
 #: The class a user's ``WeightedRandomSampler`` draws more often, and how much more.
 UPWEIGHTED_CLASS = 0
@@ -20,25 +20,6 @@ UPWEIGHT = 10.0
 FLOORED_N, FLOORED_BATCH = 1400, 350
 #: The tiny dataset of Opacus #571: 40 records in batches of 10.
 TINY_N, TINY_BATCH = 40, 10
-
-
-def _opacus(run: Any, audit: Any, loader: Any, bug: str, **make_private: Any) -> dict:
-    """``make_private`` on ``loader``, the documented attach, the ordinary loop, the claim."""
-    import torch
-
-    where = run.coordinates(audit.m)  # the documented placement, before make_private
-    engine = opacus_engine(run.accountant)
-    model, optimizer, loader = engine.make_private(
-        module=run.model,
-        optimizer=torch.optim.SGD(run.model.parameters(), lr=run.lr),
-        data_loader=loader,
-        noise_multiplier=run.sigma(),
-        max_grad_norm=run.clip,
-        **make_private,
-    )
-    audit.opacus(optimizer, data_loader=loader, coordinates=where)
-    train_opacus(model, optimizer, loader, run.epochs)
-    return claim_of(engine, run, bug=bug)
 
 
 def shuffled_batches(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
@@ -52,9 +33,10 @@ def shuffled_batches(data: dict[str, np.ndarray], audit: Any, seed: int, device:
         TensorDataset(run.x, run.y),
         batch_size=run.batch,
         shuffle=True,
-        generator=run.generator("loader"),
+        generator=run.generator("loader", "cpu"),
     )
-    return _opacus(run, audit, loader, "shuffled_batches", poisson_sampling=False)
+    sigma = run.sigma()
+    return opacus_training(run, audit, loader, sigma, "shuffled_batches", poisson_sampling=False)
 
 
 def _weighted_loader(run: Any) -> Any:
@@ -62,7 +44,7 @@ def _weighted_loader(run: Any) -> Any:
     from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
 
     weights = torch.where(run.y.cpu() == UPWEIGHTED_CLASS, UPWEIGHT, 1.0).double()
-    sampler = WeightedRandomSampler(weights, run.n, generator=run.generator("loader"))
+    sampler = WeightedRandomSampler(weights, run.n, generator=run.generator("loader", "cpu"))
     return DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch, sampler=sampler)
 
 
@@ -73,8 +55,8 @@ def weighted_sampler_kept(
     by ``poisson_sampling=False`` and accounted at Opacus' uniform 1 / len(loader) (Opacus
     #600, #813)."""
     run = digits_mlp(data, audit, seed, device)
-    loader = _weighted_loader(run)
-    return _opacus(run, audit, loader, "weighted_sampler_kept", poisson_sampling=False)
+    loader, sigma, bug = _weighted_loader(run), run.sigma(), "weighted_sampler_kept"
+    return opacus_training(run, audit, loader, sigma, bug, poisson_sampling=False)
 
 
 def weighted_sampler_replaced(
@@ -84,7 +66,8 @@ def weighted_sampler_replaced(
     Opacus silently replaces it by its uniform Poisson sampler (Opacus #813; PRs #814,
     #815). Private as claimed; the training the user asked for is not the one that ran."""
     run = digits_mlp(data, audit, seed, device)
-    return _opacus(run, audit, _weighted_loader(run), "weighted_sampler_replaced")
+    loader, sigma = _weighted_loader(run), run.sigma()
+    return opacus_training(run, audit, loader, sigma, "weighted_sampler_replaced")
 
 
 def floored_expected_batch(
@@ -98,7 +81,7 @@ def floored_expected_batch(
     run = digits_mlp(data, audit, seed, device, n=FLOORED_N)
     run.batch = FLOORED_BATCH
     loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
-    return _opacus(run, audit, loader, "floored_expected_batch")
+    return opacus_training(run, audit, loader, run.sigma(), "floored_expected_batch")
 
 
 def tiny_dataset(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
@@ -110,4 +93,4 @@ def tiny_dataset(data: dict[str, np.ndarray], audit: Any, seed: int, device: str
     run = digits_mlp(data, audit, seed, device, n=TINY_N)
     run.batch = TINY_BATCH
     loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
-    return _opacus(run, audit, loader, "tiny_dataset")
+    return opacus_training(run, audit, loader, run.sigma(), "tiny_dataset")
