@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attach.catalogue.common import (
+    claim_settings,
     clip_rows,
     digits_mlp,
     flat,
@@ -102,10 +103,4 @@ def accumulation_counted_twice(
         canaries.observe(noisy.cpu().numpy())
         sgd_step(params, noisy / (q * run.n), run.lr)
     load_params(run.model, params)
-    return {
-        "noise_multiplier": sigma,
-        "sample_rate": physical_q,
-        "steps": physical_steps,
-        "test_accuracy": run.accuracy(),
-        "meta": {"bug": "accumulation_counted_twice"},
-    }
+    return claim_settings(sigma, physical_q, physical_steps, run, "accumulation_counted_twice")

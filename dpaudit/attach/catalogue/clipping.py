@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attach.catalogue.common import (
+    claim_settings,
     clip_rows,
     digits_mlp,
     flat,
@@ -28,14 +29,7 @@ FAST_CLIPPING_ASKED = 0.1
 MICROBATCH = 2
 
 
-def _claim(sigma: float, q: float, steps: int, run: Any, bug: str) -> dict:
-    return {
-        "noise_multiplier": sigma,
-        "sample_rate": q,
-        "steps": steps,
-        "test_accuracy": run.accuracy(),
-        "meta": {"bug": bug},
-    }
+
 
 
 def fast_clipping_ignores_max_grad_norm(
@@ -65,7 +59,7 @@ def fast_clipping_ignores_max_grad_norm(
         canaries.observe(noisy.cpu().numpy())
         sgd_step(params, noisy / (q * run.n), run.lr)
     load_params(run.model, params)
-    return _claim(sigma, q, run.steps, run, "fast_clipping_ignores_max_grad_norm")
+    return claim_settings(sigma, q, run.steps, run, "fast_clipping_ignores_max_grad_norm")
 
 
 def microbatch_clipping(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
@@ -96,7 +90,7 @@ def microbatch_clipping(data: dict[str, np.ndarray], audit: Any, seed: int, devi
         canaries.observe(noisy.cpu().numpy())
         sgd_step(params, noisy / (q * n_micro), run.lr)
     load_params(run.model, params)
-    return _claim(sigma, q, steps, run, "microbatch_clipping")
+    return claim_settings(sigma, q, steps, run, "microbatch_clipping")
 
 
 def per_layer_clipping_batch_factor(
@@ -127,4 +121,4 @@ def per_layer_clipping_batch_factor(
         canaries.observe(noisy.cpu().numpy())
         sgd_step(params, noisy / (q * run.n), run.lr)
     load_params(run.model, params)
-    return _claim(sigma, q, run.steps, run, "per_layer_clipping_batch_factor")
+    return claim_settings(sigma, q, run.steps, run, "per_layer_clipping_batch_factor")

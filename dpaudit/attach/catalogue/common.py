@@ -11,6 +11,7 @@ data and the initial model only, never the bug).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -122,16 +123,27 @@ def digits_mlp(
     )
 
 
-def train_opacus(model: Any, optimizer: Any, loader: Any, epochs: int) -> None:
-    """The user's ordinary Opacus training loop."""
+def train_opacus(
+    model: Any, optimizer: Any, loader: Any, epochs: int, physical_batch: int | None = None
+) -> None:
+    """The user's ordinary Opacus training loop; with ``physical_batch``, each epoch through
+    Opacus' ``BatchMemoryManager`` (physical batches of at most that size)."""
     import torch
 
     loss_fn = torch.nn.CrossEntropyLoss()
     for _ in range(epochs):
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            loss_fn(model(xb), yb).backward()
-            optimizer.step()
+        context: Any = contextlib.nullcontext(loader)
+        if physical_batch is not None:
+            from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+            context = BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=physical_batch, optimizer=optimizer
+            )
+        with context as batches:
+            for xb, yb in batches:
+                optimizer.zero_grad()
+                loss_fn(model(xb), yb).backward()
+                optimizer.step()
 
 
 def per_example_gradients(model: Any) -> Any:
@@ -191,12 +203,19 @@ def opacus_engine(accountant: str) -> Any:
 
 
 def opacus_training(
-    run: Run, audit: Any, loader: Any, noise_multiplier: float, bug: str, **make_private: Any
+    run: Run,
+    audit: Any,
+    loader: Any,
+    noise_multiplier: float,
+    bug: str,
+    physical_batch: int | None = None,
+    **make_private: Any,
 ) -> dict[str, Any]:
     """The user's Opacus script: ``make_private`` on ``loader`` (with ``make_private``'s
     other arguments), the documented attach (the loader ``make_private`` returned, the
     coordinates of :func:`dpaudit.attach.low_gradient_coordinates` found before it), the
-    ordinary loop, and the epsilon the engine reports."""
+    ordinary loop (through ``BatchMemoryManager`` with ``physical_batch``), and the epsilon
+    the engine reports."""
     import torch
 
     where = run.coordinates(audit.m)  # the documented placement, before make_private
@@ -210,8 +229,20 @@ def opacus_training(
         **make_private,
     )
     audit.opacus(optimizer, data_loader=loader, coordinates=where)
-    train_opacus(model, optimizer, loader, run.epochs)
+    train_opacus(model, optimizer, loader, run.epochs, physical_batch)
     return claim_of(engine, run, bug=bug)
+
+
+def claim_settings(sigma: float, q: float, steps: int, run: Run, bug: str) -> dict[str, Any]:
+    """What a hand-written script reports: the settings its accounting uses (the library's
+    accountant ``train.accountant`` turns them into the claim)."""
+    return {
+        "noise_multiplier": sigma,
+        "sample_rate": q,
+        "steps": steps,
+        "test_accuracy": run.accuracy(),
+        "meta": {"bug": bug},
+    }
 
 
 def claim_of(engine: Any, run: Run, **meta: Any) -> dict[str, Any]:

@@ -7,12 +7,11 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attach.catalogue.common import (
-    claim_of,
+    claim_settings,
     clip_rows,
     digits_mlp,
     flat,
     load_params,
-    opacus_engine,
     opacus_training,
     params_of,
     per_example_gradients,
@@ -33,33 +32,12 @@ def opacus_batch_memory_manager(
     data: dict[str, np.ndarray], audit: Any, seed: int, device: str
 ) -> dict:
     """Opacus with ``BatchMemoryManager`` (physical batches of at most B / 3)."""
-    import torch
-    from opacus.utils.batch_memory_manager import BatchMemoryManager
     from torch.utils.data import DataLoader, TensorDataset
 
     run = digits_mlp(data, audit, seed, device)
     loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
-    where = run.coordinates(audit.m)  # the documented placement, before make_private
-    engine = opacus_engine(run.accountant)
-    model, optimizer, loader = engine.make_private(
-        module=run.model,
-        optimizer=torch.optim.SGD(run.model.parameters(), lr=run.lr),
-        data_loader=loader,
-        noise_multiplier=run.sigma(),
-        max_grad_norm=run.clip,
-    )
-    audit.opacus(optimizer, data_loader=loader, coordinates=where)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    for _ in range(run.epochs):
-        physical = max(1, run.batch // 3)
-        with BatchMemoryManager(
-            data_loader=loader, max_physical_batch_size=physical, optimizer=optimizer
-        ) as memory_safe_loader:
-            for xb, yb in memory_safe_loader:
-                optimizer.zero_grad()
-                loss_fn(model(xb), yb).backward()
-                optimizer.step()
-    return claim_of(engine, run, bug="none")
+    physical = max(1, run.batch // 3)
+    return opacus_training(run, audit, loader, run.sigma(), "none", physical_batch=physical)
 
 
 def handwritten(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
@@ -82,10 +60,4 @@ def handwritten(data: dict[str, np.ndarray], audit: Any, seed: int, device: str)
         canaries.observe(noisy.cpu().numpy())
         sgd_step(params, noisy / (q * run.n), run.lr)
     load_params(run.model, params)
-    return {
-        "noise_multiplier": sigma,
-        "sample_rate": q,
-        "steps": run.steps,
-        "test_accuracy": run.accuracy(),
-        "meta": {"bug": "none"},
-    }
+    return claim_settings(sigma, q, run.steps, run, "none")

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attach.catalogue.common import (
+    claim_settings,
     clip_rows,
     digits_mlp,
     flat,
@@ -42,13 +43,7 @@ def noise_for_mean_on_sum(data: dict[str, np.ndarray], audit: Any, seed: int, de
         canaries.observe(noisy.cpu().numpy())
         sgd_step(params, noisy / expected, run.lr)
     load_params(run.model, params)
-    return {
-        "noise_multiplier": sigma,
-        "sample_rate": q,
-        "steps": run.steps,
-        "test_accuracy": run.accuracy(),
-        "meta": {"bug": "noise_for_mean_on_sum"},
-    }
+    return claim_settings(sigma, q, run.steps, run, "noise_for_mean_on_sum")
 
 
 def opacus_v1_noise_multiplier(

@@ -225,7 +225,6 @@ def catalogue_table(
     epochs: int = 10,
     hidden: int = 256,
     accountant: str = "rdp",
-    clip: float = 1.0,
 ) -> list[dict[str, Any]]:
     """One row per catalogue entry (config/cpu/own_training.yaml's settings by default):
     ``entry``, ``stage``, ``claimed`` (what the script reports), ``true`` (a
