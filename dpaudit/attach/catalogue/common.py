@@ -167,9 +167,11 @@ def flat(grads: dict[str, Any], b: int) -> Any:
 
 
 def clip_rows(g: Any, clip: float) -> Any:
-    """Each row rescaled to norm at most ``clip`` (per-example clipping)."""
-    factor = (clip / (g.norm(dim=1) + 1e-12)).clamp(max=1.0)
-    return g * factor[:, None]
+    """Each row rescaled to norm at most ``clip`` (per-example clipping, with the library's
+    one clip factor, :func:`dpaudit.canaries.gradient_space.clip_factor`)."""
+    from dpaudit.canaries.gradient_space import clip_rows as clip_each
+
+    return clip_each(g, clip)
 
 
 def sgd_step(params: dict[str, Any], update: Any, lr: float) -> None:
