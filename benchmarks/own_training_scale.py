@@ -1,5 +1,6 @@
-"""The scale at which one white-box run would catch the planted bugs (e) and (a) of
-docs/real_data/own_training.md, from the idealised score law of the Dirac gradient canary.
+"""The scale at which one white-box run would catch the bugs (e) (a claim for fewer steps) and
+(a) (shuffled batches) of docs/real_data/own_training.md, from the idealised score law of the
+Dirac gradient canary.
 
     OMP_NUM_THREADS=1 python benchmarks/own_training_scale.py [--runs 20] [--seed 0]
 

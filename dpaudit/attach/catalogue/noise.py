@@ -1,0 +1,84 @@
+"""Catalogue scripts whose one bug is in the noise: its scale, or the noise multiplier the
+user's search returns. Their true epsilons: :mod:`dpaudit.attach.catalogue.true_epsilon`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpaudit.attach.catalogue.common import (
+    claim_settings,
+    clip_rows,
+    digits_mlp,
+    flat,
+    load_params,
+    opacus_training,
+    params_of,
+    per_example_gradients,
+    sgd_step,
+)
+
+
+def noise_for_mean_on_sum(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
+    """Noise sigma C / B, the scale for the *mean* gradient, added to the *sum* of the clipped
+    gradients (the mean-versus-sum confusion of TF Privacy #153). Plain PyTorch, audited with
+    the core placed as examples/audit_handwritten.py places it."""
+    import torch
+
+    run = digits_mlp(data, audit, seed, device)
+    sigma, q, c = run.sigma(), run.q, run.clip
+    expected = q * run.n
+    params, grads = params_of(run.model), per_example_gradients(run.model)
+    n_params = sum(v.numel() for v in params.values())
+    canaries = audit.gradient_canaries(n_params, q, c, coordinates=run.coordinates(audit.m))
+    gen = run.generator("steps")
+    for _ in range(run.steps):
+        batch = torch.rand(run.n, generator=gen, device=run.device) < q
+        b = int(batch.sum())
+        summed = clip_rows(flat(grads(params, run.x[batch], run.y[batch]), b), c).sum(0)
+        summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
+        noise = torch.randn(n_params, generator=gen, device=run.device)
+        noisy = summed + sigma * c / expected * noise  # BUG: the mean's noise on the sum
+        canaries.observe(noisy.cpu().numpy())
+        sgd_step(params, noisy / expected, run.lr)
+    load_params(run.model, params)
+    return claim_settings(sigma, q, run.steps, run, "noise_for_mean_on_sum")
+
+
+def opacus_v1_noise_multiplier(
+    target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str
+) -> float:
+    """The noise-multiplier search of Opacus before PR #348 (issue #346): bisection on sigma
+    down to an interval of 0.01, returning the last midpoint, which may lie below the sigma
+    that reaches ``target_epsilon`` (its epsilon then exceeds the target)."""
+    from dpaudit.accounting.dpsgd import poisson_epsilon
+
+    def eps(sigma: float) -> float:
+        return poisson_epsilon(sigma, sample_rate, steps, delta, accountant)
+
+    low, high = 0.0, 10.0
+    while eps(high) > target_epsilon:
+        high *= 2
+    sigma = high
+    while high - low > 0.01:
+        sigma = (low + high) / 2
+        if eps(sigma) < target_epsilon:
+            high = sigma
+        else:
+            low = sigma
+    return sigma
+
+
+def noise_multiplier_above_target(
+    data: dict[str, np.ndarray], audit: Any, seed: int, device: str
+) -> dict:
+    """Opacus with the noise multiplier of the pre-#348 search for the target epsilon, and
+    the target reported as the claim (Opacus #346, fixed by PR #348)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    run = digits_mlp(data, audit, seed, device)
+    sigma = opacus_v1_noise_multiplier(run.target, run.delta, run.q, run.steps, run.accountant)
+    loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
+    result = opacus_training(run, audit, loader, sigma, "noise_multiplier_above_target")
+    return result | {"claimed_epsilon": run.target}  # "trained to the target epsilon"
