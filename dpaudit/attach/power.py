@@ -218,9 +218,9 @@ class Power:
             )
         return (
             f"at its q {self.sample_rate:.3g}, {self.steps} steps and {self.m:,} canaries this "
-            f"audit flags a true epsilon >= {self.epsilon:.3g} with {pct} probability (too "
-            f"little noise, {self.accountant}; idealised: canary coordinates the data never "
-            "move, so a real run does worse)"
+            f"audit flags a true epsilon >= {self.epsilon:.3g} with {pct} probability "
+            f"(DP-SGD with too little noise, {self.accountant} accountant; idealised: the data "
+            "never move a canary's coordinate, so a real run does worse)"
         )
 
 
@@ -249,7 +249,8 @@ def power(
     module docstring; Steinke, Nasr, Jagielski 2023, arXiv:2305.08846, Sec. 4). The epsilon is
     the library's ``accountant`` at the largest noise multiplier found to be flagged in at
     least ``level`` of ``replicates`` runs (bisection on log sigma to relative ``tolerance``;
-    fixed ``seed``). A few seconds on a CPU, most of it the one accountant call."""
+    fixed ``seed``). About 1.5 s at m = 1000 and 12 s at m = 10,000 on one core, plus one
+    accountant call (cached)."""
     _check("m", m, isinstance(m, int | np.integer) and m >= 2, "an integer >= 2")
     _check(
         "sample_rate",

@@ -141,6 +141,11 @@ def test_issue37_item3_ceiling_bounds_every_run_whatever_its_coins() -> None:
     assert tied.lower_bound < ordered.lower_bound  # the old ceiling was below a real run
     assert ordered.lower_bound <= ceiling(m, DELTA) + 1e-9
     assert ordered.verdict["largest_detectable_epsilon"].iloc[0] >= ordered.lower_bound
+    for n_in in (30, 44, 50, 61):  # any coins, ordered or tied perfect scores
+        coins = (np.arange(m) < n_in).astype(int)
+        for score in (coins + np.linspace(0, 0.5, m), coins * 1.0):
+            bound = audit_scores(score, coins, 50.0, delta=DELTA).lower_bound
+            assert bound <= ceiling(m, DELTA) + 1e-9
 
 
 def test_power_text_names_the_unseen_stages() -> None:
