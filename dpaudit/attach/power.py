@@ -191,7 +191,7 @@ def flags(
 @dataclass(frozen=True)
 class Power:
     """The power of one audit (:func:`power`): the verdict flags a run whose true epsilon is at
-    least ``epsilon`` (``inf``: none; ``None`` where the accountant could not convert) with
+    least ``epsilon`` (``inf``: none; by ``accountant``, RDP where the requested one failed) with
     probability at least ``power`` (Monte Carlo: ``flag_rate`` of ``replicates`` runs at noise
     multiplier ``noise_multiplier``, seed ``seed``)."""
 
@@ -311,8 +311,9 @@ def power(
     rate_lo = rate(lo)
     if rate_lo < level:
         return Power(epsilon=math.inf, noise_multiplier=0.0, flag_rate=rate_lo, **common)
-    if rate(hi) >= level:  # flagged at any noise: a claim below what DP-SGD can deliver
-        lo = hi
+    rate_hi = rate(hi)
+    if rate_hi >= level:  # flagged at any noise in the range
+        lo, rate_lo = hi, rate_hi
     while hi / lo > 1.0 + tolerance:
         mid = math.sqrt(lo * hi)
         r = rate(mid)
@@ -320,20 +321,31 @@ def power(
             lo, rate_lo = mid, r
         else:
             hi = mid
+    eps, used = _epsilon(lo, float(sample_rate), int(steps), float(delta), accountant)
     return Power(
-        epsilon=_epsilon(lo, float(sample_rate), int(steps), float(delta), accountant),
-        noise_multiplier=lo,
-        flag_rate=rate_lo,
-        **common,
+        epsilon=eps, noise_multiplier=lo, flag_rate=rate_lo, **{**common, "accountant": used}
     )
 
 
 @lru_cache(maxsize=256)
-def _epsilon(sigma: float, q: float, steps: int, delta: float, accountant: str) -> float:
-    """DP-SGD's epsilon at ``delta`` by the library's ``accountant`` (cached)."""
+def _epsilon(
+    sigma: float, q: float, steps: int, delta: float, accountant: str
+) -> tuple[float, str]:
+    """(DP-SGD's epsilon at ``delta``, the accountant used): the library's ``accountant``, or,
+    where it fails (PRV's grid at a tiny noise multiplier), RDP, whose epsilon is an upper
+    bound on DP-SGD's, so "flags every true epsilon >= Y" stays true. Cached."""
+    import warnings
+
     from dpaudit.accounting import dpsgd
 
-    return float(dpsgd.epsilon(accountant, sigma, q, steps, delta))
+    with warnings.catch_warnings():  # the accountants' numerical warnings at tiny sigma
+        warnings.simplefilter("ignore")
+        try:
+            return float(dpsgd.epsilon(accountant, sigma, q, steps, delta)), accountant
+        except (ValueError, ArithmeticError, RuntimeError):
+            if accountant == "rdp":
+                raise
+            return float(dpsgd.epsilon("rdp", sigma, q, steps, delta)), "rdp"
 
 
 @lru_cache(maxsize=64)

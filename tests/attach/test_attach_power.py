@@ -154,3 +154,20 @@ def test_power_text_names_the_unseen_stages() -> None:
     assert "sampling, clipping, duplication and accumulation" in text
     assert "cannot see clipping (" in power_text(None, ["clipping"])
     assert "cannot see" not in power_text(None, ())
+
+
+def test_power_falls_back_to_rdp_where_the_accountant_fails(monkeypatch) -> None:
+    """A PRV grid too large at a tiny noise multiplier: RDP (an upper bound on DP-SGD's
+    epsilon) converts instead, and the result names it."""
+    real = dpsgd.epsilon
+
+    def prv_fails(accountant, *args):
+        if accountant == "prv":
+            raise dpsgd.GridTooLargeError("prv grid too large")
+        return real(accountant, *args)
+
+    monkeypatch.setattr(dpsgd, "epsilon", prv_fails)
+    p = power(M, Q, T + 1, CLAIM, DELTA, accountant="prv")
+    assert p.accountant == "rdp" and math.isfinite(p.epsilon)
+    assert p.epsilon == pytest.approx(real("rdp", p.noise_multiplier, Q, T + 1, DELTA))
+    assert "rdp accountant" in str(p)
