@@ -302,6 +302,8 @@ class AuditResult:
     ``verdict``: one row (:func:`dpaudit.tables.verdict_table` over the verdict rows) with the
     claimed epsilon, the largest valid lower bound, its estimator, ``joint_confidence`` (at
     which the maximum holds), ``flagged`` and ``verdict``, and ``largest_detectable_epsilon``.
+    ``power`` and ``unseen_stages``: what the run could see (:mod:`dpaudit.attach.power`),
+    printed with an unflagged verdict.
     """
 
     table: pd.DataFrame
