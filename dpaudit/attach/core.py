@@ -38,7 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attach.verdict import AuditResult, audit_file, check_rate, make_score_file
+from dpaudit.attach.verdict import (
+    DIRAC_SCORE,
+    AuditResult,
+    audit_file,
+    check_rate,
+    make_score_file,
+)
 from dpaudit.canaries import input_space
 from dpaudit.canaries.gradient_space import dirac_coordinates
 from dpaudit.canaries.inclusion import fair_coins
@@ -279,7 +285,7 @@ class GradientCanaries(_Audited):
 
     def _meta(self) -> dict[str, Any]:
         return {
-            "score": "sum_t_noisy_clipped_sum_at_canary_coordinate_over_clip_norm",
+            "score": DIRAC_SCORE,
             "canary_type": "dirac",
             "canary_sampling": self.sampling,
             "canary_sample_rate": self.sample_rate,

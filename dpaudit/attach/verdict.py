@@ -21,15 +21,19 @@ to the table (``extra_estimators``); their rows are marked ``in_verdict`` False 
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from dpaudit.scores import FORMAT_VERSION, ScoreFile, ScoreFileError
+
+if TYPE_CHECKING:
+    from dpaudit.attach.power import Power
 
 #: The family-free estimators the verdict reads (name -> estimator block, as in a config);
 #: ``confidence`` is set by :func:`verdict_specs`.
@@ -44,6 +48,13 @@ VERDICT_ESTIMATORS: dict[str, dict[str, Any]] = {
 
 #: The ``verdict`` of a table row outside :data:`VERDICT_ESTIMATORS`.
 OUTSIDE_VERDICT = "not used by the verdict: not a family-free estimator of this audit"
+
+#: The ``score`` of white-box Dirac gradient canaries added at the noise call
+#: (:class:`dpaudit.attach.core.GradientCanaries`), whose idealised law
+#: :mod:`dpaudit.attach.power` computes the power of.
+DIRAC_SCORE = "sum_t_noisy_clipped_sum_at_canary_coordinate_over_clip_norm"
+#: The library's accountants (:data:`dpaudit.accounting.dpsgd.EPSILON_ACCOUNTANTS`).
+_ACCOUNTANTS = ("pld", "prv", "rdp", "gdp")
 
 #: Accountant used when the claim is computed from DP-SGD settings (Opacus' default).
 DEFAULT_ACCOUNTANT = "prv"
@@ -272,21 +283,13 @@ def verdict_specs(confidence: float) -> dict[str, dict[str, Any]]:
     return {name: {**spec, "confidence": each} for name, spec in VERDICT_ESTIMATORS.items()}
 
 
-def largest_detectable_epsilon(
-    m: int, delta: float, confidence: float = 0.95, membership: Any = None
-) -> float:
-    """The largest bound the verdict estimators can give with ``m`` canaries (every guess
-    right): a claim above it can never be flagged by one run at this m. ``membership``: the
-    run's coins (default: half IN)."""
-    from dpaudit.audit import audit
+def largest_detectable_epsilon(m: int, delta: float, confidence: float = 0.95) -> float:
+    """The largest bound the verdict estimators can give with ``m`` canaries, every guess they
+    make right at each guess count (:func:`dpaudit.attach.power.ceiling`): no run with m
+    canaries certifies more, whatever its coins, so a claim above it can never be flagged."""
+    from dpaudit.attach.power import ceiling
 
-    if membership is None:
-        membership = np.arange(m) % 2
-    member = np.asarray(membership, dtype=np.int8)
-    perfect = make_score_file(member.astype(float), member, math.inf, delta=delta)
-    table = audit([perfect], verdict_specs(confidence))
-    eps = pd.to_numeric(table["epsilon"])
-    return float(eps[table["valid"].astype(bool)].max())
+    return ceiling(int(m), float(delta), float(confidence))
 
 
 @dataclass
@@ -299,11 +302,39 @@ class AuditResult:
     ``verdict``: one row (:func:`dpaudit.tables.verdict_table` over the verdict rows) with the
     claimed epsilon, the largest valid lower bound, its estimator, ``joint_confidence`` (at
     which the maximum holds), ``flagged`` and ``verdict``, and ``largest_detectable_epsilon``.
+    ``power`` and ``unseen_stages``: what the run could see (:mod:`dpaudit.attach.power`),
+    printed with an unflagged verdict.
     """
 
     table: pd.DataFrame
     verdict: pd.DataFrame
     score_file: ScoreFile
+    #: Stages of the training the canaries could not see (:func:`dpaudit.attach.power.power_text`).
+    unseen_stages: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def power(self) -> Power | None:
+        """What this run could see (:func:`dpaudit.attach.power.power`): the smallest true
+        epsilon the verdict flags with 80% probability at the run's q, steps and m, for
+        white-box Dirac gradient canaries with a finite claim; ``None`` otherwise (computed
+        on first use, seconds)."""
+        from dpaudit.attach.power import power
+
+        meta = self.score_file.meta
+        v = self.verdict.iloc[0]
+        claim = meta.get("claimed_epsilon")
+        if not _noise_call_canaries(meta) or claim is None:
+            return None
+        accountant = meta["accountant"] if meta["accountant"] in _ACCOUNTANTS else "prv"
+        return power(
+            int(v["m"]),
+            float(meta["canary_sample_rate"]),
+            int(meta["steps"]),
+            float(claim),
+            float(meta["delta"]),
+            float(v["joint_confidence"]),
+            accountant=accountant,
+        )
 
     @property
     def flagged(self) -> bool:
@@ -330,6 +361,10 @@ class AuditResult:
                 f" (the claim is above what {int(v['m'])} canaries can certify: this run could "
                 "not have flagged it; use more canaries)"
             )
+        elif math.isfinite(claim) and not self.flagged:
+            from dpaudit.attach.power import power_text
+
+            text += f"; not a clean bill: {power_text(self.power, self.unseen_stages)}"
         return text
 
 
@@ -337,9 +372,13 @@ def audit_file(
     sf: ScoreFile,
     confidence: float = 0.95,
     extra_estimators: Mapping[str, Mapping[str, Any]] | None = None,
+    unseen_stages: Sequence[str] | None = None,
 ) -> AuditResult:
     """Run the verdict estimators (and ``extra_estimators``, name -> estimator block, shown but
-    never used by the verdict) on the one-run score file ``sf``; see :class:`AuditResult`."""
+    never used by the verdict) on the one-run score file ``sf``; see :class:`AuditResult`.
+    ``unseen_stages``: the training stages the audit could not see, printed with the verdict
+    (default: :data:`dpaudit.attach.power.UPSTREAM_STAGES` for Dirac gradient canaries added
+    at the noise call, none otherwise; a conformance check that covered a stage removes it)."""
     from dpaudit.audit import audit
     from dpaudit.tables import NO_CLAIM, add_verdicts, verdict_table
 
@@ -361,7 +400,7 @@ def audit_file(
     table.loc[outside, "verdict"] = OUTSIDE_VERDICT
     rows = table[table["in_verdict"]]
     by = ["experiment", "setting"]
-    ceiling = largest_detectable_epsilon(sf.n_canaries, sf.delta, confidence, sf.membership[0])
+    ceiling = largest_detectable_epsilon(sf.n_canaries, sf.delta, confidence)
     if sf.meta["claimed_epsilon"] is None:
         best = rows.loc[pd.to_numeric(rows["epsilon"]).idxmax()]
         verdict = pd.DataFrame(
@@ -387,4 +426,16 @@ def audit_file(
     verdict["estimator"] = rows.loc[best_idx, "estimator"]
     verdict["largest_detectable_epsilon"] = ceiling
     verdict["m"] = sf.n_canaries
-    return AuditResult(table=table, verdict=verdict, score_file=sf)
+    if unseen_stages is None:
+        from dpaudit.attach.power import UPSTREAM_STAGES
+
+        unseen_stages = UPSTREAM_STAGES if _noise_call_canaries(sf.meta) else ()
+    return AuditResult(
+        table=table, verdict=verdict, score_file=sf, unseen_stages=tuple(unseen_stages)
+    )
+
+
+def _noise_call_canaries(meta: Mapping[str, Any]) -> bool:
+    """Whether a score file's canaries are Dirac gradient canaries added at the noise call
+    (:class:`dpaudit.attach.core.GradientCanaries`, with their sample rate and steps)."""
+    return meta.get("score") == DIRAC_SCORE and {"canary_sample_rate", "steps"} <= set(meta)

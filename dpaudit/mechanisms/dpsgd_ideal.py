@@ -30,12 +30,40 @@ def dpsgd_scores(
         raise ValueError(
             f"need m, steps >= 1, sigma > 0, q in (0, 1]; got {m}, {steps}, {sigma}, {q}"
         )
-    member = rng.integers(0, 2, size=m)
-    sampled = (rng.random((steps, m)) < q) & (member[None, :] == 1)
-    x = sampled + rng.normal(0.0, sigma, size=(steps, m))
+    x, member = per_step_updates(m, sigma, q, steps, rng)
     log_keep = math.log1p(-q) if q < 1 else -math.inf
     loss = np.logaddexp(log_keep, math.log(q) + (2.0 * x - 1.0) / (2.0 * sigma**2))
     return loss.sum(axis=0), member
+
+
+def per_step_updates(
+    m: int, sigma: float, q: float, steps: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x, membership): x (steps, m) the noisy update at each canary's coordinate per step, 1 at
+    a step that samples an inserted canary (probability q) plus N(0, sigma^2); membership (m,)
+    fair coins, drawn first."""
+    member = rng.integers(0, 2, size=m)
+    sampled = (rng.random((steps, m)) < q) & (member[None, :] == 1)
+    return sampled + rng.normal(0.0, sigma, size=(steps, m)), member
+
+
+def summed_update_parts(
+    m: int, q: float, steps: int, rng: np.random.Generator, runs: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The summed update sum_t x_t of :func:`per_step_updates` in closed form, for ``runs``
+    runs at once and every sigma: (membership, hits, noise), each (runs, m), with the summed
+    update at noise multiplier sigma equal to ``hits + sigma * noise``. hits ~ Binomial(steps,
+    q) for an inserted canary (0 otherwise), noise ~ N(0, steps). This is the score of the
+    white-box Dirac gradient canaries of :class:`dpaudit.attach.core.GradientCanaries` (the
+    noisy sum at the canary's coordinate over the steps, divided by C) where the data do not
+    move the coordinate (Steinke, Nasr, Jagielski 2023, arXiv:2305.08846, Sec. 4). One draw
+    serves every sigma (common random numbers), and the cost does not grow with ``steps``."""
+    if m < 1 or steps < 1 or runs < 1 or not 0 < q <= 1:
+        raise ValueError(f"need m, steps, runs >= 1, q in (0, 1]; got {m}, {steps}, {runs}, {q}")
+    member = rng.integers(0, 2, size=(runs, m))
+    hits = rng.binomial(steps, q, size=(runs, m)) * member
+    noise = rng.normal(0.0, math.sqrt(steps), size=(runs, m))
+    return member, hits, noise
 
 
 @functools.lru_cache(maxsize=32)

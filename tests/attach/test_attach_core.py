@@ -134,6 +134,31 @@ def test_verdict_flags_too_little_noise_and_not_the_honest_claim() -> None:
     assert (honest.table["confidence"] == 0.975).all()
 
 
+def test_issue37_item3_not_flagged_is_no_clean_bill() -> None:
+    """issue 37, item 3: an unflagged verdict of noise-call canaries states the run's power
+    and the stages upstream of the noise call that it cannot see; a conformance check that
+    covered some passes the rest; black-box canaries have no idealised law."""
+    c = GradientCanaries(1000, 5000, sample_rate=1.0, clip_norm=1.0, seed=0)
+    _simulate(c, 5, sigma=3.0)
+    honest = c.audit(delta=1e-5, accountant="rdp", noise_multiplier=3.0)
+    assert not honest.flagged
+    assert honest.unseen_stages == ("sampling", "clipping", "duplication", "accumulation")
+    p = honest.power
+    assert p is not None and p.m == 1000 and p.steps == 5 and p.sample_rate == 1.0
+    assert p.claimed_epsilon == pytest.approx(honest.verdict["claimed_epsilon"].iloc[0])
+    assert p.epsilon > p.claimed_epsilon and p.accountant == "rdp"
+    text = str(honest)
+    assert f"flags a true epsilon >= {p.epsilon:.3g} with 80% probability" in text
+    assert "not a clean bill" in text
+    assert "cannot see sampling, clipping, duplication and accumulation" in text
+    covered = audit_file(honest.score_file, unseen_stages=["sampling"])
+    assert "cannot see sampling (" in str(covered)
+    member = np.arange(20) % 2
+    black = audit_scores(np.linspace(0, 1, 20), member, 1.0, delta=1e-5)
+    assert black.power is None and black.unseen_stages == ()
+    assert "power unknown" in str(black) and "cannot see" not in str(black)
+
+
 def test_rows_outside_the_verdict_set_never_flag() -> None:
     c = GradientCanaries(1000, 5000, sample_rate=1.0, clip_norm=1.0, seed=0)
     _simulate(c, 5, sigma=0.3)
