@@ -76,7 +76,7 @@ def _grids(m: int, confidence: float) -> tuple[_Grid, ...]:
     """The verdict estimators' guess grids and per-test levels at m canaries, read from
     :func:`dpaudit.attach.verdict.verdict_specs` and the estimators' defaults; a verdict
     estimator set up otherwise than this module decides it is an error (not a silent miss)."""
-    from dpaudit.attach.verdict import verdict_specs
+    from dpaudit.attach.verdict_estimators import verdict_specs
     from dpaudit.defaults import fill_defaults
     from dpaudit.estimators import one_run
     from dpaudit.estimators.fdp_one_run_audit import default_r_grid

@@ -30,21 +30,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+# VERDICT_ESTIMATORS: re-exported, the verdict's estimators are part of this module's API
+from dpaudit.attach.verdict_estimators import VERDICT_ESTIMATORS as VERDICT_ESTIMATORS
+from dpaudit.attach.verdict_estimators import verdict_specs
 from dpaudit.scores import FORMAT_VERSION, ScoreFile, ScoreFileError
 
 if TYPE_CHECKING:
     from dpaudit.attach.power import Power
-
-#: The family-free estimators the verdict reads (name -> estimator block, as in a config);
-#: ``confidence`` is set by :func:`verdict_specs`.
-VERDICT_ESTIMATORS: dict[str, dict[str, Any]] = {
-    "one_run": {"method": "one_run", "selections": ["bonferroni"]},
-    "fdp_abstention_approx_dp": {
-        "method": "fdp_abstention",
-        "family": "approx_dp",
-        "selections": ["bonferroni"],
-    },
-}
 
 #: The ``verdict`` of a table row outside :data:`VERDICT_ESTIMATORS`.
 OUTSIDE_VERDICT = "not used by the verdict: not a family-free estimator of this audit"
@@ -272,15 +264,6 @@ def audit_scores(
     other keywords as in :func:`make_score_file`."""
     sf = make_score_file(scores, membership, claimed_epsilon, delta=delta, **kwargs)
     return audit_file(sf, confidence, extra_estimators)
-
-
-def verdict_specs(confidence: float) -> dict[str, dict[str, Any]]:
-    """:data:`VERDICT_ESTIMATORS`, each at confidence 1 - (1 - ``confidence``) / (their
-    number), so that the largest of their bounds holds at ``confidence`` (union bound)."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-    each = 1.0 - (1.0 - confidence) / len(VERDICT_ESTIMATORS)
-    return {name: {**spec, "confidence": each} for name, spec in VERDICT_ESTIMATORS.items()}
 
 
 def largest_detectable_epsilon(m: int, delta: float, confidence: float = 0.95) -> float:
