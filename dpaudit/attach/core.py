@@ -199,7 +199,16 @@ class GradientCanaries(_Audited):
 
     def draw_step(self) -> np.ndarray:
         """Which canaries this logical step samples, (m,) bool: only IN canaries, each like a
-        record (Poisson: independently with probability q; shuffle: at its step of the epoch)."""
+        record (Poisson: independently with probability q; shuffle: at its step of the epoch).
+        Exactly once per logical step, before that step's :meth:`observe` (issue 36, item 10:
+        a second draw before the observation is an error naming both counts)."""
+        if self.draws > self.steps:
+            raise ValueError(
+                f"draw_step() called again before observe(): step {self.steps + 1}'s canaries "
+                "were drawn but its noisy sum was never observed (canaries drawn but never "
+                "observed). Per logical step call draw_step() once, add canary_gradient(draw) "
+                "to the summed clipped gradient, add the noise, then observe(noisy_sum)"
+            )
         if self.sampling == "poisson":
             hit = self._rng.random(self.m) < self.sample_rate
         else:
@@ -245,6 +254,14 @@ class GradientCanaries(_Audited):
             raise ValueError(
                 f"expected the noisy sum at the {self.m} canary coordinates, got {vals.size} values"
             )
+        if self.draws != self.steps + 1:
+            raise ValueError(
+                f"observe() for step {self.steps + 1} without draw_step(): a noisy sum observed "
+                f"but no canaries drawn for it ({self.draws} draws, {self.steps} steps observed "
+                "before this one). Per logical step call draw_step() once, add "
+                "canary_gradient(draw) to the summed clipped gradient, add the noise, then "
+                "observe(noisy_sum)"
+            )
         self.steps += 1
         if self._first_bad is None and not np.isfinite(vals).all():
             self._first_bad = self.steps
@@ -265,6 +282,11 @@ class GradientCanaries(_Audited):
             raise ValueError("gradient canaries score themselves (observe); do not pass scores")
         if self.steps == 0:
             raise ValueError("no step was observed: attach the canaries before training")
+        if self.draws != self.steps:
+            raise ValueError(
+                f"canaries drawn for {self.draws} steps but {self.steps} noisy sums observed: "
+                "the last draw_step() has no observe() (canaries drawn but never observed)"
+            )
         first_bad = self.first_nonfinite_step
         if first_bad is not None:
             score = self.scores
