@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.attach.conformance import DEFAULT_ALPHA, ConformanceReport
+from dpaudit.attach.sampling_record import SamplingRecord
 from dpaudit.attach.verdict import AuditResult, audit_file, check_rate, make_score_file
 from dpaudit.canaries import input_space
 from dpaudit.canaries.gradient_space import dirac_coordinates
@@ -116,12 +118,34 @@ class _Audited:
         delta: float,
         confidence: float = 0.95,
         extra_estimators: Mapping[str, Mapping[str, Any]] | None = None,
+        conformance_alpha: float = DEFAULT_ALPHA,
         **kwargs: Any,
     ) -> AuditResult:
         """The audit table and verdict (:func:`dpaudit.attach.verdict.audit_file`) of
-        :meth:`score_file` (same arguments) at ``confidence``."""
+        :meth:`score_file` (same arguments) at ``confidence``, and the conformance report of
+        what the auditor measured (``result.conformance``, each stage's checks at error
+        probability ``conformance_alpha``; :mod:`dpaudit.attach.conformance`). The measured
+        mechanism's epsilon and the departing stages go into the score file's metadata
+        (``measured_mechanism``, ``conformance``), also when ``claimed_epsilon`` is given."""
+        if not 0 < conformance_alpha < 1:
+            raise ValueError(f"conformance_alpha must lie in (0, 1), got {conformance_alpha!r}")
         sf = self.score_file(claimed_epsilon, delta=delta, **kwargs)
-        return audit_file(sf, confidence, extra_estimators)
+        result = audit_file(sf, confidence, extra_estimators)
+        result.conformance = self._conformance(sf, kwargs, conformance_alpha)
+        if result.conformance is not None:
+            sf.meta["measured_mechanism"] = result.conformance.measured
+            sf.meta["conformance"] = {
+                "departs": result.conformance.departing_stages,
+                "seen": result.conformance.seen,
+                "unseen": result.conformance.unseen,
+                "alpha": conformance_alpha,
+            }
+        return result
+
+    def _conformance(
+        self, sf: ScoreFile, given: Mapping[str, Any], alpha: float
+    ) -> ConformanceReport | None:
+        return None
 
 
 class GradientCanaries(_Audited):
@@ -191,6 +215,7 @@ class GradientCanaries(_Audited):
         self.sampled_counts = np.zeros(self.m, dtype=np.int64)
         self._first_bad: int | None = None
         self.last_draw = np.zeros(self.m, dtype=bool)
+        self.sampling_record: SamplingRecord | None = None
 
     @property
     def steps_per_epoch(self) -> int:
@@ -263,9 +288,53 @@ class GradientCanaries(_Audited):
                 "observe(noisy_sum)"
             )
         self.steps += 1
+        if self.sampling_record is not None:
+            self.sampling_record.close_step()
         if self._first_bad is None and not np.isfinite(vals).all():
             self._first_bad = self.steps
         self._score += vals / self.clip_norm
+
+    def record_batch(self, indices: Any, n_records: int) -> None:
+        """The dataset indices (of a dataset of ``n_records``) of the records the training's
+        sampler put into this logical step: call it once per logical batch, before the step's
+        :meth:`observe`; the audit's conformance report then checks the sampling, the steps
+        and the accounting against the claim (:mod:`dpaudit.attach.sampling_checks`)."""
+        if self.sampling_record is None:
+            if self.steps:
+                raise ValueError(
+                    f"record_batch() first called after {self.steps} observed steps: call it "
+                    "from the first step on"
+                )
+            self.sampling_record = SamplingRecord(n_records, source="record_batch()")
+        elif n_records != self.sampling_record.n_records:
+            raise ValueError(
+                f"record_batch(): n_records {n_records} differs from the first call's "
+                f"{self.sampling_record.n_records}"
+            )
+        self.sampling_record.deliver(indices)
+
+    def _noise_multiplier_used(self, given: Mapping[str, Any]) -> float | None:
+        """The noise multiplier the training used: the one the audit is given (a hand-written
+        loop states it); an adapter reads its optimizer's."""
+        value = given.get("noise_multiplier")
+        return None if value is None else float(value)
+
+    def _conformance(
+        self, sf: ScoreFile, given: Mapping[str, Any], alpha: float
+    ) -> ConformanceReport | None:
+        from dpaudit.attach.measured import measure
+
+        return measure(
+            steps_taken=self.steps,
+            record=self.sampling_record,
+            claimed_rate=self.sample_rate,
+            noise_multiplier=self._noise_multiplier_used(given),
+            claimed_epsilon=sf.meta["claimed_epsilon"],
+            delta=sf.delta,
+            claim_accountant=sf.meta["accountant"],
+            given=given,
+            alpha=alpha,
+        )
 
     @property
     def scores(self) -> np.ndarray:

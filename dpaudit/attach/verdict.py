@@ -299,11 +299,16 @@ class AuditResult:
     ``verdict``: one row (:func:`dpaudit.tables.verdict_table` over the verdict rows) with the
     claimed epsilon, the largest valid lower bound, its estimator, ``joint_confidence`` (at
     which the maximum holds), ``flagged`` and ``verdict``, and ``largest_detectable_epsilon``.
+    ``conformance``: the conformance report of the training's stages (gradient canaries; None
+    otherwise); ``flagged`` is the certified bound's, ``conformance.departs`` the checks'.
     """
 
     table: pd.DataFrame
     verdict: pd.DataFrame
     score_file: ScoreFile
+    #: The stages measured against the claim (:class:`dpaudit.attach.conformance.
+    #: ConformanceReport`), when the auditor measured them; printed after the verdict.
+    conformance: Any = None
 
     @property
     def flagged(self) -> bool:
@@ -330,6 +335,8 @@ class AuditResult:
                 f" (the claim is above what {int(v['m'])} canaries can certify: this run could "
                 "not have flagged it; use more canaries)"
             )
+        if self.conformance is not None:
+            text += "\n" + str(self.conformance)
         return text
 
 
