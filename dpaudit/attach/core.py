@@ -216,6 +216,10 @@ class GradientCanaries(_Audited):
         self._first_bad: int | None = None
         self.last_draw = np.zeros(self.m, dtype=bool)
         self.sampling_record: SamplingRecord | None = None
+        # sum of squared noisy sums at the coordinates of canaries not drawn that step, and
+        # their number (the noise check, :mod:`dpaudit.attach.noise_checks`)
+        self.noise_sum_sq = 0.0
+        self.noise_df = 0
 
     @property
     def steps_per_epoch(self) -> int:
@@ -290,6 +294,9 @@ class GradientCanaries(_Audited):
         self.steps += 1
         if self.sampling_record is not None:
             self.sampling_record.close_step()
+        free = ~self.last_draw  # no canary gradient at these coordinates this step
+        self.noise_sum_sq += float(np.square(vals[free]).sum())
+        self.noise_df += int(free.sum())
         if self._first_bad is None and not np.isfinite(vals).all():
             self._first_bad = self.steps
         self._score += vals / self.clip_norm
@@ -313,6 +320,11 @@ class GradientCanaries(_Audited):
             )
         self.sampling_record.deliver(indices)
 
+    def _noise_stats(self) -> tuple[float, int]:
+        """(sum of squares, count) of the noisy sums at the coordinates of the canaries not
+        drawn at their step (:mod:`dpaudit.attach.noise_checks`)."""
+        return self.noise_sum_sq, self.noise_df
+
     def _noise_multiplier_used(self, given: Mapping[str, Any]) -> float | None:
         """The noise multiplier the training used: the one the audit is given (a hand-written
         loop states it); an adapter reads its optimizer's."""
@@ -329,6 +341,7 @@ class GradientCanaries(_Audited):
             record=self.sampling_record,
             claimed_rate=self.sample_rate,
             noise_multiplier=self._noise_multiplier_used(given),
+            noise=(*self._noise_stats(), self.clip_norm),
             claimed_epsilon=sf.meta["claimed_epsilon"],
             delta=sf.delta,
             claim_accountant=sf.meta["accountant"],

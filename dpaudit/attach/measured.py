@@ -10,10 +10,12 @@ given (the Opacus adapter takes it from the loader as Opacus' accountant does).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from dpaudit.attach.conformance import ConformanceReport, report
 from dpaudit.attach.measured_accounting import accounting_check
+from dpaudit.attach.noise_checks import noise_check, noise_upper_bound
 from dpaudit.attach.sampling_checks import largest_rate_lower_bound, sampling_checks
 from dpaudit.attach.sampling_record import SamplingRecord
 from dpaudit.attach.step_checks import step_checks
@@ -30,6 +32,7 @@ def measure(
     claim_accountant: str | None,
     given: Mapping[str, Any],
     alpha: float,
+    noise: tuple[float, int, float] | None = None,
 ) -> ConformanceReport:
     """The report: ``steps_taken`` noise calls, the loader's ``record`` (None: not observed),
     the claim (``claimed_rate``, ``claimed_epsilon`` at ``delta``, the settings ``given`` to
@@ -44,14 +47,24 @@ def measure(
     measured: dict[str, Any] = {}
     if record is not None and record.unobservable is not None:
         measured["sampling_unobservable"] = record.unobservable
-    if noise_multiplier is not None and steps_taken > 0:
+    sigma = None if noise_multiplier is None else float(noise_multiplier)
+    # the accounting family's alpha: half for the noise bound (when measured), the rest for the
+    # rate bound (when measured); the measured mechanism takes the smaller noise multiplier
+    sigma_used, noise_level = sigma, 0.0
+    if sigma is not None and sigma > 0 and noise is not None and noise[1] > 0:
+        checks.append(noise_check(noise[0], noise[1], sigma, noise[2], alpha))
+        noise_level = alpha / 2
+        upper = noise_upper_bound(noise[0], noise[1], noise[2], noise_level)
+        measured["noise_multiplier_upper_bound"] = upper
+        sigma_used = min(sigma, upper)
+    if sigma_used is not None and steps_taken > 0:
         if sampled:
-            low, mean = largest_rate_lower_bound(record, alpha)  # type: ignore[arg-type]
+            low, mean = largest_rate_lower_bound(record, alpha - noise_level)  # type: ignore
             rate = (low, max(low, mean), "measured from the loader", alpha)
         else:
-            rate = (q, q, "assumed: the claimed rate, not measured", 0.0)
+            rate = (q, q, "assumed: the claimed rate, not measured", noise_level)
         check, facts = accounting_check(
-            float(noise_multiplier),
+            sigma_used,  # type: ignore[arg-type]
             steps_taken,
             rate[0],
             rate[1],
@@ -61,6 +74,12 @@ def measure(
             claim_accountant,
             rate[3],
         )
+        if sigma is not None and sigma_used < sigma:
+            check = replace(
+                check,
+                note=f"noise multiplier: the measured upper bound {sigma_used:.4g}, below the "
+                f"{sigma:.4g} claimed (noise check)",
+            )
         checks.append(check)
         measured.update(facts)
     return report(checks, alpha, measured)

@@ -109,7 +109,8 @@ class OpacusAuditor(GradientCanaries):
             ]
             acc = torch.zeros(len(ids), dtype=torch.float64, device=device)
             nonfinite = torch.zeros((), dtype=torch.int64, device=device)
-            self._buckets.append(([self._group_of[k] for k in ks], ids, acc, nonfinite))
+            sq = torch.zeros((), dtype=torch.float64, device=device)
+            self._buckets.append(([self._group_of[k] for k in ks], ids, acc, nonfinite, sq))
         self.data_loader: Any = None  # the observed loader (:func:`opacus`), if any
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
@@ -120,7 +121,8 @@ class OpacusAuditor(GradientCanaries):
             if p.summed_grad is None:
                 raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
         # only the canaries sampled this step are added (the others would add 0)
-        hit = np.flatnonzero(self.draw_step()[self._order])
+        draw = self.draw_step()
+        hit = np.flatnonzero(draw[self._order])
         if hit.size:
             cuts = np.searchsorted(hit, self._bounds).tolist()
             for k in range(len(self._params)):
@@ -135,22 +137,27 @@ class OpacusAuditor(GradientCanaries):
         self.steps += 1
         if self.sampling_record is not None:
             self.sampling_record.close_step()
-        for groups, _, acc, nonfinite in self._buckets:
-            acc += torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups]).detach()
+        free = ~draw  # coordinates without a canary gradient this step (the noise check)
+        self.noise_df += int(free.sum())
+        for groups, ids, acc, nonfinite, sq in self._buckets:
+            vals = torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups]).detach()
+            acc += vals
             # a non-finite running sum stays non-finite: count the steps since the first
             nonfinite += ~torch.isfinite(acc.sum())
+            mask = torch.from_numpy(free[ids]).to(vals.device, non_blocking=True)
+            sq += torch.where(mask, vals.double(), 0.0).square().sum()
 
     @property
     def scores(self) -> np.ndarray:
         """The scores so far (m,), gathered from the devices (see the core)."""
         out = np.empty(self.m)
-        for _, ids, acc, _ in self._buckets:
+        for _, ids, acc, _, _ in self._buckets:
             out[ids] = acc.cpu().numpy() / self.clip_norm
         return out
 
     @property
     def first_nonfinite_step(self) -> int | None:
-        counts = [int(c) for _, _, _, c in self._buckets]
+        counts = [int(c) for _, _, _, c, _ in self._buckets]
         return min((self.steps - c + 1 for c in counts if c > 0), default=None)
 
     def detach(self) -> None:
@@ -165,6 +172,10 @@ class OpacusAuditor(GradientCanaries):
         del self.optimizer._dpaudit_auditor
         if self.data_loader is not None:
             release(self.data_loader)
+
+    def _noise_stats(self) -> tuple[float, int]:
+        """The noise check's sum of squares (gathered from the devices) and coordinate-steps."""
+        return float(sum(float(sq) for *_, sq in self._buckets)), self.noise_df
 
     def _noise_multiplier_used(self, given: Any) -> float | None:
         """The optimizer's noise multiplier (what the noise call used), whatever the claim."""
