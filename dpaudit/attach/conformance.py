@@ -9,6 +9,8 @@ multiplier), never from an argument only the author of a bug could give:
                rate q (:mod:`dpaudit.attach.sampling_checks`);
 ``steps``      the noisy steps really taken vs the claim's, and the loader's logical batches vs
                the noisy steps (:mod:`dpaudit.attach.step_checks`);
+``noise``      the noise at the canary coordinates no canary touched vs sigma C
+               (:mod:`dpaudit.attach.noise_checks`);
 ``accounting`` the epsilon of the *measured* mechanism (its noise multiplier, the largest
                per-record rate measured, the steps taken) through the library's accountant,
                beside the claim (:mod:`dpaudit.attach.measured_accounting`).
