@@ -27,14 +27,11 @@ def step_checks(
     if claimed_steps is None:
         claimed, departs, note = "not stated (the accounting check uses the steps taken)", False, ""
     else:
-        claimed = f"{claimed_steps} steps"
-        departs = claimed_steps < steps_taken
-        note = (
-            "the claim counts fewer steps than the training took"
-            if departs
-            else ("the claim counts more steps than taken (conservative)" if claimed_steps >
-                  steps_taken else "")
-        )
+        claimed, departs, note = f"{claimed_steps} steps", claimed_steps < steps_taken, ""
+        if departs:
+            note = "the claim counts fewer steps than the training took"
+        elif claimed_steps > steps_taken:
+            note = "the claim counts more steps than were taken (conservative)"
     out = [
         Check(
             "steps",
@@ -62,8 +59,9 @@ def step_checks(
                 0.0,
                 "exact count of the loader's batches between noise calls",
                 None,
-                (f"{rec.pending_batches} batch(es) delivered after the last noisy step"
-                 if rec.pending_batches else ""),
+                f"{rec.pending_batches} batch(es) delivered after the last noisy step"
+                if rec.pending_batches
+                else "",
             )
         )
     return out
