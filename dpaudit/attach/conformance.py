@@ -129,6 +129,9 @@ class ConformanceReport:
         head += f" (each stage's checks at error probability <= {self.alpha:g})"
         if self.unseen:
             head += "; not seen by this run: " + "; ".join(UNSEEN_TEXT[s] for s in self.unseen)
+        why = self.measured.get("sampling_unobservable")
+        if why:
+            head += f" (the loader's indices could not be read: {why})"
         return head
 
     def __str__(self) -> str:

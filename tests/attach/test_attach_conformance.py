@@ -110,6 +110,24 @@ def test_accumulated_batches_depart_at_steps_and_rate() -> None:
     assert bad and "6 steps merged several batches" in bad[0].measured
 
 
+def test_prefetching_loader_pairs_batches_with_steps_in_order() -> None:
+    """With worker processes the loader fetches ahead: by_order pairs the k-th batch with the
+    k-th noisy step however many were fetched before it; by_time would merge them."""
+    batches = [np.array([0, 1]), np.array([2]), np.array([3, 4, 5])]
+    ahead, now = SamplingRecord(6, "by_order"), SamplingRecord(6, "by_time")
+    for rec in (ahead, now):
+        for b in batches:
+            rec.deliver(b)
+        for _ in batches:
+            rec.close_step()
+    assert ahead.sizes == [2, 1, 3] and ahead.batches_per_step == [1, 1, 1]
+    assert now.sizes == [6, 0, 0] and now.batches_per_step == [3, 0, 0]
+    bad = SamplingRecord(6)
+    bad.deliver(["a", "b"])  # not indices: the sampling stage becomes unseen, with the reason
+    bad.close_step()
+    assert "not integers" in bad.unobservable and sampling_checks(bad, 0.5, 0.01) == []
+
+
 def test_stated_levels_hold_by_simulation() -> None:
     """The batch-size and regularity p-values are valid: under Poisson, P(p <= a) <= a."""
     rng = np.random.default_rng(1)
