@@ -46,6 +46,11 @@ UNSEEN_TEXT = {
 }
 
 
+class ConformanceError(AssertionError):
+    """A training that departs from its claim (:meth:`ConformanceReport.raise_if_departs`);
+    its message is the report."""
+
+
 @dataclass(frozen=True)
 class Check:
     """One measured check: at ``stage``, ``name`` measured ``measured`` against the claim's
@@ -106,6 +111,12 @@ class ConformanceReport:
         """The stages some check measured, in the order of :data:`STAGES`."""
         have = {c.stage for c in self.checks}
         return [s for s in STAGES if s in have]
+
+    def raise_if_departs(self) -> None:
+        """Raise :class:`ConformanceError` (an ``AssertionError``, so a failing test in the
+        user's own CI) with the report when some check departs; else nothing."""
+        if self.departs:
+            raise ConformanceError(str(self))
 
     def table(self) -> pd.DataFrame:
         """One row per check (:meth:`Check.row`)."""

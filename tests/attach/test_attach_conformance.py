@@ -21,7 +21,7 @@ import dpaudit.attach
 from dpaudit import scores
 from dpaudit.accounting.dpsgd import epsilon
 from dpaudit.attach import GradientCanaries
-from dpaudit.attach.conformance import STAGES
+from dpaudit.attach.conformance import STAGES, ConformanceError
 from dpaudit.attach.sampling_checks import (
     _batch_sizes,
     _regularity,
@@ -251,6 +251,7 @@ def test_correct_opacus_poisson_conforms(memory_manager) -> None:
     aud, res = _opacus_run(memory_manager=memory_manager)
     rep = res.conformance
     assert not rep.departs, str(rep)
+    rep.raise_if_departs()  # conforms: nothing raised
     assert rep.seen == ["sampling", "steps", "noise", "accounting"]
     assert rep.unseen == ["sensitivity"]
     assert aud.sampling_record.steps == aud.steps == 12  # logical steps, also through BMM
@@ -268,6 +269,8 @@ def test_shuffled_opacus_accounted_as_poisson_departs_at_sampling(memory_manager
     assert rep.departing_stages == ["sampling"]
     names = {c.name for c in rep.checks if c.departs}
     assert "per-epoch regularity" in names
+    with pytest.raises(ConformanceError, match="DEPARTS from the claim at sampling"):
+        rep.raise_if_departs()  # a test in the user's own CI fails with the report
 
 
 def test_weighted_sampler_departs_at_sampling_and_accounting() -> None:
