@@ -2,8 +2,10 @@
 
 The lines marked ``# dpaudit`` are the audit; the rest is an ordinary DP-SGD loop (Poisson
 sampling, per-example gradients with ``torch.func``, clipping, Gaussian noise) on scikit-learn's
-bundled 8x8 digits. The same four calls audit a JAX loop: hand ``observe`` the noisy sum as a
-NumPy array. Seconds on one CPU core::
+bundled 8x8 digits. The same calls audit a JAX loop: hand ``observe`` the noisy sum as a
+NumPy array. ``record_batch`` hands in the indices of each step's records, so the printed
+conformance report also checks the sampling against the claim (docs/own_training.md).
+Seconds on one CPU core::
 
     python examples/audit_handwritten.py
 """
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # dpaudit
     for _ in range(args.steps):
         batch = torch.rand(n) < q  # Poisson sampling
+        canaries.record_batch(batch.nonzero().flatten().numpy(), n)  # dpaudit: which records
         g = per_example_grads(params, x[batch], y[batch])
         flat = torch.cat([g[k].reshape(int(batch.sum()), -1) for k in params], dim=1)
         factor = (c / (flat.norm(dim=1) + 1e-6)).clamp(max=1.0)

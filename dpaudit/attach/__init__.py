@@ -5,9 +5,12 @@ Framework-neutral core (:mod:`.core`): :class:`GradientCanaries` (white box) and
 scores from any framework.
 Adapters: :func:`opacus` (attach to an Opacus ``DPOptimizer``) and :class:`CanaryDataset`
 (wrap any map-style PyTorch dataset). The verdict reads only family-free bounds
-(:data:`VERDICT_ESTIMATORS`, :mod:`.verdict`). docs/own_training.md has the details.
+(:data:`VERDICT_ESTIMATORS`, :mod:`.verdict`); the conformance report
+(:class:`ConformanceReport`, :mod:`.conformance`) measures the training's sampling, steps, noise
+and accounting against the claim. docs/own_training.md has the details.
 """
 
+from dpaudit.attach.conformance import ConformanceError, ConformanceReport
 from dpaudit.attach.core import GradientCanaries, InputCanaries
 from dpaudit.attach.verdict import (
     VERDICT_ESTIMATORS,
@@ -25,6 +28,8 @@ __all__ = [
     "AuditResult",
     "CanaryDataset",
     "Claim",
+    "ConformanceError",
+    "ConformanceReport",
     "GradientCanaries",
     "InputCanaries",
     "audit_file",

@@ -38,6 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.attach.conformance import DEFAULT_ALPHA, ConformanceReport
+from dpaudit.attach.power import unseen_after
+from dpaudit.attach.sampling_record import SamplingRecord
 from dpaudit.attach.verdict import (
     DIRAC_SCORE,
     AuditResult,
@@ -122,12 +125,35 @@ class _Audited:
         delta: float,
         confidence: float = 0.95,
         extra_estimators: Mapping[str, Mapping[str, Any]] | None = None,
+        conformance_alpha: float = DEFAULT_ALPHA,
         **kwargs: Any,
     ) -> AuditResult:
         """The audit table and verdict (:func:`dpaudit.attach.verdict.audit_file`) of
-        :meth:`score_file` (same arguments) at ``confidence``."""
+        :meth:`score_file` (same arguments) at ``confidence``, and the conformance report of
+        what the auditor measured (``result.conformance``, each stage's checks at error
+        probability ``conformance_alpha``; :mod:`dpaudit.attach.conformance`). The measured
+        mechanism's epsilon and the departing stages go into the score file's metadata
+        (``measured_mechanism``, ``conformance``), also when ``claimed_epsilon`` is given."""
+        if not 0 < conformance_alpha < 1:
+            raise ValueError(f"conformance_alpha must lie in (0, 1), got {conformance_alpha!r}")
         sf = self.score_file(claimed_epsilon, delta=delta, **kwargs)
-        return audit_file(sf, confidence, extra_estimators)
+        result = audit_file(sf, confidence, extra_estimators)
+        result.conformance = self._conformance(sf, kwargs, conformance_alpha)
+        if result.conformance is not None:
+            result.unseen_stages = unseen_after(result.conformance.seen, result.unseen_stages)
+            sf.meta["measured_mechanism"] = result.conformance.measured
+            sf.meta["conformance"] = {
+                "departs": result.conformance.departing_stages,
+                "seen": result.conformance.seen,
+                "unseen": result.conformance.unseen,
+                "alpha": conformance_alpha,
+            }
+        return result
+
+    def _conformance(
+        self, sf: ScoreFile, given: Mapping[str, Any], alpha: float
+    ) -> ConformanceReport | None:
+        return None
 
 
 class GradientCanaries(_Audited):
@@ -197,6 +223,11 @@ class GradientCanaries(_Audited):
         self.sampled_counts = np.zeros(self.m, dtype=np.int64)
         self._first_bad: int | None = None
         self.last_draw = np.zeros(self.m, dtype=bool)
+        self.sampling_record: SamplingRecord | None = None
+        # sum of squared noisy sums at the coordinates of canaries not drawn that step, and
+        # their number (the noise check, :mod:`dpaudit.attach.noise_checks`)
+        self.noise_sum_sq = 0.0
+        self.noise_df = 0
 
     @property
     def steps_per_epoch(self) -> int:
@@ -205,7 +236,16 @@ class GradientCanaries(_Audited):
 
     def draw_step(self) -> np.ndarray:
         """Which canaries this logical step samples, (m,) bool: only IN canaries, each like a
-        record (Poisson: independently with probability q; shuffle: at its step of the epoch)."""
+        record (Poisson: independently with probability q; shuffle: at its step of the epoch).
+        Exactly once per logical step, before that step's :meth:`observe` (issue 36, item 10:
+        a second draw before the observation is an error naming both counts)."""
+        if self.draws > self.steps:
+            raise ValueError(
+                f"draw_step() called again before observe(): step {self.steps + 1}'s canaries "
+                "were drawn but its noisy sum was never observed (canaries drawn but never "
+                "observed). Per logical step call draw_step() once, add canary_gradient(draw) "
+                "to the summed clipped gradient, add the noise, then observe(noisy_sum)"
+            )
         if self.sampling == "poisson":
             hit = self._rng.random(self.m) < self.sample_rate
         else:
@@ -251,10 +291,71 @@ class GradientCanaries(_Audited):
             raise ValueError(
                 f"expected the noisy sum at the {self.m} canary coordinates, got {vals.size} values"
             )
+        if self.draws != self.steps + 1:
+            raise ValueError(
+                f"observe() for step {self.steps + 1} without draw_step(): a noisy sum observed "
+                f"but no canaries drawn for it ({self.draws} draws, {self.steps} steps observed "
+                "before this one). Per logical step call draw_step() once, add "
+                "canary_gradient(draw) to the summed clipped gradient, add the noise, then "
+                "observe(noisy_sum)"
+            )
         self.steps += 1
+        if self.sampling_record is not None:
+            self.sampling_record.close_step()
+        free = ~self.last_draw  # no canary gradient at these coordinates this step
+        self.noise_sum_sq += float(np.square(vals[free]).sum())
+        self.noise_df += int(free.sum())
         if self._first_bad is None and not np.isfinite(vals).all():
             self._first_bad = self.steps
         self._score += vals / self.clip_norm
+
+    def record_batch(self, indices: Any, n_records: int) -> None:
+        """The dataset indices (of a dataset of ``n_records``) of the records the training's
+        sampler put into this logical step: call it once per logical batch, before the step's
+        :meth:`observe`; the audit's conformance report then checks the sampling, the steps
+        and the accounting against the claim (:mod:`dpaudit.attach.sampling_checks`)."""
+        if self.sampling_record is None:
+            if self.steps:
+                raise ValueError(
+                    f"record_batch() first called after {self.steps} observed steps: call it "
+                    "from the first step on"
+                )
+            self.sampling_record = SamplingRecord(n_records, source="record_batch()")
+        elif n_records != self.sampling_record.n_records:
+            raise ValueError(
+                f"record_batch(): n_records {n_records} differs from the first call's "
+                f"{self.sampling_record.n_records}"
+            )
+        self.sampling_record.deliver(indices)
+
+    def _noise_stats(self) -> tuple[float, int]:
+        """(sum of squares, count) of the noisy sums at the coordinates of the canaries not
+        drawn at their step (:mod:`dpaudit.attach.noise_checks`)."""
+        return self.noise_sum_sq, self.noise_df
+
+    def _noise_multiplier_used(self, given: Mapping[str, Any]) -> float | None:
+        """The noise multiplier the training used: the one the audit is given (a hand-written
+        loop states it); an adapter reads its optimizer's."""
+        value = given.get("noise_multiplier")
+        return None if value is None else float(value)
+
+    def _conformance(
+        self, sf: ScoreFile, given: Mapping[str, Any], alpha: float
+    ) -> ConformanceReport | None:
+        from dpaudit.attach.measured import measure
+
+        return measure(
+            steps_taken=self.steps,
+            record=self.sampling_record,
+            claimed_rate=self.sample_rate,
+            noise_multiplier=self._noise_multiplier_used(given),
+            noise=(*self._noise_stats(), self.clip_norm),
+            claimed_epsilon=sf.meta["claimed_epsilon"],
+            delta=sf.delta,
+            claim_accountant=sf.meta["accountant"],
+            given=given,
+            alpha=alpha,
+        )
 
     @property
     def scores(self) -> np.ndarray:
@@ -271,6 +372,11 @@ class GradientCanaries(_Audited):
             raise ValueError("gradient canaries score themselves (observe); do not pass scores")
         if self.steps == 0:
             raise ValueError("no step was observed: attach the canaries before training")
+        if self.draws != self.steps:
+            raise ValueError(
+                f"canaries drawn for {self.draws} steps but {self.steps} noisy sums observed: "
+                "the last draw_step() has no observe() (canaries drawn but never observed)"
+            )
         first_bad = self.first_nonfinite_step
         if first_bad is not None:
             score = self.scores

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from dpaudit.attach.core import GradientCanaries, check_rate
+from dpaudit.attach.loader_probe import check_observable, observe_loader, release
 from dpaudit.opacus_import import import_opacus
 
 
@@ -108,7 +109,9 @@ class OpacusAuditor(GradientCanaries):
             ]
             acc = torch.zeros(len(ids), dtype=torch.float64, device=device)
             nonfinite = torch.zeros((), dtype=torch.int64, device=device)
-            self._buckets.append(([self._group_of[k] for k in ks], ids, acc, nonfinite))
+            sq = torch.zeros((), dtype=torch.float64, device=device)
+            self._buckets.append(([self._group_of[k] for k in ks], ids, acc, nonfinite, sq))
+        self.data_loader: Any = None  # the observed loader (:func:`opacus`), if any
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
         optimizer._dpaudit_auditor = self
@@ -118,7 +121,8 @@ class OpacusAuditor(GradientCanaries):
             if p.summed_grad is None:
                 raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
         # only the canaries sampled this step are added (the others would add 0)
-        hit = np.flatnonzero(self.draw_step()[self._order])
+        draw = self.draw_step()
+        hit = np.flatnonzero(draw[self._order])
         if hit.size:
             cuts = np.searchsorted(hit, self._bounds).tolist()
             for k in range(len(self._params)):
@@ -131,22 +135,29 @@ class OpacusAuditor(GradientCanaries):
                     )
         self._original_add_noise()
         self.steps += 1
-        for groups, _, acc, nonfinite in self._buckets:
-            acc += torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups]).detach()
+        if self.sampling_record is not None:
+            self.sampling_record.close_step()
+        free = ~draw  # coordinates without a canary gradient this step (the noise check)
+        self.noise_df += int(free.sum())
+        for groups, ids, acc, nonfinite, sq in self._buckets:
+            vals = torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups]).detach()
+            acc += vals
             # a non-finite running sum stays non-finite: count the steps since the first
             nonfinite += ~torch.isfinite(acc.sum())
+            mask = torch.from_numpy(free[ids]).to(vals.device, non_blocking=True)
+            sq += torch.where(mask, vals.double(), 0.0).square().sum()
 
     @property
     def scores(self) -> np.ndarray:
         """The scores so far (m,), gathered from the devices (see the core)."""
         out = np.empty(self.m)
-        for _, ids, acc, _ in self._buckets:
+        for _, ids, acc, _, _ in self._buckets:
             out[ids] = acc.cpu().numpy() / self.clip_norm
         return out
 
     @property
     def first_nonfinite_step(self) -> int | None:
-        counts = [int(c) for _, _, _, c in self._buckets]
+        counts = [int(c) for _, _, _, c, _ in self._buckets]
         return min((self.steps - c + 1 for c in counts if c > 0), default=None)
 
     def detach(self) -> None:
@@ -159,6 +170,16 @@ class OpacusAuditor(GradientCanaries):
             )
         self.optimizer.add_noise = self._original_add_noise
         del self.optimizer._dpaudit_auditor
+        if self.data_loader is not None:
+            release(self.data_loader)
+
+    def _noise_stats(self) -> tuple[float, int]:
+        """The noise check's sum of squares (gathered from the devices) and coordinate-steps."""
+        return float(sum(float(sq) for *_, sq in self._buckets)), self.noise_df
+
+    def _noise_multiplier_used(self, given: Any) -> float | None:
+        """The optimizer's noise multiplier (what the noise call used), whatever the claim."""
+        return float(self.optimizer.noise_multiplier)
 
     def _claim_settings(self) -> dict[str, Any]:
         return {**super()._claim_settings(), "noise_multiplier": self.optimizer.noise_multiplier}
@@ -191,6 +212,12 @@ def opacus(
     and without ``BatchMemoryManager`` (one canary draw per logical step) and with Poisson
     sampling on (``DPDataLoader``) or off (each IN canary once per epoch). Flat clipping only
     (``clipping="flat"``, also with ``grad_sample_mode="ghost"``), one process.
+
+    With ``data_loader`` the auditor also observes the loader's batch sampler
+    (:mod:`dpaudit.attach.loader_probe`): the records each noisy step really received, which
+    the audit's conformance report checks against Poisson sampling at the sample rate Opacus
+    accounts (:mod:`dpaudit.attach.sampling_checks`) and uses for the measured mechanism's
+    epsilon; a loader it cannot observe is a ``ValueError`` naming why.
     """
     supported = _supported_types()
     if not isinstance(optimizer, supported[0]):
@@ -214,7 +241,12 @@ def opacus(
             "sample_rate= (the training's sampling rate), exactly one"
         )
     if data_loader is not None:
+        check_observable(data_loader)
         rate, loader_sampling = _loader_sampling(data_loader)
     else:
         rate, loader_sampling = check_rate(sample_rate), "poisson"
-    return OpacusAuditor(optimizer, m, seed, rate, sampling or loader_sampling, coordinates)
+    auditor = OpacusAuditor(optimizer, m, seed, rate, sampling or loader_sampling, coordinates)
+    if data_loader is not None:
+        auditor.sampling_record = observe_loader(data_loader)
+        auditor.data_loader = data_loader
+    return auditor

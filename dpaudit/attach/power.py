@@ -60,6 +60,28 @@ SIGMA_RANGE = (1e-3, 1e3)
 #: cannot see.
 UPSTREAM_STAGES = ("sampling", "clipping", "duplication", "accumulation")
 
+#: The conformance stages (:data:`dpaudit.attach.conformance.STAGES`) whose checks together
+#: cover each upstream stage (accumulation: the logical batches the loader delivered per noisy
+#: step, which needs the loader watched); empty: no check covers it yet (one record reachable
+#: through two indices).
+UPSTREAM_COVERED_BY: dict[str, tuple[str, ...]] = {
+    "sampling": ("sampling",),
+    "clipping": ("sensitivity",),
+    "duplication": (),
+    "accumulation": ("sampling", "steps"),
+}
+
+
+def unseen_after(seen: Sequence[str], unseen: Sequence[str] = UPSTREAM_STAGES) -> tuple[str, ...]:
+    """The stages of ``unseen`` left unseen once the conformance stages ``seen`` were
+    measured."""
+
+    def covered(stage: str) -> bool:
+        need = UPSTREAM_COVERED_BY.get(stage, ())
+        return bool(need) and all(s in seen for s in need)
+
+    return tuple(s for s in unseen if not covered(s))
+
 
 @dataclass(frozen=True)
 class _Grid:

@@ -287,6 +287,8 @@ class AuditResult:
     which the maximum holds), ``flagged`` and ``verdict``, and ``largest_detectable_epsilon``.
     ``power`` and ``unseen_stages``: what the run could see (:mod:`dpaudit.attach.power`),
     printed with an unflagged verdict.
+    ``conformance``: the conformance report of the training's stages (gradient canaries; None
+    otherwise); ``flagged`` is the certified bound's, ``conformance.departs`` the checks'.
     """
 
     table: pd.DataFrame
@@ -319,6 +321,10 @@ class AuditResult:
             accountant=accountant,
         )
 
+    #: The stages measured against the claim (:class:`dpaudit.attach.conformance.
+    #: ConformanceReport`), when the auditor measured them; printed after the verdict.
+    conformance: Any = None
+
     @property
     def flagged(self) -> bool:
         """True when a valid, family-free lower bound exceeds the claimed epsilon."""
@@ -348,6 +354,8 @@ class AuditResult:
             from dpaudit.attach.power import power_text
 
             text += f"; not a clean bill: {power_text(self.power, self.unseen_stages)}"
+        if self.conformance is not None:
+            text += "\n" + str(self.conformance)
         return text
 
 

@@ -42,6 +42,7 @@ def test_canary_gradient_is_clip_norm_at_each_sampled_in_canary() -> None:
         want = np.zeros(400)
         want[c.coordinates[draw]] = 2.5
         np.testing.assert_array_equal(vec, want)
+        c.observe(vec)
     assert len(np.unique(c.coordinates)) == 50
 
 
@@ -49,6 +50,7 @@ def test_poisson_and_shuffle_sampling_of_in_canaries() -> None:
     c = GradientCanaries(400, 1000, sample_rate=0.1, clip_norm=1.0, seed=0)
     for _ in range(200):
         c.draw_step()
+        c.observe_values(np.zeros(c.m))
     inn = c.membership == 1
     assert (c.sampled_counts[~inn] == 0).all()
     mean = c.sampled_counts[inn].mean()  # Binomial(200, 0.1): mean 20, sd of the mean ~0.3
@@ -56,13 +58,16 @@ def test_poisson_and_shuffle_sampling_of_in_canaries() -> None:
     s = GradientCanaries(400, 1000, sample_rate=0.1, clip_norm=1.0, seed=0, sampling="shuffle")
     for _ in range(30):  # three epochs of 10 steps: each IN canary exactly once per epoch
         s.draw_step()
+        s.observe_values(np.zeros(s.m))
     np.testing.assert_array_equal(s.sampled_counts, 3 * s.membership)
 
 
 def test_observe_sums_the_noisy_update_at_the_coordinates_over_clip_norm() -> None:
     c = GradientCanaries(4, 10, sample_rate=1.0, clip_norm=2.0, seed=1, coordinates=[7, 0, 3, 5])
     a, b = np.arange(10.0), np.ones(10)
+    c.draw_step()
     c.observe(a)
+    c.draw_step()
     c.observe(b)
     np.testing.assert_allclose(c.scores, (a[[7, 0, 3, 5]] + 1) / 2.0)
     assert c.steps == 2
@@ -224,12 +229,32 @@ def test_bad_inputs_give_clear_errors(call, match) -> None:
 
 def test_non_finite_update_is_an_error_naming_the_step() -> None:
     c = GradientCanaries(3, 10, 1.0, 1.0, coordinates=[0, 1, 2])
+    c.draw_step()
     c.observe(np.zeros(10))
+    c.draw_step()
     c.observe(np.r_[0.0, np.inf, np.zeros(8)])
     with pytest.raises(ValueError, match="canary 1's coordinate 1 was not finite at step 2"):
         c.audit(1.0, delta=1e-5)
     with pytest.raises(ValueError, match="no step was observed"):
         GradientCanaries(3, 10, 1.0, 1.0).score_file(1.0, delta=1e-5)
+
+
+def test_issue36_item10_draws_and_observations_must_pair() -> None:
+    """Issue 36, item 10: observe() without draw_step(), or several draws per observed step,
+    is a clear error naming what is wrong (it used to end "not flagged")."""
+    c = GradientCanaries(4, 10, 0.5, 1.0, seed=0)
+    with pytest.raises(ValueError, match="observe\\(\\) for step 1 without draw_step"):
+        c.observe(np.zeros(10))
+    c.draw_step()
+    with pytest.raises(ValueError, match="drawn but never observed"):
+        c.draw_step()  # a second draw for the same step
+    c.observe(np.zeros(10))  # the first draw's step, observed: fine
+    assert (c.steps, c.draws) == (1, 1)
+    c.draw_step()
+    with pytest.raises(ValueError, match="drawn for 2 steps but 1 noisy sums observed"):
+        c.audit(1.0, delta=1e-5)
+    c.observe(np.zeros(10))
+    c.audit(1.0, delta=1e-5)  # paired: audits
 
 
 def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:

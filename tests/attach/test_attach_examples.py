@@ -31,6 +31,9 @@ def test_audit_opacus_example(tmp_path, capsys, kind) -> None:
     sf = scores.read(tmp_path / "scores.npz")
     assert sf.n_canaries == 30 and sf.meta["claim_source"] == "given"
     assert sf.meta["threat_model"] == ("per_step_dot" if kind == "gradient" else "black_box_loss")
+    if kind == "gradient":  # measured from the loader; the given claim does not drop it
+        assert "conformance: no departure measured at sampling, steps, noise, accounting" in out
+        assert sf.meta["measured_mechanism"]["epsilon_lower"] > 0
     table = tables.read_audit_csv(tmp_path / "audit.csv")
     assert set(table["estimator"]) == {"one_run", "fdp_abstention_approx_dp"}
     assert cli(["audit", str(tmp_path / "scores.npz")]) == 0
@@ -39,7 +42,10 @@ def test_audit_opacus_example(tmp_path, capsys, kind) -> None:
 def test_audit_handwritten_example(tmp_path, capsys) -> None:
     args = ["--m", "30", "--steps", "3", "--out", str(tmp_path)]
     assert _load("audit_handwritten").main(args) == 0
-    assert "claimed epsilon" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "claimed epsilon" in out
+    assert "conformance: no departure measured at sampling, steps, noise, accounting" in out
     sf = scores.read(tmp_path / "scores.npz")
+    assert sf.meta["measured_mechanism"]["rate_source"] == "measured from the loader"
     assert sf.meta["steps"] == 3 and sf.meta["claim_source"] == "accountant"
     assert sf.meta["claim_settings"]["noise_multiplier"] == 3.0

@@ -171,3 +171,18 @@ def test_power_falls_back_to_rdp_where_the_accountant_fails(monkeypatch) -> None
     assert p.accountant == "rdp" and math.isfinite(p.epsilon)
     assert p.epsilon == pytest.approx(real("rdp", p.noise_multiplier, Q, T + 1, DELTA))
     assert "rdp accountant" in str(p)
+
+
+def test_stages_a_conformance_check_measured_leave_the_unseen_list():
+    """Issue 37, item 3: the verdict names only the stages no check covered: sampling once the
+    loader was watched, accumulation once the steps were counted; duplication through two
+    indices stays unseen (no check covers it)."""
+    from dpaudit.attach.power import UPSTREAM_STAGES, unseen_after
+
+    assert unseen_after([]) == UPSTREAM_STAGES
+    assert unseen_after(["sampling", "steps", "noise", "accounting"]) == (
+        "clipping",
+        "duplication",
+    )
+    assert "clipping" not in unseen_after(["sensitivity"])
+    assert unseen_after(["steps"]) == UPSTREAM_STAGES  # batches per step need the loader

@@ -50,6 +50,7 @@ def train(data, audit, seed, device):
 
 def eps(data, audit, seed, device):
     c = audit.gradient_canaries(n_params=50, sample_rate=0.5, clip_norm=1.0)
+    c.draw_step()
     c.observe(np.zeros(50))
     return {"claimed_epsilon": 3.0}
 
@@ -69,12 +70,14 @@ def not_a_dict(data, audit, seed, device):
 
 def no_claim(data, audit, seed, device):
     c = audit.gradient_canaries(n_params=50, sample_rate=0.5, clip_norm=1.0)
+    c.draw_step()
     c.observe(np.zeros(50))
     return {"test_accuracy": 0.9}
 
 
 def half_claim(data, audit, seed, device):
     c = audit.gradient_canaries(n_params=50, sample_rate=0.5, clip_norm=1.0)
+    c.draw_step()
     c.observe(np.zeros(50))
     return {"noise_multiplier": 1.0, "steps": 3}
 

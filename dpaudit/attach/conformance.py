@@ -1,0 +1,167 @@
+"""The conformance report of an audited training: each DP-SGD stage measured against its claim.
+
+The certified lower bound (:mod:`dpaudit.attach.verdict`) sees only what reaches the canaries'
+coordinates after the noise call. The conformance report measures the stages before it from the
+user's own objects (the loader's batch sampler, the optimizer's noise calls and noise
+multiplier), never from an argument only the author of a bug could give:
+
+``sampling``   the records each noisy step really received vs Poisson sampling at the claimed
+               rate q (:mod:`dpaudit.attach.sampling_checks`);
+``steps``      the noisy steps really taken vs the claim's, and the loader's logical batches vs
+               the noisy steps (:mod:`dpaudit.attach.step_checks`);
+``noise``      the noise at the canary coordinates no canary touched vs sigma C
+               (:mod:`dpaudit.attach.noise_checks`);
+``accounting`` the epsilon of the *measured* mechanism (its noise multiplier, the largest
+               per-record rate measured, the steps taken) through the library's accountant,
+               beside the claim (:mod:`dpaudit.attach.measured_accounting`).
+
+Each :class:`Check` states its error probability: the probability that a training that meets
+its claim departs there (``level``, fixed-sample tests at a level fixed before the data;
+``0`` for exact facts such as a record twice in one step). The checks of one stage share the
+stage's ``alpha`` by a Bonferroni split, so each stage (check family) falsely departs with
+probability at most ``alpha``. Stages the run did not measure are listed as ``unseen``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+#: The DP-SGD stages, in the order of the training's path.
+STAGES = ("sampling", "steps", "sensitivity", "noise", "accounting")
+
+#: Default error probability of each stage's checks together (Bonferroni within the stage).
+DEFAULT_ALPHA = 0.01
+
+#: What a stage that no check measured leaves unseen (shown in the verdict text).
+UNSEEN_TEXT = {
+    "sampling": "sampling (which records each step received; give the training's DataLoader)",
+    "steps": "steps (the noisy steps taken against the claim's)",
+    "sensitivity": "sensitivity (per-example clipping of the gradient actually used)",
+    "noise": "noise (its scale, independence and Gaussian law)",
+    "accounting": "accounting (the measured mechanism's epsilon; give noise_multiplier=)",
+}
+
+
+class ConformanceError(AssertionError):
+    """A training that departs from its claim (:meth:`ConformanceReport.raise_if_departs`);
+    its message is the report."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One measured check: at ``stage``, ``name`` measured ``measured`` against the claim's
+    ``claimed``; ``departs`` when the claim is rejected. ``p_value``: the check's p-value under
+    the claim (None for an exact fact); ``level``: its error probability (the largest chance
+    that a training meeting the claim departs here); ``test``: how it is computed (and whether
+    it is fixed-sample or anytime-valid)."""
+
+    stage: str
+    name: str
+    measured: str
+    claimed: str
+    departs: bool
+    level: float
+    test: str
+    p_value: float | None = None
+    note: str = ""
+
+    def row(self) -> dict[str, Any]:
+        """The check as a table row."""
+        return {
+            "stage": self.stage,
+            "check": self.name,
+            "measured": self.measured,
+            "claimed": self.claimed,
+            "departs": self.departs,
+            "p_value": self.p_value,
+            "level": self.level,
+            "test": self.test,
+            "note": self.note,
+        }
+
+
+@dataclass
+class ConformanceReport:
+    """The checks of one audited training (:class:`Check`), the stages no check measured
+    (``unseen``), each stage's error probability ``alpha`` and ``measured`` (facts of the
+    measured mechanism, e.g. its epsilon, written into the score file's metadata)."""
+
+    checks: list[Check]
+    unseen: list[str]
+    alpha: float = DEFAULT_ALPHA
+    measured: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def departs(self) -> bool:
+        """True when some check departs from the claim."""
+        return any(c.departs for c in self.checks)
+
+    @property
+    def departing_stages(self) -> list[str]:
+        """The stages with a departing check, in the order of :data:`STAGES`."""
+        hit = {c.stage for c in self.checks if c.departs}
+        return [s for s in STAGES if s in hit]
+
+    @property
+    def seen(self) -> list[str]:
+        """The stages some check measured, in the order of :data:`STAGES`."""
+        have = {c.stage for c in self.checks}
+        return [s for s in STAGES if s in have]
+
+    def raise_if_departs(self) -> None:
+        """Raise :class:`ConformanceError` (an ``AssertionError``, so a failing test in the
+        user's own CI) with the report when some check departs; else nothing."""
+        if self.departs:
+            raise ConformanceError(str(self))
+
+    def table(self) -> pd.DataFrame:
+        """One row per check (:meth:`Check.row`)."""
+        cols = ["stage", "check", "measured", "claimed", "departs", "p_value", "level", "test"]
+        return pd.DataFrame([c.row() for c in self.checks], columns=[*cols, "note"])
+
+    def summary(self) -> str:
+        """One line: the departing stages (or none), and what the run could not see."""
+        if self.departs:
+            names = {
+                s: ", ".join(c.name for c in self.checks if c.departs and c.stage == s)
+                for s in self.departing_stages
+            }
+            head = "conformance: DEPARTS from the claim at " + "; ".join(
+                f"{s} ({n})" for s, n in names.items()
+            )
+        elif self.checks:
+            head = "conformance: no departure measured at " + ", ".join(self.seen)
+        else:
+            head = "conformance: nothing measured"
+        head += f" (each stage's checks at error probability <= {self.alpha:g})"
+        if self.unseen:
+            head += "; not seen by this run: " + "; ".join(UNSEEN_TEXT[s] for s in self.unseen)
+        why = self.measured.get("sampling_unobservable")
+        if why:
+            head += f" (the loader's indices could not be read: {why})"
+        return head
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        for c in self.checks:
+            p = "" if c.p_value is None else f", p = {c.p_value:.3g}"
+            mark = "DEPARTS" if c.departs else "ok"
+            lines.append(
+                f"  [{mark}] {c.stage}: {c.name}: measured {c.measured}; claimed {c.claimed} "
+                f"(error probability {c.level:.3g}{p}; {c.test})"
+                + (f" -- {c.note}" if c.note else "")
+            )
+        return "\n".join(lines)
+
+
+def report(
+    checks: Sequence[Check], alpha: float, measured: dict[str, Any] | None = None
+) -> ConformanceReport:
+    """The report of ``checks``: the stages none of them measured are ``unseen``."""
+    have = {c.stage for c in checks}
+    unseen = [s for s in STAGES if s not in have]
+    return ConformanceReport(list(checks), unseen, alpha, dict(measured or {}))

@@ -1,0 +1,62 @@
+"""Noise check: the noise really added, measured at the canary coordinates no canary touched.
+
+At step t the noisy sum at coordinate j is x_tj = d_tj + sigma C Z_tj: the data's summed
+clipped gradient d_tj (0 on coordinates the data never moves) plus the noise. Under the claim the
+noise is N(0, sigma^2 C^2), independent of everything before it, so given the past,
+sum_j x_tj^2 / (sigma C)^2 over k coordinates is noncentral chi-square with k degrees of freedom
+(noncentrality sum_j d_tj^2 / (sigma C)^2 >= 0), which stochastically dominates chi-square(k)
+whatever the data do; over the steps the sum dominates chi-square(sum_t k_t). The check reads the
+coordinates of the canaries *not drawn* at each step (their canary gradient is 0 there) and
+departs when the sum is improbably small under chi-square (lower tail at the stage's alpha): too
+little noise (noise for the mean added to the sum, noise that forgets the clipping norm, a
+noise multiplier below the one claimed), or a noisy sum divided before it was observed. It
+cannot see too *much* noise (not a privacy violation), nor noise reused across steps or of
+another law with the right variance. Exact, fixed-sample, read at the end of the training.
+
+The same sum gives an upper confidence bound on the noise standard deviation,
+sqrt(sum x^2 / chi2.ppf(a, df)) / C (:func:`noise_upper_bound`), which the accounting check uses
+for the measured mechanism when it is below the claimed multiplier.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+from dpaudit.attach.conformance import Check
+
+
+def noise_upper_bound(sum_sq: float, df: int, clip_norm: float, alpha: float) -> float:
+    """An upper confidence bound (confidence 1 - ``alpha``) on the effective noise multiplier,
+    from ``sum_sq`` over ``df`` untouched canary coordinates (see the module docstring)."""
+    if df == 0:
+        return math.inf
+    return math.sqrt(sum_sq / float(stats.chi2.ppf(alpha, df))) / clip_norm
+
+
+def noise_check(
+    sum_sq: float, df: int, noise_multiplier: float, clip_norm: float, level: float
+) -> Check:
+    """The noise check of ``sum_sq`` over ``df`` coordinate-steps against noise std
+    ``noise_multiplier`` x ``clip_norm``, at error probability ``level``."""
+    scale = noise_multiplier * clip_norm
+    p = float(stats.chi2.cdf(sum_sq / scale**2, df)) if scale > 0 else 1.0
+    rms = math.sqrt(sum_sq / df) / clip_norm
+    departs = p <= level
+    return Check(
+        "noise",
+        "noise scale at untouched canary coordinates",
+        f"root mean square / C = {rms:.4g} over {df} coordinate-steps (noise plus any data "
+        "gradient there)",
+        f"noise multiplier {noise_multiplier:.4g} (std {scale:.4g})",
+        departs,
+        level,
+        "lower tail of chi-square, which the data's gradients can only raise; exact, "
+        "fixed-sample",
+        p,
+        "less noise than claimed reached the update (or the noisy sum was divided, e.g. by the "
+        "batch size, before it was observed)"
+        if departs
+        else "",
+    )

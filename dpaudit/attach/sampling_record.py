@@ -1,0 +1,99 @@
+"""What the user's loader really delivered, step by step: :class:`SamplingRecord` (pure NumPy).
+
+The conformance checks of the sampling stage (:mod:`dpaudit.attach.sampling_checks`) read the
+records (dataset indices) that each *noisy* step of the training really received, never a rate
+the user states. A record is fed the logical batches the loader yields (:meth:`deliver`, e.g.
+from the wrapped batch sampler of :mod:`dpaudit.attach.loader_probe`, or by hand from a
+hand-written loop) and told when a noisy step is taken (:meth:`close_step`, from the noise call).
+The batches delivered since the previous noisy step form that step's records (``by_time``); a
+loader with worker processes fetches ahead, so there each noisy step takes the oldest delivered
+batch (``by_order``, which cannot see two logical batches accumulated into one step).
+
+Kept per record i: the number of noisy steps whose batch held it (``presence``, at most once
+per step); per step: the number of distinct records and the largest multiplicity of one record
+(a record twice in one step, e.g. a sampler drawing with replacement). Memory O(n + steps).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+ASSOCIATIONS = ("by_time", "by_order")
+
+
+class SamplingRecord:
+    """The records each noisy step received from a dataset of ``n_records`` (see the module
+    docstring); ``association``: ``by_time`` or ``by_order``; ``source`` names what was
+    observed (shown in the report)."""
+
+    def __init__(self, n_records: int, association: str = "by_time", source: str = "") -> None:
+        if isinstance(n_records, bool) or not isinstance(n_records, int | np.integer):
+            raise ValueError(f"n_records must be an integer >= 1, got {n_records!r}")
+        if n_records < 1:
+            raise ValueError(f"n_records must be an integer >= 1, got {n_records!r}")
+        if association not in ASSOCIATIONS:
+            raise ValueError(f"association must be one of {list(ASSOCIATIONS)}")
+        self.n_records = int(n_records)
+        self.association = association
+        self.source = source
+        self.presence = np.zeros(self.n_records, dtype=np.int64)
+        self.sizes: list[int] = []  # distinct records per noisy step
+        self.max_multiplicity: list[int] = []  # largest count of one record in a step
+        self.batches_per_step: list[int] = []  # logical batches merged into each noisy step
+        self.batches_delivered = 0
+        self.out_of_range = 0  # indices outside 0..n_records - 1
+        self.unobservable: str | None = None  # why the indices could not be read, if so
+        self._pending: deque[np.ndarray] = deque()
+
+    def deliver(self, indices: Any) -> None:
+        """One logical batch the loader yielded: its dataset indices (any integer sequence)."""
+        self.batches_delivered += 1
+        if self.unobservable is not None:
+            return
+        try:
+            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError):
+            self.unobservable = (
+                f"batch {self.batches_delivered} holds indices that are not integers "
+                f"({type(indices).__name__})"
+            )
+            self._pending.clear()
+            return
+        self._pending.append(idx)
+
+    @property
+    def steps(self) -> int:
+        """Noisy steps closed so far."""
+        return len(self.sizes)
+
+    @property
+    def pending_batches(self) -> int:
+        """Logical batches delivered after the last noisy step (not trained on yet)."""
+        return len(self._pending)
+
+    def close_step(self) -> None:
+        """A noisy step was taken: its records are the batches delivered since the previous
+        one (``by_time``) or the oldest delivered batch (``by_order``)."""
+        if self.unobservable is not None:
+            self.sizes.append(0)
+            self.max_multiplicity.append(0)
+            self.batches_per_step.append(0)
+            return
+        if self.association == "by_order":
+            batches = [self._pending.popleft()] if self._pending else []
+        else:
+            batches = list(self._pending)
+            self._pending.clear()
+        idx = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+        bad = (idx < 0) | (idx >= self.n_records)
+        if bad.any():
+            self.out_of_range += int(bad.sum())
+            idx = idx[~bad]
+        uniq, counts = np.unique(idx, return_counts=True)
+        self.presence[uniq] += 1
+        self.sizes.append(int(uniq.size))
+        self.max_multiplicity.append(int(counts.max()) if counts.size else 0)
+        self.batches_per_step.append(len(batches))

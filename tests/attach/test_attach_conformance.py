@@ -1,0 +1,327 @@
+"""The conformance report (issue 37, item 1): sampling, steps and accounting measured from the
+user's own loader and optimizer against the claim, each check at its stated error probability.
+
+Unit tests drive :class:`SamplingRecord` with simulated samplers (Poisson, shuffled, weighted,
+accumulated); the validity tests check the stated levels by simulation; the Opacus tests run
+real Opacus trainings on the bundled digits (Poisson on and off, with and without
+BatchMemoryManager, a WeightedRandomSampler, a claim at half the sample rate)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
+
+import dpaudit.attach
+from dpaudit import scores
+from dpaudit.accounting.dpsgd import epsilon
+from dpaudit.attach import GradientCanaries
+from dpaudit.attach.conformance import STAGES, ConformanceError
+from dpaudit.attach.sampling_checks import (
+    _batch_sizes,
+    _regularity,
+    largest_rate_lower_bound,
+    sampling_checks,
+)
+from dpaudit.attach.sampling_record import SamplingRecord
+from dpaudit.data.bundled import load_digits
+from dpaudit.opacus_import import import_opacus
+
+import_opacus()
+from opacus import PrivacyEngine  # noqa: E402
+from opacus.utils.batch_memory_manager import BatchMemoryManager  # noqa: E402
+
+warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
+
+
+def _batches(kind: str, n: int, q: float, steps: int, rng: np.random.Generator):
+    """The index batches of a simulated sampler: ``poisson``, ``shuffle`` (round(1/q) fixed
+    batches per epoch), ``weighted`` (with replacement, the first tenth 10x as likely)."""
+    k = round(1 / q)
+    perm = None
+    for t in range(steps):
+        if kind == "poisson":
+            yield np.flatnonzero(rng.random(n) < q)
+        elif kind == "shuffle":
+            if t % k == 0:
+                perm = rng.permutation(n)
+            size = n // k
+            yield perm[(t % k) * size : (t % k + 1) * size]
+        else:
+            w = np.ones(n)
+            w[: n // 10] = 10
+            yield rng.choice(n, size=round(q * n), p=w / w.sum())
+
+
+def _record(kind: str, n=300, q=0.25, steps=20, seed=0, per_step=1) -> SamplingRecord:
+    rec = SamplingRecord(n)
+    rng = np.random.default_rng(seed)
+    for i, b in enumerate(_batches(kind, n, q, steps * per_step, rng)):
+        rec.deliver(b)
+        if (i + 1) % per_step == 0:
+            rec.close_step()
+    return rec
+
+
+def _departing(checks) -> set[str]:
+    return {c.name for c in checks if c.departs}
+
+
+def test_poisson_conforms_and_its_false_alarm_rate_is_within_the_level() -> None:
+    """Correct Poisson sampling over 20 seeds: the sampling family (alpha 0.01) departs in at
+    most 1 (expected 0.2 at most)."""
+    alarms = [bool(_departing(sampling_checks(_record("poisson", seed=s), 0.25, 0.01)))
+              for s in range(20)]
+    assert sum(alarms) <= 1
+
+
+def test_shuffled_fixed_batches_depart_at_batch_sizes_and_regularity() -> None:
+    names = _departing(sampling_checks(_record("shuffle", steps=8), 0.25, 0.01))
+    assert {"batch-size law", "per-epoch regularity"} <= names
+    assert "per-record inclusion rate" not in names  # every record at exactly q
+
+
+def test_weighted_sampler_departs_at_per_record_rate_and_duplicates() -> None:
+    rec = _record("weighted", steps=40)
+    names = _departing(sampling_checks(rec, 0.25, 0.01))
+    assert {"per-record inclusion rate", "record twice in one step"} <= names
+    low, mean = largest_rate_lower_bound(rec, 0.01)
+    assert low > 0.5 > 0.25 > mean  # the heavy records' rate, about 0.75, certified above 0.5
+
+
+def test_accumulated_batches_depart_at_steps_and_rate() -> None:
+    """Two logical batches per noisy step (gradient accumulation): each step samples at 2q."""
+    rec = _record("poisson", steps=20, per_step=2)
+    assert "mean rate" in _departing(sampling_checks(rec, 0.25, 0.01))
+    c = GradientCanaries(10, 50, 0.25, 1.0)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        for b in _batches("poisson", 300, 0.25, 2, rng):
+            c.record_batch(b, 300)
+        c.draw_step()
+        c.observe(rng.standard_normal(50))
+    rep = c.audit(1.0, delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
+    bad = [x for x in rep.checks if x.departs and x.stage == "steps"]
+    assert bad and "6 steps merged several batches" in bad[0].measured
+
+
+def test_prefetching_loader_pairs_batches_with_steps_in_order() -> None:
+    """With worker processes the loader fetches ahead: by_order pairs the k-th batch with the
+    k-th noisy step however many were fetched before it; by_time would merge them."""
+    batches = [np.array([0, 1]), np.array([2]), np.array([3, 4, 5])]
+    ahead, now = SamplingRecord(6, "by_order"), SamplingRecord(6, "by_time")
+    for rec in (ahead, now):
+        for b in batches:
+            rec.deliver(b)
+        for _ in batches:
+            rec.close_step()
+    assert ahead.sizes == [2, 1, 3] and ahead.batches_per_step == [1, 1, 1]
+    assert now.sizes == [6, 0, 0] and now.batches_per_step == [3, 0, 0]
+    bad = SamplingRecord(6)
+    bad.deliver(["a", "b"])  # not indices: the sampling stage becomes unseen, with the reason
+    bad.close_step()
+    assert "not integers" in bad.unobservable and sampling_checks(bad, 0.5, 0.01) == []
+
+
+def test_stated_levels_hold_by_simulation() -> None:
+    """The batch-size and regularity p-values are valid: under Poisson, P(p <= a) <= a."""
+    rng = np.random.default_rng(1)
+    n, q, steps = 40, 0.25, 6
+    p_sizes, p_reg = [], []
+    for _ in range(3000):
+        rec = SamplingRecord(n)
+        for b in _batches("poisson", n, q, steps, rng):
+            rec.deliver(b)
+            rec.close_step()
+        p_sizes.append(_batch_sizes(rec, q, 0.01).p_value)
+        p_reg.append(_regularity(rec, q, 0.01).p_value)
+    for p in (np.array(p_sizes), np.array(p_reg)):
+        for a in (0.05, 0.2, 0.5):
+            assert (p <= a).mean() <= a + 3 * math.sqrt(a / 3000)
+
+
+@pytest.mark.parametrize("divisor", [1.0, 1.1, 100.0])
+def test_too_little_noise_departs_at_noise_and_accounting(divisor) -> None:
+    """Noise for the mean added to the sum (TF Privacy #153): sigma C / B instead of sigma C,
+    on coordinates the data move too; 10% too little noise is seen over 40 steps of m = 200
+    (and its epsilon, 13.5 against 11.3); the correct noise conforms."""
+    rng = np.random.default_rng(0)
+    c = GradientCanaries(200, 400, 0.25, 2.0, seed=0)
+    data = rng.normal(0, 0.5, 400)  # the data's summed clipped gradient, the same each step
+    for _ in range(40):
+        noise = 1.0 * 2.0 / divisor * rng.standard_normal(400)
+        c.draw_step()
+        c.observe(data + c.canary_gradient(c.last_draw) + noise)
+    rep = c.audit(epsilon("rdp", 1.0, 0.25, 40, 1e-5), delta=1e-5, noise_multiplier=1.0,
+                  accountant="rdp").conformance
+    noise = [x for x in rep.checks if x.stage == "noise"][0]
+    assert noise.departs == (divisor > 1)
+    # the measured mechanism takes the noise's upper bound: epsilon above the claim
+    assert ("accounting" in rep.departing_stages) == (divisor > 1)
+    if divisor == 100.0:
+        # the measured mechanism's sigma: the data's gradient there (0.5 / C) masks the rest
+        assert rep.measured["noise_multiplier"] < 0.3
+
+
+def test_claim_for_fewer_steps_departs_at_steps() -> None:
+    c, rng = GradientCanaries(10, 50, 0.25, 1.0), np.random.default_rng(0)
+    for _ in range(4):
+        c.draw_step()
+        c.observe(rng.standard_normal(50))  # noise multiplier 1, C = 1
+    rep = c.audit(delta=1e-5, noise_multiplier=1.0, sample_rate=0.25, steps=2,
+                  accountant="rdp").conformance
+    # the claim (2 steps) as the user computed it; the measured mechanism (4 steps) exceeds it
+    assert rep.departing_stages == ["steps", "accounting"]
+    assert "sampling" in rep.unseen  # no record_batch: the sampling stage is unseen
+
+
+def test_hand_written_claim_at_half_the_rate_departs_at_accounting_without_a_loader() -> None:
+    """Issue 37 ("Why"): the auditor's own accountant at the q and T it observed is printed
+    beside a given claim, never dropped; here the rate is the canaries' (assumed)."""
+    c, rng = GradientCanaries(10, 50, 0.25, 1.0), np.random.default_rng(0)
+    for _ in range(40):
+        c.draw_step()
+        c.observe(rng.standard_normal(50))
+    half = epsilon("rdp", 1.0, 0.125, 40, 1e-5)
+    res = c.audit(half, delta=1e-5, noise_multiplier=1.0, accountant="rdp")
+    acc = [x for x in res.conformance.checks if x.stage == "accounting"][0]
+    assert acc.departs and "assumed" in acc.measured
+    assert acc.level == 0.005  # the noise bound's alpha / 2 (the rate is assumed)
+    mech = res.score_file.meta["measured_mechanism"]
+    assert mech["epsilon_lower"] == pytest.approx(epsilon("rdp", 1.0, 0.25, 40, 1e-5))
+    assert res.score_file.meta["claimed_epsilon"] == pytest.approx(half)
+    assert "DEPARTS from the claim at accounting" in str(res)
+
+
+# --- real Opacus trainings on the bundled digits --------------------------------------------
+
+
+def _digits() -> TensorDataset:
+    d = load_digits()
+    x = torch.tensor(d["x"], dtype=torch.float32).reshape(-1, 64) / 16.0
+    return TensorDataset(x, torch.tensor(d["y"]))
+
+
+def _epoch(model, opt, loader) -> None:
+    for xb, yb in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+
+
+def _opacus_run(poisson=True, memory_manager=False, weighted=False, epochs=3, claim_rate=None,
+                seed=0):
+    """A correct (or weighted) Opacus training, 4 logical steps per epoch, audited as the
+    README says; the claim is Opacus' own (or the epsilon at ``claim_rate``)."""
+    torch.manual_seed(seed)
+    data = _digits()
+    model = nn.Linear(64, 10)
+    if weighted:  # class 0 drawn 10x as often (Opacus #600 / #813)
+        w = torch.where(data.tensors[1] == 0, 10.0, 1.0)
+        loader = DataLoader(data, batch_size=450, sampler=WeightedRandomSampler(w, len(data)))
+    else:
+        loader = DataLoader(data, batch_size=450, shuffle=True)
+    engine = PrivacyEngine(accountant="rdp")
+    model, opt, loader = engine.make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
+        data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=poisson,
+    )
+    aud = dpaudit.attach.opacus(opt, data_loader=loader, m=50, seed=seed)
+    for _ in range(epochs):
+        if memory_manager:
+            with BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=128, optimizer=opt
+            ) as physical:
+                _epoch(model, opt, physical)
+        else:
+            _epoch(model, opt, loader)
+    claim = engine.get_epsilon(1e-5)
+    if claim_rate is not None:
+        claim = epsilon("rdp", 1.0, claim_rate, aud.steps, 1e-5)
+    return aud, aud.audit(claim, delta=1e-5, accountant="rdp")
+
+
+@pytest.mark.parametrize("memory_manager", [False, True])
+def test_correct_opacus_poisson_conforms(memory_manager) -> None:
+    aud, res = _opacus_run(memory_manager=memory_manager)
+    rep = res.conformance
+    assert not rep.departs, str(rep)
+    rep.raise_if_departs()  # conforms: nothing raised
+    assert rep.seen == ["sampling", "steps", "noise", "accounting"]
+    assert rep.unseen == ["sensitivity"]
+    assert aud.sampling_record.steps == aud.steps == 12  # logical steps, also through BMM
+    text = str(res)
+    assert "no departure measured" in text and "not seen by this run: sensitivity" in text
+    assert rep.measured["noise_multiplier_upper_bound"] > 1.0  # the optimizer's sigma, bounded
+
+
+@pytest.mark.parametrize("memory_manager", [False, True])
+def test_shuffled_opacus_accounted_as_poisson_departs_at_sampling(memory_manager) -> None:
+    """poisson_sampling=False: a shuffled loader that Opacus' accountant treats as Poisson
+    (Opacus #80; Chua et al. 2024, arXiv:2403.17673) is named at the sampling stage."""
+    _, res = _opacus_run(poisson=False, memory_manager=memory_manager)
+    rep = res.conformance
+    assert rep.departing_stages == ["sampling"]
+    names = {c.name for c in rep.checks if c.departs}
+    assert "per-epoch regularity" in names
+    with pytest.raises(ConformanceError, match="DEPARTS from the claim at sampling"):
+        rep.raise_if_departs()  # a test in the user's own CI fails with the report
+
+
+def test_weighted_sampler_departs_at_sampling_and_accounting() -> None:
+    """A WeightedRandomSampler kept with poisson_sampling=False (Opacus #600 / #813): flagged
+    from the loader alone, its measured epsilon far above the claim."""
+    _, res = _opacus_run(poisson=False, weighted=True, epochs=10)
+    rep = res.conformance
+    assert rep.departing_stages == ["sampling", "accounting"]
+    assert rep.measured["sample_rate_lower_bound"] > 0.5
+    assert rep.measured["epsilon_lower"] > 2 * res.verdict["claimed_epsilon"].iloc[0]
+
+
+def test_claim_at_half_the_sample_rate_departs_at_accounting(tmp_path) -> None:
+    _, res = _opacus_run(claim_rate=0.125, epochs=10)
+    rep = res.conformance
+    assert rep.departing_stages == ["accounting"]
+    claim = res.verdict["claimed_epsilon"].iloc[0]
+    assert rep.measured["epsilon_lower"] > 1.5 * claim
+    scores.write(tmp_path / "s.npz", res.score_file)  # the measured mechanism is kept
+    back = scores.read(tmp_path / "s.npz")
+    assert back.meta["measured_mechanism"]["epsilon_lower"] == rep.measured["epsilon_lower"]
+    assert back.meta["conformance"]["departs"] == ["accounting"]
+
+
+def test_loader_probe_is_transparent_and_released() -> None:
+    """The observed batch sampler keeps its type and yields the same batches; detach()
+    restores its class; a loader that cannot be observed is a clear error."""
+    data = TensorDataset(torch.randn(40, 3), torch.zeros(40, dtype=torch.long))
+    engine, layer = PrivacyEngine(), nn.Linear(3, 2)
+    model, opt, loader = engine.make_private(
+        module=layer, optimizer=torch.optim.SGD(layer.parameters(), lr=0.1),
+        data_loader=DataLoader(data, batch_size=10), noise_multiplier=1.0, max_grad_norm=1.0,
+        poisson_sampling=False,
+    )
+    base = type(loader.batch_sampler)
+    expected = list(loader.batch_sampler)
+    aud = dpaudit.attach.opacus(opt, data_loader=loader, m=5)
+    assert isinstance(loader.batch_sampler, base) and len(loader) == 4
+    assert list(loader.batch_sampler) == expected
+    assert aud.sampling_record.batches_delivered == 4
+    aud.detach()
+    assert type(loader.batch_sampler) is base
+    with pytest.raises(RuntimeError, match="detach\\(\\) was called already"):
+        aud.detach()
+    with pytest.raises(ValueError, match="not a torch DataLoader.*sample_rate="):
+        dpaudit.attach.opacus(opt, data_loader=[(1, 2)] * 4, m=5)
+    with pytest.raises(ValueError, match="no batch sampler"):
+        dpaudit.attach.opacus(opt, data_loader=DataLoader(data, batch_size=None), m=5)
+
+
+def test_stages_and_unseen_text_cover_every_stage() -> None:
+    from dpaudit.attach.conformance import UNSEEN_TEXT
+
+    assert set(UNSEEN_TEXT) == set(STAGES)
