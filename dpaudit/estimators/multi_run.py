@@ -116,24 +116,35 @@ class MultiRunResult:
 
 
 def stratified_split(
-    membership: np.ndarray, select_fraction: float, seed: int
+    membership: np.ndarray,
+    select_fraction: float,
+    seed: int,
+    score: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(selection indices, evaluation indices): a seeded random split within each class."""
-    chosen = _split_mask(np.asarray(membership), select_fraction, seed)
+    """(selection indices, evaluation indices): a seeded random split within each class, the
+    same for the runs in any order (:func:`_split_codes`; ``score``: the runs' scores)."""
+    chosen = _split_mask(np.asarray(membership), select_fraction, seed, score)
     return np.flatnonzero(chosen), np.flatnonzero(~chosen)  # both sorted, as before
 
 
-def _split_mask(membership: np.ndarray, select_fraction: float, seed: int) -> np.ndarray:
+def _split_mask(
+    membership: np.ndarray, select_fraction: float, seed: int, score: np.ndarray | None = None
+) -> np.ndarray:
     """The selection part of :func:`stratified_split` as a boolean mask."""
-    return _split_codes(membership, select_fraction, seed) >= 2
+    return _split_codes(membership, select_fraction, seed, score) >= 2
 
 
-def _split_codes(membership: np.ndarray, select_fraction: float, seed: int) -> np.ndarray:
+def _split_codes(
+    membership: np.ndarray, select_fraction: float, seed: int, score: np.ndarray | None = None
+) -> np.ndarray:
     """The split of :func:`stratified_split` as one int8 code per run: 1 for a member, plus 2
     in the selection part (so 0 / 1 evaluation non-member / member, 2 / 3 selection).
 
     Per class (non-members first, then members, from one seeded generator) the class's
-    positions are shuffled and the first ``round(select_fraction * size)`` are chosen. The
+    positions are shuffled and the first ``round(select_fraction * size)`` are chosen. With
+    ``score``, the positions are first put in :func:`_content_order`, an order of the runs'
+    contents alone, so that the same runs in any order get the same split (issue 36); without
+    it (membership alone: the runs of a class are alike) they are shuffled in file order. The
     positions are shuffled in place (``Generator.shuffle``): ``Generator.permutation`` of a
     1-D array copies it and shuffles the copy with the same draws, so the split is the same
     without the copy."""
@@ -144,6 +155,8 @@ def _split_codes(membership: np.ndarray, select_fraction: float, seed: int) -> n
     classes = (np.flatnonzero(membership == 0), np.flatnonzero(is_member))
     codes = is_member.view(np.int8)  # a fresh array: 1 for a member, 0 otherwise
     for cls, idx in enumerate(classes):
+        if score is not None:
+            idx = idx[_content_order(np.asarray(score, dtype=float).ravel()[idx])]
         rng.shuffle(idx)
         k = int(round(select_fraction * idx.size))
         if k < 1 or k >= idx.size:
@@ -153,6 +166,41 @@ def _split_codes(membership: np.ndarray, select_fraction: float, seed: int) -> n
             )
         codes[idx[:k]] = cls + 2
     return codes
+
+
+#: SplitMix64 (Steele, Lea, Flood 2014, "Fast splittable pseudorandom number generators",
+#: OOPSLA; the mixing function of its Java 8 version): the stream increment and the two
+#: multipliers of the mix.
+_GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's mixing function (a bijection of uint64), elementwise."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX[0]
+    z = (z ^ (z >> np.uint64(27))) * _MIX[1]
+    return z ^ (z >> np.uint64(31))
+
+
+def _content_order(score: np.ndarray) -> np.ndarray:
+    """The order of the runs of one class that depends on their scores alone, not on their
+    positions: ascending in a pseudo-random 64-bit key of each run's content, its score's
+    bits ``b`` and its copy number ``j`` among the runs of the same score (0, 1, ... in file
+    order; the copies are interchangeable): the (j + 1)-th output of a SplitMix64 stream
+    started at ``mix(b)``. Keys unrelated to the scores' sizes make the order a pseudo-random
+    permutation of the runs, so the seeded split of it stays a uniformly random split
+    independent of the scores, which the held-out bound's validity needs (ordering by score
+    itself would not: fixed ranks held out interleave with the chosen ones and bring the
+    selection bias back). Equal keys of different scores keep the order of the bits."""
+    with np.errstate(over="ignore"):  # uint64 arithmetic is modulo 2**64 by design
+        by_bits = np.argsort(score.view(np.uint64), kind="stable")
+        bits = score.view(np.uint64)[by_bits]
+        first = np.ones(bits.size, dtype=bool)
+        first[1:] = bits[1:] != bits[:-1]
+        starts = np.flatnonzero(first)
+        copy = np.arange(bits.size) - np.repeat(starts, np.diff(np.append(starts, bits.size)))
+        key = _mix64(_mix64(bits) + (copy.astype(np.uint64) + np.uint64(1)) * _GOLDEN_GAMMA)
+    return by_bits[np.argsort(key, kind="stable")]
 
 
 def threshold_rule(selection: str, select_fraction: float, split_seed: int) -> rules.Strategy:
@@ -238,7 +286,7 @@ def _threshold_audit(
         (tau, fp, fn, _), (value, a, b) = picked.candidate, picked.result
         n1 = int(np.count_nonzero(membership))
         return (value, rule.valid, tau, a, b, fp, fn, n1, membership.size - n1, 0, level)
-    codes = _split_codes(membership, rule.fraction, rule.seed)
+    codes = _split_codes(membership, rule.fraction, rule.seed, score)
     members = int(np.count_nonzero(membership))
     # the part sizes as _split_codes draws them: round(fraction * class size) chosen per class
     n1 = members - int(round(rule.fraction * members))

@@ -306,7 +306,7 @@ def test_heldout_audit_equals_the_plain_definition():
             continue  # too few per class to split
         res = mr.threshold_audit(s, m, DELTA, 0.95, selection="heldout", split_seed=5)
         level = definition.rate_level(0.95)
-        sel, ev = mr.stratified_split(m, 0.5, 5)
+        sel, ev = mr.stratified_split(m, 0.5, 5, score=s)
         sw = definition.sweep(s[sel], m[sel])
         n1 = int(np.count_nonzero(m[ev]))
         n0 = ev.size - n1
@@ -349,7 +349,7 @@ def test_heldout_uses_disjoint_parts():
     rng = np.random.default_rng(3)
     s, m = _gauss(rng, 2.0, 1000)
     res = mr.threshold_audit(s, m, DELTA, selection="heldout", select_fraction=0.3, split_seed=5)
-    sel, ev = mr.stratified_split(m, 0.3, 5)
+    sel, ev = mr.stratified_split(m, 0.3, 5, score=s)
     assert np.intersect1d(sel, ev).size == 0 and sel.size + ev.size == s.size
     assert res.valid is True and res.n_select == sel.size == 600
     assert res.n_members == res.n_nonmembers == 700
@@ -357,25 +357,51 @@ def test_heldout_uses_disjoint_parts():
     assert res.false_neg == int(np.sum((s[ev] <= res.threshold) & (m[ev] == 1)))
 
 
+def _splitmix_order(score: np.ndarray) -> np.ndarray:
+    """The content order of a class's runs by its definition, in Python integers: ascending in
+    key mix(mix(b) + (j + 1) * gamma) mod 2**64 (b the score's float64 bits, j its copy number
+    among equal scores; SplitMix64, Steele, Lea, Flood 2014), ties by (b, j)."""
+    mask, gamma = 2**64 - 1, 0x9E3779B97F4A7C15
+
+    def mix(z: int) -> int:
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    seen: dict[int, int] = {}
+    keys = []
+    for pos, b in enumerate(int(x) for x in np.asarray(score, np.float64).view(np.uint64)):
+        j = seen.get(b, 0)
+        seen[b] = j + 1
+        keys.append((mix((mix(b) + (j + 1) * gamma) & mask), b, j, pos))
+    return np.array([k[3] for k in sorted(keys)], dtype=np.int64)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.bool_, np.int64, np.float64])
 def test_stratified_split_is_the_seeded_permutation_of_each_class(dtype):
     """The split (and its int8 codes, membership + 2 in the selection part) is the one defined
     by a seeded ``Generator.permutation`` of each class's positions, non-members first, the
-    first round(fraction * size) chosen: the in-place shuffle draws the same permutation."""
+    first round(fraction * size) chosen: the in-place shuffle draws the same permutation.
+    With scores, the positions are first put in the content order (issue 36)."""
     rng = np.random.default_rng(11)
     for n, p, fraction, seed in [(1000, 0.5, 0.5, 0), (777, 0.3, 0.3, 5), (5001, 0.9, 0.77, 2)]:
         m = (rng.random(n) < p).astype(dtype)
-        gen = np.random.default_rng(seed)
-        want = np.zeros(n, dtype=bool)
-        for cls in (0, 1):
-            idx = gen.permutation(np.flatnonzero(m == cls))
-            want[idx[: int(round(fraction * idx.size))]] = True
-        codes = mr._split_codes(m, fraction, seed)
-        assert codes.dtype == np.int8
-        np.testing.assert_array_equal(codes, (m == 1) + 2 * want)
-        sel, ev = mr.stratified_split(m, fraction, seed)
-        np.testing.assert_array_equal(sel, np.flatnonzero(want))
-        np.testing.assert_array_equal(ev, np.flatnonzero(~want))
+        score = np.round(rng.normal(size=n), 1)  # many equal scores
+        for s in (None, score):
+            gen = np.random.default_rng(seed)
+            want = np.zeros(n, dtype=bool)
+            for cls in (0, 1):
+                idx = np.flatnonzero(m == cls)
+                if s is not None:
+                    idx = idx[_splitmix_order(s[idx])]
+                idx = gen.permutation(idx)
+                want[idx[: int(round(fraction * idx.size))]] = True
+            codes = mr._split_codes(m, fraction, seed, s)
+            assert codes.dtype == np.int8
+            np.testing.assert_array_equal(codes, (m == 1) + 2 * want)
+            sel, ev = mr.stratified_split(m, fraction, seed, score=s)
+            np.testing.assert_array_equal(sel, np.flatnonzero(want))
+            np.testing.assert_array_equal(ev, np.flatnonzero(~want))
     with pytest.raises(ValueError, match="no members on one side"):
         mr.stratified_split(np.array([0, 0, 1], dtype=dtype), 0.5, 0)
     with pytest.raises(ValueError, match="select_fraction"):
@@ -494,6 +520,61 @@ def test_registered_and_runs_on_score_file():
         meta=_meta("lidp"),
     )
     assert audit_mod.audit([other], {"cp": {"method": "multi_run_cp"}}).empty
+
+
+@pytest.mark.parametrize("scores", ["gaussian", "tied"])
+def test_issue36_multi_run_heldout_split_ignores_the_order_of_the_runs(scores):
+    """Issue 36 (still open from the last reliability issue): the multi-run held-out split
+    depends on the order of the runs. The same runs in another row order (a permuted file, or
+    training shards stacked in another order) give the same rows, bound included, under
+    ``heldout`` and ``multi_split``, for ``multi_run_cp`` and ``gdp_fit``; scores with many
+    ties (five values) as well."""
+    rng = np.random.default_rng(36)
+    s, m = _gauss(rng, 1.0, 300)
+    if scores == "tied":
+        s = np.round(s)
+    blocks = {
+        "cp": {"method": "multi_run_cp", "selections": ["heldout", "multi_split"]},
+        "gdp": {"method": "gdp_fit", "selections": ["heldout", "multi_split"]},
+    }
+
+    def table(order: np.ndarray):
+        sf = ScoreFile(
+            score=s[order, None],
+            membership=m[order, None],
+            canary_id=np.zeros((s.size, 1), np.int64),
+            meta=_meta(),
+        )
+        return audit_mod.audit([sf], blocks)
+
+    first = table(np.arange(s.size))
+    assert first["epsilon"].gt(0).all()  # a signal to bound, not a constant 0
+    for k in range(3):
+        order = rng.permutation(s.size) if k else np.arange(s.size)[::-1]
+        other = table(order)
+        assert other.equals(first), (k, list(first["epsilon"]), list(other["epsilon"]))
+
+
+def test_issue36_content_ordered_split_stays_random_relative_to_the_scores():
+    """Issue 36, multi-run held-out split: ordering runs by content must not tie the split to
+    the scores' ranks. Held-out validity needs the split independent of the scores; the scores'
+    own order would hold out the same ranks on every data set (with split seed 0), interleaved
+    with the chosen ones. Over 200 null data sets, the mean rank of the chosen non-members
+    varies as that of a uniformly random subset does: variance (N + 1)(N - k) / (12 k) for k
+    of N ranks."""
+    rng = np.random.default_rng(7)
+    m = np.r_[np.ones(2, np.int8), np.zeros(198, np.int8)]  # non-members at positions 2..199
+    big_n, k = 198, 99  # round(0.5 * 198) chosen
+    mean_ranks = []
+    for _ in range(200):
+        s = np.round(rng.normal(size=m.size), 1)  # with equal scores: copies interchangeable
+        sel, _ = mr.stratified_split(m, 0.5, 0, score=s)
+        chosen = sel[sel >= 2]
+        assert chosen.size == k
+        mean_ranks.append(stats.rankdata(s[2:])[chosen - 2].mean())
+    sd_random = math.sqrt((big_n + 1) * (big_n - k) / (12 * k))
+    assert 0.8 * sd_random < np.std(mean_ranks) < 1.2 * sd_random
+    assert abs(np.mean(mean_ranks) - (big_n + 1) / 2) < 4 * sd_random / math.sqrt(200)
 
 
 # ------------------------------------------------------------------ bad input
