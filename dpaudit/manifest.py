@@ -204,8 +204,15 @@ def start_job(snakemake: Any) -> logging.Logger:
     sys.excepthook = hook
 
     def finish() -> None:
-        if not failed and all(os.path.exists(p) for p in outputs):
+        if failed or not all(os.path.exists(p) for p in outputs):
+            return
+        try:
             record_outputs(outputs, inputs, rule)
+        except BaseException as exc:  # an error at exit would not change the exit status
+            log.error("could not record the outputs %s: %r", outputs, exc)
+            forget(outputs)
+            sys.stderr.flush()
+            os._exit(1)  # the job fails: Snakemake removes its unrecorded outputs
 
     atexit.register(finish)
     return log
@@ -245,6 +252,8 @@ def verify_tree(*roots: str | Path) -> Verification:
     for root in map(Path, roots):
         if root.is_file():
             files.append(root)
+            if not is_sidecar(root) and sidecar(root).is_file():
+                files.append(sidecar(root))
             continue
         if not root.is_dir():
             raise FileNotFoundError(2, "no such file or folder to verify", str(root))

@@ -187,6 +187,8 @@ def test_issue36_item4_verify_finds_a_truncated_figure(tree, capsys):
         result["changed"][0]["why"]
     )
     assert result["stale"] == [] and result["missing"] == [] and not result["ok"]
+    code, out = verify(capsys, FIGURE)  # one file, given by name
+    assert code == 3 and f"changed: {FIGURE}: the figure job recorded" in out
 
 
 def test_verify_names_a_deleted_result_and_lists_files_without_a_record(tree, capsys):
