@@ -71,12 +71,39 @@ def remove_stale_temporaries(path: str | Path, suffix: str = ".tmp") -> list[Pat
     return removed
 
 
-def _with_destination(exc: OSError, path: Path) -> OSError:
-    """``exc`` re-made to name the destination ``path`` (errno kept, so the subclass too)."""
+def _with_destination(
+    exc: OSError, path: Path, after: str = "its temporary file was removed"
+) -> OSError:
+    """``exc`` re-made to name the destination ``path`` (errno kept, so the subclass too); a
+    file name in ``exc`` that is one of our hidden temporaries is replaced by its folder, the
+    place the user can act on."""
     what = exc.strerror or str(exc)
     if exc.filename is not None:
-        what = f"{what}: {exc.filename!r}"
-    return OSError(exc.errno, f"cannot write {path} ({what}); its temporary file was removed")
+        name = Path(exc.filename)
+        if name.name.startswith(f".{path.name}.{TEMP_MARKER}"):
+            what = f"{what} in folder {str(name.parent)!r}"
+        else:
+            what = f"{what}: {exc.filename!r}"
+    return OSError(exc.errno, f"cannot write {path} ({what}); {after}")
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise an ``OSError`` naming ``path`` if a file cannot be written there (its folder cannot
+    be made, is not writable, the disk is read-only, ``path`` is a folder), by creating and
+    deleting a temporary file beside it as :func:`atomic_path` would: a job calls it before its
+    work (a training of hours), not after."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", str(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise _with_destination(
+            exc, path, "fix the folder (permissions, space, path) and rerun"
+        ) from exc
 
 
 @contextlib.contextmanager
@@ -90,15 +117,19 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     the rename and the directory entry after it, so that a crash of the machine does not leave
     an empty or partial file under ``path``. An ``OSError`` while writing (a full disk, a
     quota) is raised again naming ``path``, with the same errno, after the temporary file is
-    removed.
+    removed; so is one that stops the temporary file from being created (a folder that is not
+    writable), naming the folder rather than the hidden temporary.
     """
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:  # the folder and the temporary file: an error names the destination, not them
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise _with_destination(exc, path, "nothing was written") from exc
     tmp_path = Path(tmp)
     try:
         yield tmp_path

@@ -5,7 +5,10 @@ the user to "check log file(s)". :func:`job_log` makes that file hold what the u
 ``logging`` message and warning, everything written to stderr (by Python or by C libraries), and
 the exception with its traceback when the job fails. Each script starts with::
 
-    log = job_log(snakemake.log[0])
+    log = start_job(snakemake)
+
+(:func:`dpaudit.manifest.start_job`, which calls :func:`job_log` with ``snakemake.log[0]``
+and then checks the job's outputs and inputs.)
 
 It changes the whole process (file descriptor 2, ``sys.stderr``, ``sys.excepthook``), which is
 what a job's own process wants; call it once, first.

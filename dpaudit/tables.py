@@ -129,7 +129,58 @@ def read_audit_csv(path: str | Path) -> pd.DataFrame:
         )
     if declared:
         check_rows(table, src)
+        check_certifiable(table, src)
     return table
+
+
+def one_run_ceiling(canaries: float, confidence: float) -> float:
+    """The largest lower bound a one-run audit of ``canaries`` canaries can certify at
+    ``confidence``: every guess right, pure DP (Steinke, Nasr, Jagielski 2023, arXiv:2305.08846,
+    Theorem 3.1 at r = v = m and delta = 0: logit((1 - confidence)^(1/m))). A positive delta
+    only lowers the one-run bound, and the f-DP bounds that hold for every mechanism
+    (``fdp_abstention`` with the ``approx_dp`` null, ``fdp_one_run`` at delta 0) on perfect
+    guesses stay at or below it (``tests/tables/test_tables.py``)."""
+    from dpaudit.estimators.one_run import pure_dp_closed_form
+
+    return pure_dp_closed_form(int(canaries), float(confidence))
+
+
+def check_certifiable(table: pd.DataFrame, source: str = "the audit table") -> None:
+    """Raise :class:`AuditTableError` naming ``source`` and the row if a valid, family-free bound
+    of a one-run audit exceeds what its canaries (the row's ``evidence``) can certify at all
+    (:func:`one_run_ceiling`): no audit can have computed it, so the table was edited or
+    damaged after it was written. Rows without the columns this needs are not checked."""
+    needed = {"design", "epsilon", "valid", "evidence", "confidence"}
+    if table.empty or not needed <= set(table.columns):
+        return
+    eps = pd.to_numeric(table["epsilon"], errors="coerce").to_numpy(dtype=float)
+    n = pd.to_numeric(table["evidence"], errors="coerce").to_numpy(dtype=float)
+    conf = pd.to_numeric(table["confidence"], errors="coerce").to_numpy(dtype=float)
+    rows = (
+        (_text(table, "design") == "one_run").to_numpy()
+        & _is_valid(table).to_numpy()
+        & (_text(table, "assumes") == "").to_numpy()
+        & np.isfinite(eps)
+        & (n >= 1)
+        & (conf > 0)
+        & (conf < 1)
+    )
+    pairs = set(zip(n[rows], conf[rows], strict=True))
+    ceilings = {(k, c): one_run_ceiling(k, c) for k, c in pairs}
+    for pos in np.flatnonzero(rows):
+        top = ceilings[(n[pos], conf[pos])]
+        if eps[pos] > top + 1e-9 * max(1.0, top):
+            row = table.iloc[pos]
+            who = ", ".join(
+                f"{c} {row[c]}" for c in ("estimator", "setting", "seed") if c in table.columns
+            )
+            raise AuditTableError(
+                f"{source}: data row {pos + 1} ({who}) has a valid bound epsilon = "
+                f"{eps[pos]:.6g} from {int(n[pos])} canaries, above the {top:.4g} that "
+                f"{int(n[pos])} canaries can certify at all at confidence {conf[pos]:.4g} "
+                "(every guess right; Steinke, Nasr, Jagielski 2023, Theorem 3.1): no audit "
+                "computed it, the table was edited or damaged; delete it and rerun its audit job"
+            )
 
 
 def concat_tables(paths: list[str | Path]) -> pd.DataFrame:
@@ -269,7 +320,7 @@ def _evidence(table: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(table["evidence"], errors="coerce")
 
 
-def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+def add_verdicts(table: pd.DataFrame, source: str = "the audit table") -> pd.DataFrame:
     """Add ``exceeds_claim`` (1 where a usable lower bound is above the claimed epsilon, else
     0) and ``verdict`` (:data:`FLAGGED`, :data:`NOT_FLAGGED` with the row's ``evidence``, or
     why there is none: :data:`NO_CLAIM` for a row without a finite claim, e.g. the noise-free
@@ -277,9 +328,11 @@ def add_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     :data:`NOT_COVERED`; :func:`verdict_reasons`) to an audit table. A usable lower bound above
     the claim refutes the claim at the bound's confidence: the implementation does not deliver
     the epsilon it reports (Annamalai et al. 2024, §7, the buggy data loaders). One below it
-    says only that these runs found no evidence against the claim."""
+    says only that these runs found no evidence against the claim. A bound above what its
+    canaries can certify is an error naming ``source`` (:func:`check_certifiable`)."""
     if table.empty or "claimed_epsilon" not in table or "valid" not in table:
         return table
+    check_certifiable(table, source)
     claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
     eps = pd.to_numeric(table["epsilon"], errors="coerce")
     reasons = verdict_reasons(table)
@@ -316,7 +369,12 @@ def _shuffle_bound(g: pd.DataFrame) -> float:
     return float(values.max()) if values is not None and values.notna().any() else float("nan")
 
 
-def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = None) -> pd.DataFrame:
+def verdict_table(
+    table: pd.DataFrame,
+    by: list[str],
+    estimator: str | None = None,
+    source: str = "the audit table",
+) -> pd.DataFrame:
     """A practitioner's table, one row per implementation (the columns ``by``, e.g. sampler
     and buffer_size) and claimed epsilon: the largest valid lower bound over its rows that may
     decide a verdict (:func:`usable_for_verdict`: family-free, or of the score file's declared
@@ -339,7 +397,10 @@ def verdict_table(table: pd.DataFrame, by: list[str], estimator: str | None = No
     ``not_covered`` column, e.g. the partially-informed adversary under Poisson sampling), with
     their verdict text; an implementation with only such rows gets a row with no bound and that
     text as its verdict. ``estimator`` keeps the rows of one estimator block
-    (``None``: all); ``flagged`` is 1 where the verdict is :data:`FLAGGED`."""
+    (``None``: all); ``flagged`` is 1 where the verdict is :data:`FLAGGED`. A table with a bound
+    above what its canaries can certify is refused, naming ``source`` and the row
+    (:func:`check_certifiable`)."""
+    check_certifiable(table, source)
     missing = [
         c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
     ]

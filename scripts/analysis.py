@@ -4,9 +4,9 @@ import pandas as pd
 
 from dpaudit.analyses import run
 from dpaudit.io import write_csv
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 spec = snakemake.params.run
 tables = {name: pd.read_csv(snakemake.input[name]) for name in spec["inputs"]}
 table = run(spec["analysis"], spec["params"], tables)

@@ -2,11 +2,11 @@
 one setting (each file read once)."""
 
 from dpaudit.audit import audit_setting
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.pipeline.paths import group_by_seed, parse_score_file
 from dpaudit.tables import write_audit_csv
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 # one list per seed (the file, or its shards), from the paths; [name, block] pairs in order
 estimators = {name: block for name, block in snakemake.params.estimators}
 # each file's metadata must name the run of its path (experiment, setting, seed, shard)

@@ -4,11 +4,11 @@ beside their ids, and each row's verdict (a valid lower bound above the claimed 
 flagged)."""
 
 from dpaudit.io import write_csv
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.plots.labels import add_label_columns
 from dpaudit.tables import add_setting_columns, add_verdicts, concat_tables, order_by_estimator
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 table = order_by_estimator(concat_tables(list(snakemake.input)), snakemake.params.estimators)
 table = add_setting_columns(table, snakemake.params.settings)
 table = add_verdicts(add_label_columns(table, dict(snakemake.params.labels)))

@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.plots.eps import plot_empirical_vs_claimed
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 table = pd.read_csv(snakemake.input.table)
 plot_empirical_vs_claimed(
     table, [snakemake.output.pdf, snakemake.output.png], dict(snakemake.params.figure)

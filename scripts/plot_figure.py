@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.plots.lines import plot_table
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 table = pd.read_csv(snakemake.input.table)
 plot_table(table, dict(snakemake.params.figure), [snakemake.output.pdf, snakemake.output.png])
 log.info("plotted %d rows", len(table))

@@ -1,10 +1,10 @@
 """Snakemake adapter: ROC curves (log-log) of an experiment's score files, a curve per setting."""
 
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.pipeline.paths import parse_score_file, read_score_file
 from dpaudit.plots.roc import plot_roc
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 by_setting = {}
 for path in snakemake.input.scores:
     by_setting.setdefault(parse_score_file(path)["setting"], []).append(read_score_file(path))

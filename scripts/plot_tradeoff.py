@@ -2,11 +2,11 @@
 trade-off curves of their claim (Annamalai et al. 2024, Figs. 4-5)."""
 
 from dpaudit.io import write_csv
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.pipeline.paths import parse_score_file, read_score_file
 from dpaudit.plots.tradeoff import EMPIRICAL, plot_tradeoff
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 p = snakemake.params.tradeoff
 by_setting = {}
 for path in snakemake.input.scores:

@@ -1,9 +1,9 @@
 """Snakemake adapter: build the experiment's dataset file (resources/datasets/*.npz)."""
 
 from dpaudit.data.prepare import prepare_dataset
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 # null means "the dataset's own default": such keys are not passed on
 params = {k: v for k, v in snakemake.params.dataset.items() if v is not None}
 name = params.pop("name")

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.report import make_report, tail
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 snakefile = Path(snakemake.scriptdir).parent / "Snakefile"
 output = make_report(snakemake.output[0], snakemake.params.targets, snakefile,
                      snakemake.params.config)

@@ -5,10 +5,10 @@ config file."""
 from glob import glob
 
 from dpaudit.io import atomic_path, write_csv
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.reproduction import merge_parts, to_markdown
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 table = merge_parts(list(snakemake.input), sorted(glob(snakemake.params.parts)))
 write_csv(snakemake.output.csv, table)
 with atomic_path(snakemake.output.md) as tmp:

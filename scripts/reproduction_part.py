@@ -1,10 +1,10 @@
 """Snakemake adapter: one experiment's reproduction checks, with the config file that ran them."""
 
 from dpaudit.io import write_csv
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.reproduction import check_all
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 p = snakemake.params.check
 table = check_all({snakemake.wildcards.experiment: {"table": p["table"], "checks": p["checks"]}})
 table.insert(0, "config", p["config"])

@@ -1,10 +1,10 @@
 """Snakemake adapter: run one idealised mechanism and write its score file."""
 
 from dpaudit import scores
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.mechanisms.registry import simulate
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 run = snakemake.params.run
 log.info("mechanism %s with %s", run["mechanism"], run["params"])
 sf = simulate(

@@ -6,11 +6,11 @@ import torch
 
 from dpaudit.attach.pipeline import train_entry_point
 from dpaudit.data.prepare import load_prepared
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.training.device import training_device
 from dpaudit.training.job import train_job
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 torch.set_num_threads(snakemake.threads)
 run = snakemake.params.run
 wc = snakemake.wildcards

@@ -3,13 +3,14 @@
 import pandas as pd
 
 from dpaudit.io import write_csv
-from dpaudit.joblog import job_log
+from dpaudit.manifest import start_job
 from dpaudit.plots.verdict import plot_verdicts, with_implementation
 from dpaudit.tables import verdict_table
 
-log = job_log(snakemake.log[0])
+log = start_job(snakemake)
 p = snakemake.params.verdict
-verdicts = verdict_table(pd.read_csv(snakemake.input.table), list(p["by"]), p["estimator"])
+table = pd.read_csv(snakemake.input.table)
+verdicts = verdict_table(table, list(p["by"]), p["estimator"], source=snakemake.input.table)
 verdicts = with_implementation(verdicts, list(p["by"]), dict(p["labels"]))
 write_csv(snakemake.output.table, verdicts)
 plot_verdicts(verdicts, [snakemake.output.pdf, snakemake.output.png], p["title"])

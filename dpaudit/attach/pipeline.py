@@ -450,9 +450,12 @@ def train_entry_point(
     """The training job of an experiment with ``train.entry_point``, called like
     :func:`dpaudit.training.job.train_job` (the rule ``train`` picks it): :func:`run_entry_point`,
     its score file written to ``out`` (atomically). ``max_physical_batch`` is the user's
-    function's business (not passed on)."""
+    function's business (not passed on). An ``out`` that cannot be written raises an
+    ``OSError`` naming it before the user's function runs."""
     from dpaudit import scores
+    from dpaudit.io import check_writable
 
+    check_writable(out)
     sf = run_entry_point(
         data,
         experiment=experiment,

@@ -134,12 +134,15 @@ def train_job(
     through the engine at once; a larger batch is processed in chunks whose clipped gradients
     are summed before the noise is added once (every engine: the vectorised ones by
     themselves, Opacus through its ``BatchMemoryManager``). A run spec the engine cannot run
-    raises ``ValueError`` naming the key.
+    raises ``ValueError`` naming the key. An ``out`` that cannot be written raises an ``OSError``
+    naming it before any training (:func:`dpaudit.io.check_writable`).
     """
     from dpaudit import scores
+    from dpaudit.io import check_writable
     from dpaudit.training.vectorized import check_max_physical_batch
 
     max_physical_batch = check_max_physical_batch(max_physical_batch)
+    check_writable(out)  # an unwritable score folder stops the job now, not after training
 
     job = JobId(experiment, setting, seed, shard)
     if (run_spec.get("train") or {}).get("entry_point"):  # the user's own function trains

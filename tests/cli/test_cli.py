@@ -205,7 +205,11 @@ def test_os_errors_name_the_file(tmp_path, capsys):
     code = main(["bgm-simulate", "--runs", "2", "--steps", "2", "--sigma", "1", "--out",
                  str(blocker / "sub" / "x.npz")])
     assert code == 2
-    assert f"{blocker / 'sub'}: Not a directory" in _one_line_error(capsys, "bgm-simulate")
+    # the output it could not write, and why (issue 36, item 9)
+    message = _one_line_error(capsys, "bgm-simulate")
+    assert f"cannot write {blocker / 'sub' / 'x.npz'} (Not a directory: '{blocker / 'sub'}')" in (
+        message
+    )
 
 
 def test_a_bug_shows_its_traceback(monkeypatch, capsys):

@@ -112,3 +112,69 @@ def test_temporaries_of_live_writers_other_hosts_and_other_files_are_kept(tmp_pa
     stale.write_text("x")
     io.write_json(target, {"a": 1})
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*keep, "out.json"])
+
+
+def test_issue36_item9_a_temporary_that_cannot_be_created_names_the_destination(
+    tmp_path, monkeypatch
+):
+    """Issue 36, item 9: the temporary was created outside the guarded block, so a folder
+    that is not writable raised a bare PermissionError naming the hidden temporary."""
+    target = tmp_path / "scores" / "seed0.shard0.npz"
+    target.parent.mkdir()
+
+    def denied(prefix: str, suffix: str, dir: Path):  # what mkstemp raises in such a folder
+        raise PermissionError(errno.EACCES, "Permission denied", str(Path(dir, prefix + suffix)))
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", denied)
+    for write in (lambda: io.write_json(target, {}), lambda: io.check_writable(target)):
+        with pytest.raises(PermissionError) as err:
+            write()
+        message = str(err.value)
+        assert message.startswith(f"[Errno {errno.EACCES}] cannot write {target} ")
+        assert f"Permission denied in folder {str(target.parent)!r}" in message
+        assert io.TEMP_MARKER not in message  # the hidden temporary is not the user's business
+    assert list(target.parent.iterdir()) == []
+
+
+def test_issue36_item9_a_destination_below_a_file_names_the_destination(tmp_path):
+    """Issue 36, item 9: the folder of the output cannot be made (a file stands in its way)."""
+    (tmp_path / "results").write_text("not a folder")
+    target = tmp_path / "results" / "x" / "audit.csv"
+    for write in (lambda: io.write_json(target, {}), lambda: io.check_writable(target)):
+        with pytest.raises(NotADirectoryError, match=f"cannot write {target} "):
+            write()
+
+
+def test_issue36_item9_a_training_job_checks_its_score_file_before_training(
+    tmp_path, monkeypatch
+):
+    """Issue 36, item 9: an unwritable score folder was found only after the whole training."""
+    from dpaudit.data.synthetic import make_synthetic
+    from dpaudit.training import shard
+    from dpaudit.training.job import train_job
+
+    def trained(*args, **kwargs):
+        raise AssertionError("the training ran before the score file's folder was checked")
+
+    monkeypatch.setattr(shard, "run_shard", trained)
+    (tmp_path / "scores").write_text("a file where the score folder should be")
+    out = tmp_path / "scores" / "seed0.shard0.npz"
+    spec = {
+        "design": "one_run",
+        "threat_model": "black_box_loss",
+        "model": {"name": "mlp", "hidden": [8]},
+        "canaries": {"type": "random_input", "m": 12, "scale": 6.0, "seed": 0},
+        "train": {
+            "engine": "auto",
+            "epochs": 1,
+            "batch_size": 40,
+            "lr": 0.5,
+            "max_grad_norm": 1.0,
+            "delta": 1e-5,
+            "models_per_shard": 2,
+        },
+        "target_epsilon": 8.0,
+    }
+    data = make_synthetic(n_train=120, n_test=40, n_features=10, n_classes=3, seed=0)
+    with pytest.raises(FileExistsError, match=f"cannot write {out} .File exists: "):
+        train_job(data, experiment="e", setting="s", seed=0, shard=0, run_spec=spec, out=out)

@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpaudit"
 #: (``""`` is the package itself, which holds only ``__version__``).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "defaults", "io", "joblog", "opacus_import", "seeding"),
-    ("accounting", "scores", "likelihood_ratios"),
+    ("accounting", "scores", "likelihood_ratios", "manifest"),
     ("data", "models", "canaries"),
     ("training", "mechanisms"),
     ("estimators",),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,9 +12,12 @@ from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
 from dpaudit.scores import ScoreFileError
 from dpaudit.tables import (
     AuditTableError,
+    add_verdicts,
+    check_certifiable,
     concat_tables,
     order_by_estimator,
     read_audit_csv,
+    verdict_table,
     write_audit_csv,
 )
 
@@ -321,3 +325,62 @@ def test_the_verdict_table_states_its_evidence_lower_bound_and_familywise_confid
     assert v["familywise_confidence"].tolist() == pytest.approx([0.9, 0.9])
     assert v.loc["shuffle", "joint_confidence"] == pytest.approx(0.925)
     assert familywise_confidence([0.5, 0.4]) == 0.0  # clipped
+
+
+def test_issue36_item4_a_bound_above_what_the_canaries_can_certify_is_refused(audit_csv):
+    """Issue 36, item 4: an audit table edited to epsilon 99 (above the 3.49 that 100
+    canaries can certify at all) ended as "flagged"; every verdict now refuses it."""
+    table = read_audit_csv(audit_csv)
+    valid = table.index[table["valid"].astype(bool)][0]
+    table.loc[valid, "epsilon"] = 99.0
+    write_audit_csv(audit_csv, table)  # a well-formed table: only the number is impossible
+    message = (
+        rf"data row {valid + 1} \(estimator one_run, setting eps2, seed 0\) has a valid bound "
+        r"epsilon = 99 from 100 canaries, above the 3.493 that 100 canaries can certify"
+    )
+    with pytest.raises(AuditTableError, match=f"{audit_csv}: {message}"):
+        read_audit_csv(audit_csv)
+    raw = pd.read_csv(audit_csv, comment="#")
+    with pytest.raises(AuditTableError, match=f"audit.csv: {message}"):
+        verdict_table(raw, ["setting"], source="audit.csv")
+    with pytest.raises(AuditTableError, match=message):
+        add_verdicts(raw)
+    # an invalid (uncorrected) row may say anything: it is never a bound
+    raw.loc[valid, "valid"] = False
+    check_certifiable(raw)
+
+
+def test_no_family_free_one_run_estimator_exceeds_the_ceiling_it_is_checked_against(tmp_path):
+    """Perfect guesses on m canaries: no row of an estimator that holds for every mechanism
+    exceeds the ceiling (the uncorrected test of all m guesses equals it; the valid rows, which
+    pay for their choice of guess count, stay below), so an honest table is never refused."""
+    from dpaudit.audit import audit
+    from dpaudit.scores import ScoreFile
+    from dpaudit.tables import one_run_ceiling
+
+    specs = {
+        "one_run": {"method": "one_run", "selections": ["bonferroni", "grid_max_uncorrected"]},
+        "abstention": {"method": "fdp_abstention", "family": "approx_dp", "delta": 0.0},
+        "fdp": {"method": "fdp_one_run", "family": "approx_dp", "delta": 0.0},
+    }
+    for m in (20, 100, 1000):
+        member = (np.arange(m) % 2).astype(np.int8)
+        meta = {
+            "experiment": "e",
+            "setting": "s",
+            "seed": 0,
+            "design": "one_run",
+            "threat_model": "simulation",
+            "claimed_epsilon": 1.0,
+            "delta": 1e-5,
+            "accountant": "none",
+        }
+        sf = ScoreFile(member[None].astype(float), member[None], np.arange(m)[None], meta)
+        table = audit([sf], specs)
+        check_certifiable(table)  # no error
+        top = one_run_ceiling(m, 0.95)
+        free = table[table["assumes"] == ""]
+        assert set(free.loc[free["valid"].astype(bool), "estimator"]) == set(specs)
+        assert (free["epsilon"] <= top + 1e-9).all()  # valid or not
+        # the ceiling is attained: the test of all m guesses at once, uncorrected, equals it
+        assert free["epsilon"].max() == pytest.approx(top, rel=1e-6)

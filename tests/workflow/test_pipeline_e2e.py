@@ -6,6 +6,7 @@ asks Snakemake what it *would* do (dry runs) or reruns single targets.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -249,6 +250,46 @@ def test_a_failing_job_leaves_its_error_in_its_log(run_dir, tmp_path):
     log = (work / "logs/tiny/audit/eps4.log").read_text()
     assert "Traceback (most recent call last)" in log
     assert re.search(r"^[\w.]+(Error|Exception)\b", log.split("Traceback", 1)[1], re.M), log
+
+
+def dpaudit_verify(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "dpaudit.cli", "verify", "results", *args]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_issue36_item4_every_result_is_recorded_and_verify_finds_a_quiet_rewrite(
+    run_dir, tmp_path
+):
+    """Issue 36, item 4, through Snakemake: every job's outputs carry a record; a score file
+    rewritten with IN scores + 50 and its old mtime put back is "Nothing to be done" for
+    Snakemake, but ``dpaudit verify`` names it and the audit job, forced, refuses it."""
+    work = tmp_path / "w"
+    shutil.copytree(run_dir, work, symlinks=True)
+    done = dpaudit_verify(work, "--json", "--list-unrecorded")
+    result = json.loads(done.stdout)
+    assert done.returncode == 0 and result["ok"] and result["checked"] > 50, done.stdout
+    # without a record: only Snakemake's benchmark files and the onsuccess hook's reports of
+    # other targets (test_deleting_a_score_file_reruns_only_its_job asked for one)
+    unrecorded = [p for p in result["unrecorded"] if not p.startswith("results/reports/")]
+    assert all("/benchmarks/" in p for p in unrecorded), unrecorded
+    victim = "results/tiny/scores/nonprivate/seed0.shard0.npz"
+    audit = "results/tiny/audit/nonprivate.csv"
+    stat = os.stat(work / victim)
+    sf = scores.read(work / victim)
+    sf.score[sf.membership == 1] += 50
+    scores.write(work / victim, sf)
+    os.utime(work / victim, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert job_counts(snakemake(work, "-n", audit).stdout) == {}  # what mtimes cannot see
+    done = dpaudit_verify(work, "--json")
+    result = json.loads(done.stdout)
+    assert done.returncode == 3
+    assert [c["path"] for c in result["changed"]] == [victim]
+    assert {"path": audit, "input": victim} in result["stale"]
+    forced = snakemake(work, audit, "--forcerun", "audit", check=False)
+    assert forced.returncode != 0
+    log = (work / "logs/tiny/audit/nonprivate.log").read_text()
+    assert f"ManifestError: {victim}: its content changed since the train job recorded it" in log
 
 
 def test_same_config_gives_identical_score_files(run_dir, tmp_path):
