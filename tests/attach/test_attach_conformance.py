@@ -381,10 +381,14 @@ def test_issue37_item4_first_flagged_step_of_shuffled_and_weighted_samplers() ->
 
     c = GradientCanaries(10, 50, 0.25, 1.0)
     rng = np.random.default_rng(0)
+    live = []  # the report read mid-training, after each step (anytime-valid)
     for b in _batches("shuffle", 300, 0.25, 8, rng):
         c.record_batch(b, 300)
         c.draw_step()
         c.observe(rng.standard_normal(50))
+        mid = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
+        live.append("sampling" in mid.departing_stages)
+    assert live == [False] + [True] * 7  # stop the training at step 2
     rep = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
     assert "DEPARTS from step 2] sampling: per-epoch regularity" in str(rep)
     assert not rep.report_at(1).departs
