@@ -413,3 +413,17 @@ def test_issue37_item4_noise_first_flagged_step_in_a_hand_written_loop() -> None
     assert noise.departs and 1 < noise.first_flagged_step < 40
     assert "noise" not in rep.report_at(noise.first_flagged_step - 1).departing_stages
     assert "noise" in rep.report_at(noise.first_flagged_step).departing_stages
+
+
+def test_issue37_item4_record_keeps_the_per_step_series_the_anytime_checks_read() -> None:
+    """top_counts: the largest per-record count after each step; overlaps: the records a step
+    shares with the previous one; first_out_of_range: the first step with a bad index."""
+    rec = SamplingRecord(5)
+    for b in ([0, 1], [1, 2], [3], [1, 3, 9]):
+        rec.deliver(b)
+        rec.close_step()
+    assert rec.top_counts == [1, 2, 2, 3]
+    assert rec.overlaps == [0, 1, 0, 1]
+    assert rec.first_out_of_range == 4 and rec.out_of_range == 1
+    bad = [c for c in sampling_checks(rec, 0.5, 0.01) if c.name == "indices outside the dataset"]
+    assert bad[0].departs and bad[0].first_flagged_step == 4
