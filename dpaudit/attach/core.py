@@ -147,6 +147,12 @@ class _Audited:
                 "seen": result.conformance.seen,
                 "unseen": result.conformance.unseen,
                 "alpha": conformance_alpha,
+                # the first noisy step at which each departing check departed (anytime-valid)
+                "first_flagged_step": {
+                    f"{c.stage}: {c.name}": c.first_flagged_step
+                    for c in result.conformance.checks
+                    if c.departs
+                },
             }
         return result
 

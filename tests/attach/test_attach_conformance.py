@@ -270,6 +270,9 @@ def test_shuffled_opacus_accounted_as_poisson_departs_at_sampling(memory_manager
     assert rep.departing_stages == ["sampling"]
     names = {c.name for c in rep.checks if c.departs}
     assert "per-epoch regularity" in names
+    # issue 37, item 4: anytime-valid, flagged from the second noisy step (in the score file)
+    first = res.score_file.meta["conformance"]["first_flagged_step"]
+    assert first["sampling: per-epoch regularity"] == 2
     with pytest.raises(ConformanceError, match="DEPARTS from the claim at sampling"):
         rep.raise_if_departs()  # a test in the user's own CI fails with the report
 
@@ -294,6 +297,8 @@ def test_claim_at_half_the_sample_rate_departs_at_accounting(tmp_path) -> None:
     back = scores.read(tmp_path / "s.npz")
     assert back.meta["measured_mechanism"]["epsilon_lower"] == rep.measured["epsilon_lower"]
     assert back.meta["conformance"]["departs"] == ["accounting"]
+    # the accounting check is fixed-sample: read at the end, its step is not recorded
+    assert list(back.meta["conformance"]["first_flagged_step"].values()) == [None]
 
 
 def test_loader_probe_is_transparent_and_released() -> None:
