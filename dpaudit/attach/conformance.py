@@ -156,6 +156,7 @@ class ConformanceReport:
                     c,
                     departs=hit,
                     measured=f"departed at step {first}" if hit else f"no departure by step {step}",
+                    p_value=None,  # the p-value of the whole run, not of its first steps
                     note="",
                 )
             )
