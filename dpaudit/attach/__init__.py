@@ -7,9 +7,11 @@ Adapters: :func:`opacus` (attach to an Opacus ``DPOptimizer``) and :class:`Canar
 (wrap any map-style PyTorch dataset). The verdict reads only family-free bounds
 (:data:`VERDICT_ESTIMATORS`, :mod:`.verdict`); the conformance report
 (:class:`ConformanceReport`, :mod:`.conformance`) measures the training's sampling, steps, noise
-and accounting against the claim. docs/own_training.md has the details.
+and accounting against the claim; :func:`check_conformance` (and the pytest fixture of
+:mod:`.testing`) runs it as a test in the user's CI. docs/own_training.md has the details.
 """
 
+from dpaudit.attach.ci import check_conformance
 from dpaudit.attach.conformance import ConformanceError, ConformanceReport
 from dpaudit.attach.core import GradientCanaries, InputCanaries
 from dpaudit.attach.verdict import (
@@ -34,6 +36,7 @@ __all__ = [
     "InputCanaries",
     "audit_file",
     "audit_scores",
+    "check_conformance",
     "largest_detectable_epsilon",
     "low_gradient_coordinates",
     "make_score_file",

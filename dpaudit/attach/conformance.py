@@ -16,16 +16,20 @@ multiplier), never from an argument only the author of a bug could give:
                beside the claim (:mod:`dpaudit.attach.measured_accounting`).
 
 Each :class:`Check` states its error probability: the probability that a training that meets
-its claim departs there (``level``, fixed-sample tests at a level fixed before the data;
-``0`` for exact facts such as a record twice in one step). The checks of one stage share the
-stage's ``alpha`` by a Bonferroni split, so each stage (check family) falsely departs with
-probability at most ``alpha``. Stages the run did not measure are listed as ``unseen``.
+its claim departs there (``level``, at a level fixed before the data; ``0`` for exact facts such
+as a record twice in one step). The statistical sampling and noise checks are anytime-valid
+(:mod:`dpaudit.attach.anytime`): their error probability holds over all steps at once, so the
+report may be read at any step (:meth:`ConformanceReport.report_at`) and a training stopped at
+the first departure; ``first_flagged_step`` is the step at which each check first departed.
+The checks of one stage share the stage's ``alpha`` by a Bonferroni split, so each stage
+(check family) falsely departs with probability at most ``alpha``. Stages the run did not
+measure are listed as ``unseen``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -55,9 +59,12 @@ class ConformanceError(AssertionError):
 class Check:
     """One measured check: at ``stage``, ``name`` measured ``measured`` against the claim's
     ``claimed``; ``departs`` when the claim is rejected. ``p_value``: the check's p-value under
-    the claim (None for an exact fact); ``level``: its error probability (the largest chance
-    that a training meeting the claim departs here); ``test``: how it is computed (and whether
-    it is fixed-sample or anytime-valid)."""
+    the claim (None for an exact fact; for an anytime-valid check min(1, 1 / sup E)); ``level``:
+    its error probability (the largest chance that a training meeting the claim departs here);
+    ``test``: how it is computed (and whether it is fixed-sample or anytime-valid);
+    ``anytime``: the verdict holds read at every step (anytime-valid tests, exact facts);
+    ``first_flagged_step``: the first noisy step at which it departed (None: it did not, or the
+    step was not recorded)."""
 
     stage: str
     name: str
@@ -68,6 +75,8 @@ class Check:
     test: str
     p_value: float | None = None
     note: str = ""
+    anytime: bool = False
+    first_flagged_step: int | None = None
 
     def row(self) -> dict[str, Any]:
         """The check as a table row."""
@@ -81,6 +90,7 @@ class Check:
             "level": self.level,
             "test": self.test,
             "note": self.note,
+            "first_flagged_step": self.first_flagged_step,
         }
 
 
@@ -121,7 +131,38 @@ class ConformanceReport:
     def table(self) -> pd.DataFrame:
         """One row per check (:meth:`Check.row`)."""
         cols = ["stage", "check", "measured", "claimed", "departs", "p_value", "level", "test"]
-        return pd.DataFrame([c.row() for c in self.checks], columns=[*cols, "note"])
+        return pd.DataFrame(
+            [c.row() for c in self.checks], columns=[*cols, "note", "first_flagged_step"]
+        )
+
+    def report_at(self, step: int) -> ConformanceReport:
+        """The report as it read after noisy step ``step``: the checks whose verdict holds at
+        every step (``anytime``), each departing when it had first departed by then; the
+        fixed-sample checks (read once, at the end) are left out. A departure whose step was not
+        recorded counts only at the last step."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"step must be an integer >= 0, got {step!r}")
+        last = int(self.measured.get("steps_taken", 0))
+        out = []
+        for c in self.checks:
+            if not c.anytime:
+                continue
+            first = c.first_flagged_step
+            if c.departs and first is None:
+                first = last or None
+            hit = first is not None and first <= step
+            out.append(
+                replace(
+                    c,
+                    departs=hit,
+                    measured=f"departed at step {first}" if hit else f"no departure by step {step}",
+                    p_value=None,  # the p-value of the whole run, not of its first steps
+                    note="",
+                )
+            )
+        rep = report(out, self.alpha, {"read_at_step": step})
+        rep.unseen = list(self.unseen)
+        return rep
 
     def summary(self) -> str:
         """One line: the departing stages (or none), and what the run could not see."""
@@ -150,6 +191,8 @@ class ConformanceReport:
         for c in self.checks:
             p = "" if c.p_value is None else f", p = {c.p_value:.3g}"
             mark = "DEPARTS" if c.departs else "ok"
+            if c.departs and c.first_flagged_step is not None:
+                mark += f" from step {c.first_flagged_step}"
             lines.append(
                 f"  [{mark}] {c.stage}: {c.name}: measured {c.measured}; claimed {c.claimed} "
                 f"(error probability {c.level:.3g}{p}; {c.test})"

@@ -147,6 +147,12 @@ class _Audited:
                 "seen": result.conformance.seen,
                 "unseen": result.conformance.unseen,
                 "alpha": conformance_alpha,
+                # the first noisy step at which each departing check departed (anytime-valid)
+                "first_flagged_step": {
+                    f"{c.stage}: {c.name}": c.first_flagged_step
+                    for c in result.conformance.checks
+                    if c.departs
+                },
             }
         return result
 
@@ -228,6 +234,7 @@ class GradientCanaries(_Audited):
         # their number (the noise check, :mod:`dpaudit.attach.noise_checks`)
         self.noise_sum_sq = 0.0
         self.noise_df = 0
+        self.noise_path: list[tuple[float, int]] = []  # the two after each observed step
 
     @property
     def steps_per_epoch(self) -> int:
@@ -305,6 +312,7 @@ class GradientCanaries(_Audited):
         free = ~self.last_draw  # no canary gradient at these coordinates this step
         self.noise_sum_sq += float(np.square(vals[free]).sum())
         self.noise_df += int(free.sum())
+        self.noise_path.append((self.noise_sum_sq, self.noise_df))
         if self._first_bad is None and not np.isfinite(vals).all():
             self._first_bad = self.steps
         self._score += vals / self.clip_norm
@@ -350,6 +358,7 @@ class GradientCanaries(_Audited):
             claimed_rate=self.sample_rate,
             noise_multiplier=self._noise_multiplier_used(given),
             noise=(*self._noise_stats(), self.clip_norm),
+            noise_path=self.noise_path if len(self.noise_path) == self.steps else None,
             claimed_epsilon=sf.meta["claimed_epsilon"],
             delta=sf.delta,
             claim_accountant=sf.meta["accountant"],

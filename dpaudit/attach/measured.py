@@ -9,7 +9,7 @@ given (the Opacus adapter takes it from the loader as Opacus' accountant does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -33,18 +33,21 @@ def measure(
     given: Mapping[str, Any],
     alpha: float,
     noise: tuple[float, int, float] | None = None,
+    noise_path: Sequence[tuple[float, int]] | None = None,
 ) -> ConformanceReport:
     """The report: ``steps_taken`` noise calls, the loader's ``record`` (None: not observed),
     the claim (``claimed_rate``, ``claimed_epsilon`` at ``delta``, the settings ``given`` to
     the audit) and the noise multiplier used (None: unknown, accounting unseen); each stage's
-    checks at error probability ``alpha``."""
+    checks at error probability ``alpha``; ``noise``: the noise check's running sums (sum of
+    squares, coordinate-steps, C) at the end, ``noise_path``: the same sums after each noisy
+    step where the loop kept them (the noise check's first flagged step)."""
     q = float(given["sample_rate"]) if given.get("sample_rate") is not None else claimed_rate
     steps = given.get("steps")
     checks = step_checks(steps_taken, None if steps is None else int(steps), record)
     sampled = record is not None and record.unobservable is None and record.steps > 0
     if sampled:
         checks += sampling_checks(record, q, alpha)  # type: ignore[arg-type]
-    measured: dict[str, Any] = {}
+    measured: dict[str, Any] = {"steps_taken": int(steps_taken)}
     if record is not None and record.unobservable is not None:
         measured["sampling_unobservable"] = record.unobservable
     sigma = None if noise_multiplier is None else float(noise_multiplier)
@@ -52,7 +55,7 @@ def measure(
     # rate bound (when measured); the measured mechanism takes the smaller noise multiplier
     sigma_used, noise_level = sigma, 0.0
     if sigma is not None and sigma > 0 and noise is not None and noise[1] > 0:
-        checks.append(noise_check(noise[0], noise[1], sigma, noise[2], alpha))
+        checks.append(noise_check(noise[0], noise[1], sigma, noise[2], alpha, noise_path))
         noise_level = alpha / 2
         upper = noise_upper_bound(noise[0], noise[1], noise[2], noise_level)
         measured["noise_multiplier_upper_bound"] = upper

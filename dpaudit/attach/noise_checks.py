@@ -11,7 +11,14 @@ departs when the sum is improbably small under chi-square (lower tail at the sta
 little noise (noise for the mean added to the sum, noise that forgets the clipping norm, a
 noise multiplier below the one claimed), or a noisy sum divided before it was observed. It
 cannot see too *much* noise (not a privacy violation), nor noise reused across steps or of
-another law with the right variance. Exact, fixed-sample, read at the end of the training.
+another law with the right variance.
+
+The test is **anytime-valid**: the likelihood ratio of a smaller noise scale, averaged over a
+grid of scales (:func:`dpaudit.attach.anytime.gaussian_scale_log_e`), is a test supermartingale
+under the claim whatever the data add, a function of the running sums only; it departs when it
+reaches 1 / level at some read (Ville's inequality; Ramdas et al. 2023, arXiv:2210.01948). A
+hand-written loop keeps the running sums after each step, so the first flagged step is known;
+the Opacus adapter keeps them on the device and they are read once, at the audit.
 
 The same sum gives an upper confidence bound on the noise standard deviation,
 sqrt(sum x^2 / chi2.ppf(a, df)) / C (:func:`noise_upper_bound`), which the accounting check uses
@@ -21,9 +28,12 @@ for the measured mechanism when it is below the claimed multiplier.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+import numpy as np
 from scipy import stats
 
+from dpaudit.attach.anytime import first_crossing, gaussian_scale_log_e
 from dpaudit.attach.conformance import Check
 
 
@@ -36,14 +46,27 @@ def noise_upper_bound(sum_sq: float, df: int, clip_norm: float, alpha: float) ->
 
 
 def noise_check(
-    sum_sq: float, df: int, noise_multiplier: float, clip_norm: float, level: float
+    sum_sq: float,
+    df: int,
+    noise_multiplier: float,
+    clip_norm: float,
+    level: float,
+    path: Sequence[tuple[float, int]] | None = None,
 ) -> Check:
     """The noise check of ``sum_sq`` over ``df`` coordinate-steps against noise std
-    ``noise_multiplier`` x ``clip_norm``, at error probability ``level``."""
+    ``noise_multiplier`` x ``clip_norm``, at error probability ``level``; ``path``: the running
+    (sum of squares, coordinate-steps) after each noisy step (None: only the final read)."""
     scale = noise_multiplier * clip_norm
-    p = float(stats.chi2.cdf(sum_sq / scale**2, df)) if scale > 0 else 1.0
+    reads = list(path) if path else [(sum_sq, df)]
+    first, p = None, 1.0
+    if scale > 0:
+        ys = np.array([r[0] for r in reads]) / scale**2
+        log_e = gaussian_scale_log_e(ys, np.array([r[1] for r in reads]))
+        first, p = first_crossing(log_e, level)
+    departs = first is not None
+    if not path:  # one read, at the end: the step of the crossing is not known
+        first = None
     rms = math.sqrt(sum_sq / df) / clip_norm
-    departs = p <= level
     return Check(
         "noise",
         "noise scale at untouched canary coordinates",
@@ -52,11 +75,14 @@ def noise_check(
         f"noise multiplier {noise_multiplier:.4g} (std {scale:.4g})",
         departs,
         level,
-        "lower tail of chi-square, which the data's gradients can only raise; exact, "
-        "fixed-sample",
+        "likelihood ratio of smaller noise scales vs chi-square, which the data's gradients can "
+        "only raise; anytime-valid (mixture supermartingale, Ville's inequality)"
+        + ("" if path else "; running sums read once, at the audit"),
         p,
         "less noise than claimed reached the update (or the noisy sum was divided, e.g. by the "
         "batch size, before it was observed)"
         if departs
         else "",
+        True,
+        first,
     )

@@ -2,60 +2,70 @@
 
 Under the claim (the Poisson-subsampled Gaussian mechanism every DP-SGD accountant of
 :mod:`dpaudit.accounting.dpsgd` and Opacus analyses), each of the n records enters each of the T
-noisy steps independently with probability q. Then, exactly: the records delivered in all,
-sum_i c_i, are Binomial(nT, q); record i's count of steps c_i is Binomial(T, q), independently
-across records; a step's batch size is Binomial(n, q), independently across steps; no record
-is twice in one step. Each check below rejects one consequence; all are fixed-sample tests
-read once, at the end of the training, at a level set before it (``alpha`` of the stage split
-equally over the statistical checks, a Bonferroni split; the exact facts have level 0):
+noisy steps independently with probability q, whatever happened before. Then, given the past,
+exactly: step t's batch size s_t is Binomial(n, q); record i's count of steps c_i(t) grows by a
+Bernoulli(q); the records of step t that step t - 1 also held are Binomial(s_(t-1), q); no record
+is twice in one step. Each statistical check below is an **anytime-valid** test of one of these
+consequences, a mixture likelihood-ratio martingale read at every step with Ville's inequality
+(:mod:`dpaudit.attach.anytime`; Ramdas et al. 2023, arXiv:2210.01948; Howard et al. 2021,
+arXiv:1810.08240): it departs at the first step its e-process reaches 1 / level, so its error
+probability holds over all steps at once and ``first_flagged_step`` says when. ``alpha`` of the
+stage is split equally over the statistical checks (Bonferroni); the exact facts have level 0.
 
-- **mean rate** (two-sided exact binomial test of sum_i c_i): a rate other than q, e.g. the
-  claim's q computed for a larger dataset than the loader holds (the dataset size the claim's q
-  implies is shown);
-- **per-record inclusion rate** (exact Binomial(T, q) upper tail of the largest c_i, Bonferroni
-  over the n records): records drawn more often than q, e.g. a ``WeightedRandomSampler``;
-- **batch-size law** (the most common batch size occurs r times in T steps; under the claim
-  P(r or more) <= sum_k P(Binomial(T, p_k) >= r), p_k the Binomial(n, q) probability of size k,
-  a union bound over sizes): fixed-size batches;
-- **per-epoch regularity** (the per-record counts' dispersion S = sum_i (c_i - Tq)^2 / (Tq(1-q)),
-  mean n under the claim; a sum of independent non-negative variables, whose lower tail obeys
-  P(E S - S >= t) <= exp(-t^2 / (2 sum_i E X_i^2)), Maurer 2003, "A bound on the deviation
-  probability for sums of non-negative random variables", JIPAM 4(1), Art. 15, with
-  E X_i^2 = 3 + (1 - 6q(1-q)) / (Tq(1-q)) from the Binomial's fourth central moment): records
-  delivered more regularly than independent draws, e.g. each record exactly once per epoch of a
-  shuffled loader accounted as Poisson (Chua et al. 2024, arXiv:2403.17673; Annamalai et al.
-  2024, arXiv:2411.10614);
+- **mean rate** (the batch sizes s_t vs Binomial(n, q), two-sided mixture over rates q e^(+-u)):
+  a rate other than q, e.g. the claim's q computed for a larger dataset than the loader holds
+  (the dataset size the claim's q implies is shown);
+- **per-record inclusion rate** (the largest count c_i(t) vs Binomial(t, q), one-sided mixture
+  over rates above q, each record's e-process at level / n, a union bound over the records; the
+  largest count carries the largest e-value): records drawn more often than q, e.g. a
+  ``WeightedRandomSampler``;
+- **batch-size law** (the indicator that s_t equals the most common size of the steps before it,
+  whose probability under the claim is that size's Binomial(n, q) probability, a Bernoulli
+  mixture over event rates): fixed-size batches;
+- **per-epoch regularity** (the records step t shares with step t - 1 vs Binomial(s_(t-1), q),
+  one-sided mixture over rates below q): records delivered more regularly than independent
+  draws, e.g. each record exactly once per epoch of a shuffled loader accounted as Poisson, whose
+  consecutive batches are disjoint (Chua et al. 2024, arXiv:2403.17673; Annamalai et al. 2024,
+  arXiv:2411.10614);
 - **a record twice in one step** and **indices outside the dataset** (exact facts).
 
-:func:`largest_rate_lower_bound` turns the same counts into a lower confidence bound on the
+:func:`largest_rate_lower_bound` turns the final counts into a lower confidence bound on the
 largest per-record rate, which the accounting check (:mod:`dpaudit.attach.measured_accounting`)
-uses.
+uses; it is fixed-sample, read at the end.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy import stats
 
+from dpaudit.attach.anytime import EVENT_RATES, binomial_log_e, first_crossing, rate_grid
 from dpaudit.attach.conformance import Check
 from dpaudit.attach.sampling_record import SamplingRecord
 
 #: The statistical sampling checks that share the stage's alpha (Bonferroni).
 STATISTICAL_CHECKS = 4
-FIXED = "fixed-sample, read at the end of the training"
+ANYTIME = "anytime-valid (mixture likelihood-ratio martingale, Ville's inequality)"
+
+
+def _crossing(log_e: np.ndarray, level: float) -> tuple[bool, int | None, float]:
+    """(departs, first flagged step, anytime p-value) of an e-process over steps 1..T."""
+    first, p = first_crossing(log_e, level)
+    return first is not None, first, p
 
 
 def _mean_rate(rec: SamplingRecord, q: float, level: float) -> Check:
     n, t = rec.n_records, rec.steps
-    total, trials = int(rec.presence.sum()), n * t
+    sizes = np.asarray(rec.sizes)
+    total, trials = int(sizes.sum()), n * t
     if q >= 1:
-        p = 1.0 if total == trials else 0.0
+        short = np.flatnonzero(sizes < n)
+        first = int(short[0]) + 1 if short.size else None
+        departs, p = first is not None, 0.0 if short.size else 1.0
     else:
-        p = float(stats.binomtest(total, trials, q).pvalue)
+        log_e = binomial_log_e(sizes, np.full(t, n), q, rate_grid(q, "two-sided"))
+        departs, first, p = _crossing(log_e, level)
     mean_batch = total / t
-    departs = p <= level
     note = ""
     if departs and mean_batch > 0:
         note = (
@@ -69,9 +79,11 @@ def _mean_rate(rec: SamplingRecord, q: float, level: float) -> Check:
         f"q = {q:.4g} (mean batch {q * n:.4g})",
         departs,
         level,
-        f"two-sided exact binomial test of the {total} inclusions in {n} x {t}; {FIXED}",
+        f"batch sizes vs Binomial({n}, q), two-sided; {ANYTIME}",
         p,
         note,
+        True,
+        first,
     )
 
 
@@ -79,16 +91,25 @@ def _per_record(rec: SamplingRecord, q: float, level: float) -> Check:
     n, t = rec.n_records, rec.steps
     top = int(np.argmax(rec.presence))
     c = int(rec.presence[top])
-    p = 1.0 if q >= 1 else min(1.0, n * float(stats.binom.sf(c - 1, t, q)))
+    if q >= 1:
+        departs, first, p = False, None, 1.0
+    else:
+        grows = np.diff(np.asarray(rec.top_counts), prepend=0)
+        log_e = binomial_log_e(grows, np.ones(t), q, rate_grid(q, "greater"))
+        departs, first, p = _crossing(log_e, level / n)
+        p = min(1.0, n * p)
     return Check(
         "sampling",
         "per-record inclusion rate",
         f"largest count {c} of {t} steps (record {top}; mean {rec.presence.mean():.3g})",
         f"each record Binomial({t}, {q:.4g}): {t * q:.3g} steps on average",
-        p <= level,
+        departs,
         level,
-        f"exact binomial upper tail of the largest count, Bonferroni over {n} records; {FIXED}",
+        f"largest count vs Binomial(t, q), one-sided, each record at level / {n}; {ANYTIME}",
         p,
+        "",
+        True,
+        first,
     )
 
 
@@ -97,54 +118,74 @@ def _batch_sizes(rec: SamplingRecord, q: float, level: float) -> Check:
     sizes = np.asarray(rec.sizes)
     values, counts = np.unique(sizes, return_counts=True)
     r, size = int(counts.max()), int(values[np.argmax(counts)])
-    if q >= 1:
-        p = 1.0 if r == t and size == n else 0.0
+    if q >= 1 or t < 2:
+        departs, first, p = False, None, 1.0
     else:
         pmf = stats.binom.pmf(np.arange(n + 1), n, q)
-        p = min(1.0, float(stats.binom.sf(r - 1, t, pmf[pmf > 0]).sum()))
+        hits, null = np.zeros(t - 1), np.zeros(t - 1)
+        seen: dict[int, int] = {}
+        mode = int(sizes[0])
+        for i, s in enumerate(sizes.tolist()):
+            if i:  # the most common size of the steps before this one (predictable)
+                hits[i - 1], null[i - 1] = s == mode, pmf[mode]
+            seen[s] = seen.get(s, 0) + 1
+            if seen[s] > seen[mode]:
+                mode = s
+        null = np.clip(null, 1e-300, 1 - 1e-12)
+        log_e = binomial_log_e(hits, np.ones(t - 1), null, EVENT_RATES)
+        first, p = first_crossing(log_e, level, start=2)
+        departs = first is not None
     return Check(
         "sampling",
         "batch-size law",
         f"{r} of {t} steps held exactly {size} records (sizes {sizes.min()}-{sizes.max()})",
         f"Binomial({n}, {q:.4g}) batch sizes, independent across steps",
-        p <= level,
+        departs,
         level,
-        "most common batch size's count, union bound over the sizes; " + FIXED,
+        "each size equal to the most common size before it, vs its Binomial probability; "
+        + ANYTIME,
         p,
+        "",
+        True,
+        first,
     )
 
 
 def _regularity(rec: SamplingRecord, q: float, level: float) -> Check:
-    n, t = rec.n_records, rec.steps
-    if q >= 1:
-        p = 1.0 if (rec.presence == t).all() else 0.0
-        ratio = 0.0
+    t = rec.steps
+    shared = np.asarray(rec.overlaps[1:], dtype=np.float64)
+    before = np.asarray(rec.sizes[:-1], dtype=np.float64)
+    if q >= 1 or t < 2:
+        departs, first, p = False, None, 1.0
     else:
-        v = t * q * (1 - q)
-        s = float((((rec.presence - t * q) ** 2) / v).sum())
-        ratio = s / n
-        second = n * (3 + (1 - 6 * q * (1 - q)) / v)
-        p = 1.0 if s >= n else math.exp(-((n - s) ** 2) / (2 * second))
+        log_e = binomial_log_e(shared, before, q, rate_grid(q, "less"))
+        first, p = first_crossing(log_e, level, start=2)
+        departs = first is not None
+    expected = q * before.sum()
     return Check(
         "sampling",
         "per-epoch regularity",
-        f"per-record count dispersion {ratio:.3g} of the Binomial's",
-        "1 (each record drawn independently at each step)",
-        p <= level,
+        f"{int(shared.sum())} records shared by consecutive steps ({expected:.4g} expected)",
+        "Binomial(previous batch, q) records shared (each record drawn independently at each "
+        "step)",
+        departs,
         level,
-        "lower tail of the counts' dispersion, Maurer (2003) bound for sums of independent "
-        "non-negative variables; " + FIXED,
+        "records a step shares with the previous one vs Binomial(s_(t-1), q), one-sided; "
+        + ANYTIME,
         p,
-        "records delivered more regularly than independent draws (each about once per epoch: "
-        "a shuffled loader accounted as Poisson)"
-        if p <= level
+        "records delivered more regularly than independent draws (consecutive batches nearly "
+        "disjoint: a shuffled loader accounted as Poisson)"
+        if departs
         else "",
+        True,
+        first,
     )
 
 
 def _exact_facts(rec: SamplingRecord) -> list[Check]:
     mult = np.asarray(rec.max_multiplicity)
     twice = int((mult > 1).sum())
+    first_twice = int(np.argmax(mult > 1)) + 1 if twice else None
     out = [
         Check(
             "sampling",
@@ -155,6 +196,10 @@ def _exact_facts(rec: SamplingRecord) -> list[Check]:
             twice > 0,
             0.0,
             "exact count",
+            None,
+            "",
+            True,
+            first_twice,
         )
     ]
     if rec.out_of_range:
@@ -167,6 +212,10 @@ def _exact_facts(rec: SamplingRecord) -> list[Check]:
                 True,
                 0.0,
                 "exact count",
+                None,
+                "",
+                True,
+                rec.first_out_of_range,
             )
         )
     return out

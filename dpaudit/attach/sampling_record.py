@@ -11,7 +11,10 @@ batch (``by_order``, which cannot see two logical batches accumulated into one s
 
 Kept per record i: the number of noisy steps whose batch held it (``presence``, at most once
 per step); per step: the number of distinct records and the largest multiplicity of one record
-(a record twice in one step, e.g. a sampler drawing with replacement). Memory O(n + steps).
+(a record twice in one step, e.g. a sampler drawing with replacement), the largest ``presence``
+after it (``top_counts``) and how many of its records the previous step also held
+(``overlaps``): the per-step series the anytime-valid checks read
+(:mod:`dpaudit.attach.sampling_checks`). Memory O(n + steps).
 """
 
 from __future__ import annotations
@@ -44,9 +47,15 @@ class SamplingRecord:
         self.max_multiplicity: list[int] = []  # largest count of one record in a step
         self.batches_per_step: list[int] = []  # logical batches merged into each noisy step
         self.batches_delivered = 0
+        self.top_counts: list[int] = []  # largest presence after each noisy step
+        self.overlaps: list[int] = []  # records of each step also in the previous step
         self.out_of_range = 0  # indices outside 0..n_records - 1
+        self.first_out_of_range: int | None = None  # the first step that delivered one
         self.unobservable: str | None = None  # why the indices could not be read, if so
         self._pending: deque[np.ndarray] = deque()
+        self._previous = np.zeros(self.n_records, dtype=bool)  # the previous step's records
+        self._last = np.zeros(0, dtype=np.int64)
+        self._top = 0
 
     def deliver(self, indices: Any) -> None:
         """One logical batch the loader yielded: its dataset indices (any integer sequence)."""
@@ -81,6 +90,8 @@ class SamplingRecord:
             self.sizes.append(0)
             self.max_multiplicity.append(0)
             self.batches_per_step.append(0)
+            self.top_counts.append(self._top)
+            self.overlaps.append(0)
             return
         if self.association == "by_order":
             batches = [self._pending.popleft()] if self._pending else []
@@ -91,9 +102,18 @@ class SamplingRecord:
         bad = (idx < 0) | (idx >= self.n_records)
         if bad.any():
             self.out_of_range += int(bad.sum())
+            if self.first_out_of_range is None:
+                self.first_out_of_range = len(self.sizes) + 1
             idx = idx[~bad]
         uniq, counts = np.unique(idx, return_counts=True)
         self.presence[uniq] += 1
+        if uniq.size:
+            self._top = max(self._top, int(self.presence[uniq].max()))
+        self.top_counts.append(self._top)
+        self.overlaps.append(int(self._previous[uniq].sum()))
+        self._previous[self._last] = False
+        self._previous[uniq] = True
+        self._last = uniq
         self.sizes.append(int(uniq.size))
         self.max_multiplicity.append(int(counts.max()) if counts.size else 0)
         self.batches_per_step.append(len(batches))

@@ -43,11 +43,14 @@ def step_checks(
             "exact count of the noise calls",
             None,
             note,
+            True,
+            claimed_steps + 1 if departs else None,  # type: ignore[operator]
         )
     ]
     if rec is not None and rec.unobservable is None and rec.association == "by_time":
         per = np.asarray(rec.batches_per_step)
         merged, empty = int((per > 1).sum()), int((per == 0).sum())
+        off = np.flatnonzero(per != 1)
         out.append(
             Check(
                 "steps",
@@ -62,6 +65,8 @@ def step_checks(
                 f"{rec.pending_batches} batch(es) delivered after the last noisy step"
                 if rec.pending_batches
                 else "",
+                True,
+                int(off[0]) + 1 if off.size else None,
             )
         )
     return out

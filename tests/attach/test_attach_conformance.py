@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
 
@@ -269,6 +270,9 @@ def test_shuffled_opacus_accounted_as_poisson_departs_at_sampling(memory_manager
     assert rep.departing_stages == ["sampling"]
     names = {c.name for c in rep.checks if c.departs}
     assert "per-epoch regularity" in names
+    # issue 37, item 4: anytime-valid, flagged from the second noisy step (in the score file)
+    first = res.score_file.meta["conformance"]["first_flagged_step"]
+    assert first["sampling: per-epoch regularity"] == 2
     with pytest.raises(ConformanceError, match="DEPARTS from the claim at sampling"):
         rep.raise_if_departs()  # a test in the user's own CI fails with the report
 
@@ -293,6 +297,8 @@ def test_claim_at_half_the_sample_rate_departs_at_accounting(tmp_path) -> None:
     back = scores.read(tmp_path / "s.npz")
     assert back.meta["measured_mechanism"]["epsilon_lower"] == rep.measured["epsilon_lower"]
     assert back.meta["conformance"]["departs"] == ["accounting"]
+    # the accounting check is fixed-sample: read at the end, its step is not recorded
+    assert list(back.meta["conformance"]["first_flagged_step"].values()) == [None]
 
 
 def test_loader_probe_is_transparent_and_released() -> None:
@@ -325,3 +331,104 @@ def test_stages_and_unseen_text_cover_every_stage() -> None:
     from dpaudit.attach.conformance import UNSEEN_TEXT
 
     assert set(UNSEEN_TEXT) == set(STAGES)
+
+
+# --- anytime-valid reading (issue 37, item 4) ------------------------------------------------
+
+
+def test_issue37_item4_false_alarm_rate_read_at_every_step_within_the_level() -> None:
+    """Correct Poisson sampling (n = 200, q = 0.1, 60 steps, 400 seeded record sets), each
+    statistical check at level 0.05 (alpha 0.2): the rate at which a check departs at *some*
+    step is within its level; reading the former fixed-sample mean-rate test at every step and
+    stopping at the first rejection exceeds it (why the checks are anytime-valid)."""
+    rng = np.random.default_rng(7)
+    reps, n, q, steps, alpha = 400, 200, 0.1, 60, 0.2
+    level = alpha / 4
+    hits: dict[str, int] = {}
+    peeking = 0
+    for _ in range(reps):
+        rec = SamplingRecord(n)
+        for b in _batches("poisson", n, q, steps, rng):
+            rec.deliver(b)
+            rec.close_step()
+        for c in sampling_checks(rec, q, alpha):
+            hits[c.name] = hits.get(c.name, 0) + int(c.departs)
+            assert c.departs == (c.first_flagged_step is not None)
+        total = np.cumsum(rec.sizes)
+        trials = n * np.arange(1, steps + 1)
+        lo = stats.binom.cdf(total, trials, q)
+        hi = stats.binom.sf(total - 1, trials, q)
+        peeking += bool((2 * np.minimum(lo, hi) <= level).any())
+    bound = level + 3 * math.sqrt(level * (1 - level) / reps)
+    assert set(hits) >= {"mean rate", "per-record inclusion rate", "batch-size law",
+                         "per-epoch regularity"}
+    for name in ("mean rate", "per-record inclusion rate", "batch-size law",
+                 "per-epoch regularity"):
+        assert hits[name] / reps <= bound, (name, hits[name])
+    assert hits["record twice in one step"] == 0
+    assert peeking / reps > bound  # the fixed-sample test, peeked at, is not valid
+
+
+def test_issue37_item4_first_flagged_step_of_shuffled_and_weighted_samplers() -> None:
+    """A shuffled fixed-size loader accounted as Poisson departs at the regularity check from
+    step 2 (two consecutive batches of one epoch are disjoint) and at the batch-size law within
+    a few steps; a weighted sampler (the first tenth 10x as likely) departs at the per-record
+    rate within its first epochs. report_at(step) reads the report as it stood then."""
+    shuffled = sampling_checks(_record("shuffle", steps=40), 0.25, 0.01)
+    first = {c.name: c.first_flagged_step for c in shuffled}
+    assert first["per-epoch regularity"] == 2
+    assert first["batch-size law"] is not None and first["batch-size law"] <= 5
+    weighted = sampling_checks(_record("weighted", steps=40), 0.25, 0.01)
+    first_w = {c.name: c.first_flagged_step for c in weighted}
+    assert first_w["per-record inclusion rate"] is not None
+    assert first_w["per-record inclusion rate"] <= 20
+    assert first_w["record twice in one step"] == 1
+
+    c = GradientCanaries(10, 50, 0.25, 1.0)
+    rng = np.random.default_rng(0)
+    live = []  # the report read mid-training, after each step (anytime-valid)
+    for b in _batches("shuffle", 300, 0.25, 8, rng):
+        c.record_batch(b, 300)
+        c.draw_step()
+        c.observe(rng.standard_normal(50))
+        mid = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
+        live.append("sampling" in mid.departing_stages)
+    assert live == [False] + [True] * 7  # stop the training at step 2
+    rep = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
+    assert "DEPARTS from step 2] sampling: per-epoch regularity" in str(rep)
+    assert not rep.report_at(1).departs
+    at2 = rep.report_at(2)
+    assert at2.departing_stages == ["sampling"] and "per-epoch regularity" in str(at2)
+    assert all(x.anytime for x in at2.checks)  # the fixed-sample accounting check is left out
+    assert "accounting" not in at2.seen and rep.table()["first_flagged_step"].notna().any()
+    with pytest.raises(ValueError, match="step must be an integer"):
+        rep.report_at(-1)
+
+
+def test_issue37_item4_noise_first_flagged_step_in_a_hand_written_loop() -> None:
+    """10% too little noise over 40 steps of m = 200: the noise check's e-process, kept after
+    each observed step, departs before the end and the report says from which step."""
+    rng = np.random.default_rng(0)
+    c = GradientCanaries(200, 400, 0.25, 2.0, seed=0)
+    for _ in range(40):
+        c.draw_step()
+        c.observe(c.canary_gradient(c.last_draw) + 2.0 / 1.1 * rng.standard_normal(400))
+    rep = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
+    noise = [x for x in rep.checks if x.stage == "noise"][0]
+    assert noise.departs and 1 < noise.first_flagged_step < 40
+    assert "noise" not in rep.report_at(noise.first_flagged_step - 1).departing_stages
+    assert "noise" in rep.report_at(noise.first_flagged_step).departing_stages
+
+
+def test_issue37_item4_record_keeps_the_per_step_series_the_anytime_checks_read() -> None:
+    """top_counts: the largest per-record count after each step; overlaps: the records a step
+    shares with the previous one; first_out_of_range: the first step with a bad index."""
+    rec = SamplingRecord(5)
+    for b in ([0, 1], [1, 2], [3], [1, 3, 9]):
+        rec.deliver(b)
+        rec.close_step()
+    assert rec.top_counts == [1, 2, 2, 3]
+    assert rec.overlaps == [0, 1, 0, 1]
+    assert rec.first_out_of_range == 4 and rec.out_of_range == 1
+    bad = [c for c in sampling_checks(rec, 0.5, 0.01) if c.name == "indices outside the dataset"]
+    assert bad[0].departs and bad[0].first_flagged_step == 4
