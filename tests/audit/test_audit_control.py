@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from dpaudit.audit import NO_CANARY_NOTE, NOT_FAIR_COIN, run_estimator
+from dpaudit.audit import NO_CANARY_NOTE, run_estimator
 from dpaudit.scores import ScoreFile
 
 
@@ -32,7 +32,7 @@ def test_issue36_item1_all_out_file_read_as_coins_gives_no_bound():
     (a bound above 1 on b656a52); 0 of 400 IN is no fair coin, so no row carries a bound."""
     frame = run_estimator(_file("coins"), "one_run", {"method": "one_run"})
     assert frame["epsilon"].isna().all() and not frame["valid"].any()
-    assert (frame["note"] == NOT_FAIR_COIN.format(detail="0 of 400 IN")).all()
+    assert (frame["note"] == "no verdict: membership is not a fair coin (0 of 400 IN)").all()
 
 
 def test_no_canary_control_rows_have_no_bound_but_keep_accuracy():

@@ -129,7 +129,7 @@ def test_issue36_item1_only_in_or_only_out_gives_no_bound_at_any_size():
     "law, detail",
     [
         (0.9, "the file declares inclusion probability 0.9"),
-        (scores.FIXED_INCLUSION, "the file declares membership fixed by its design"),
+        ("fixed", "the file declares membership fixed by its design"),
     ],
 )
 def test_issue36_item1_a_declared_law_other_than_a_fair_coin_gives_no_one_run_bound(law, detail):
