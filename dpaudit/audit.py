@@ -10,7 +10,10 @@ every mechanism, else a trade-off family, :data:`dpaudit.estimators.registry.ASS
 then each method's diagnostics. ``tradeoff_family`` is the family the score file declares the
 mechanism's trade-off curve to have (``meta["tradeoff_family"]``, e.g. ``gdp`` for a simulated
 Gaussian mechanism; ``""`` when it declares none): a verdict may use a row that assumes that
-same family (:func:`dpaudit.tables.add_verdicts`).
+same family (:func:`dpaudit.tables.add_verdicts`). ``membership_pvalue`` tests the file's IN
+count against the inclusion law it declares (:func:`membership_pvalue`); where the membership
+is not plausibly fair coins, the rows of an estimator whose theorem needs them carry no bound
+(:func:`fair_coin_failure`, :data:`NOT_FAIR_COIN`).
 """
 
 from __future__ import annotations
