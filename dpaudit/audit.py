@@ -10,7 +10,10 @@ every mechanism, else a trade-off family, :data:`dpaudit.estimators.registry.ASS
 then each method's diagnostics. ``tradeoff_family`` is the family the score file declares the
 mechanism's trade-off curve to have (``meta["tradeoff_family"]``, e.g. ``gdp`` for a simulated
 Gaussian mechanism; ``""`` when it declares none): a verdict may use a row that assumes that
-same family (:func:`dpaudit.tables.add_verdicts`).
+same family (:func:`dpaudit.tables.add_verdicts`). ``membership_pvalue`` tests the file's IN
+count against the inclusion law it declares (:func:`membership_pvalue`); where the membership
+is not plausibly fair coins, the rows of an estimator whose theorem needs them carry no bound
+(:func:`fair_coin_failure`, :data:`NOT_FAIR_COIN`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from dpaudit import estimators
-from dpaudit.scores import ScoreFile, ScoreFileError
+from dpaudit.scores import FAIR_COIN, FIXED_INCLUSION, ScoreFile, ScoreFileError
 
 #: Columns every audit table starts with, in this order.
 ID_COLUMNS = [
@@ -81,6 +84,7 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     rows = [_assumes_after_valid(row) for row in rows]
     if sf.meta.get("canaries_inserted") == "none":
         rows = [_control_row(row) for row in rows]
+    rows = [_membership_row(row, sf, method.coins) for row in rows]
     ident = {
         "experiment": sf.meta["experiment"],
         "setting": sf.meta["setting"],
@@ -232,6 +236,79 @@ def _control_row(row: Mapping[str, Any]) -> dict[str, Any]:
     ``valid`` False and ``note`` says why.
     """
     return {**row, "epsilon": float("nan"), "valid": False, "note": NO_CANARY_NOTE}
+
+
+#: Level of the two-sided exact binomial test of a score file's IN count against the inclusion
+#: law it declares (:func:`membership_pvalue`; the law: :data:`dpaudit.scores.INCLUSION_KEY`).
+#: Where it rejects, the rows of an estimator whose theorem needs independent fair coins
+#: (:attr:`dpaudit.estimators.registry.Method.coins`) carry no bound (:func:`fair_coin_failure`).
+#: Withholding a bound never makes a reported one wrong (a wrong valid bound still has
+#: probability at most 1 - confidence), so the level only sets how often an honest file loses
+#: its bound (one in a thousand) against how far from half its IN count may stray: at m = 1000
+#: canaries, 500 +- 52 IN pass and 553 or more (447 or fewer) are rejected.
+MEMBERSHIP_TEST_LEVEL = 1e-3
+
+#: The ``note`` and the verdict (:func:`dpaudit.tables.verdict_reasons`) of a row whose coins are
+#: not plausible fair coins: ``NOT_FAIR_COIN.format(detail="990 of 1000 IN")``.
+NOT_FAIR_COIN = "no verdict: membership is not a fair coin ({detail})"
+
+
+def membership_counts(sf: ScoreFile, trial: int | None = None) -> tuple[int, int]:
+    """(IN canaries, canaries) of trial ``trial`` of ``sf`` (``None``: of every trial)."""
+    member = sf.membership if trial is None else sf.membership[trial]
+    return int(member.sum()), int(member.size)
+
+
+def membership_pvalue(sf: ScoreFile, trial: int | None = None) -> float:
+    """The p-value of the two-sided exact binomial test (:func:`scipy.stats.binomtest`) of the IN
+    count of trial ``trial`` of ``sf`` (``None``: every trial) against the file's declared
+    inclusion probability (:attr:`dpaudit.scores.ScoreFile.inclusion_probability`); NaN for a
+    design whose membership is fixed, not drawn."""
+    law = sf.inclusion_probability
+    if law == FIXED_INCLUSION:
+        return math.nan
+    return _binomial_pvalue(*membership_counts(sf, trial), float(law))
+
+
+@functools.lru_cache(maxsize=1024)
+def _binomial_pvalue(n_in: int, n: int, p: float) -> float:
+    if p in (0.0, 1.0):  # a degenerate law: only its one count is possible
+        return 1.0 if n_in == n * p else 0.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(n_in, n, p).pvalue)
+
+
+def fair_coin_failure(sf: ScoreFile, trial: int | None = None) -> str:
+    """Why the membership of trial ``trial`` of ``sf`` (``None``: every trial) cannot be read as
+    independent fair coins, ``""`` where it can: the file declares another law
+    (:data:`dpaudit.scores.INCLUSION_KEY`), or its canaries are all IN or all OUT, or the
+    two-sided binomial test of the IN count against a fair coin rejects at
+    :data:`MEMBERSHIP_TEST_LEVEL` (then ``"990 of 1000 IN"``)."""
+    law = sf.inclusion_probability
+    if law == FIXED_INCLUSION:
+        return "the file declares membership fixed by its design"
+    if law != FAIR_COIN:
+        return f"the file declares inclusion probability {law:g}"
+    n_in, n = membership_counts(sf, trial)
+    if n_in in (0, n) or membership_pvalue(sf, trial) < MEMBERSHIP_TEST_LEVEL:
+        return f"{n_in} of {n} IN"
+    return ""
+
+
+def _membership_row(row: Mapping[str, Any], sf: ScoreFile, coins: bool) -> dict[str, Any]:
+    """``row`` with ``membership_pvalue`` (:func:`membership_pvalue` of the row's trial for a
+    one-run file, whose trials each draw their own coins; of the whole file otherwise) and, for
+    an estimator whose theorem needs fair coins (``coins``) on a file whose membership is not
+    plausible under them (:func:`fair_coin_failure`), no bound: ``epsilon`` NaN, ``valid``
+    False and ``note`` :data:`NOT_FAIR_COIN`. A no-canary control keeps its own note."""
+    trial = row.get("trial") if sf.meta["design"] == "one_run" else None
+    trial = None if trial is None else int(trial)
+    out = {**row, "membership_pvalue": membership_pvalue(sf, trial)}
+    failure = fair_coin_failure(sf, trial) if coins and row.get("note") != NO_CANARY_NOTE else ""
+    if failure:
+        out.update(epsilon=math.nan, valid=False, note=NOT_FAIR_COIN.format(detail=failure))
+    return out
 
 
 def audit(files: list[ScoreFile], specs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -9,7 +9,8 @@ dpaudit needed) holding three arrays of one shape ``(trials, canaries)`` and one
                          simulated files; read back as float64).
 ``membership``  int8     1 if the canary was included in the training data of that trial, else 0.
 ``canary_id``   int64    a stable identifier of each canary (unique within a trial).
-``meta``        0-d str  JSON object with the per-file metadata (see :data:`REQUIRED_META`).
+``meta``        0-d str  JSON object with the per-file metadata (see :data:`REQUIRED_META`;
+                         the optional inclusion law of the canaries: :data:`INCLUSION_KEY`).
 
 ``membership`` and ``canary_id`` are stored as a single row, shape ``(1, canaries)``, when every
 trial has the same row (e.g. the LiDP design: the same K inserted and m null canaries in every
@@ -67,6 +68,19 @@ STORAGE_META = ("format_version", "score_dtype")
 #: Allowed on-disk dtypes of ``score`` (metadata key ``score_dtype``; default float64).
 SCORE_DTYPES = {"float64": np.float64, "float32": np.float32}
 
+#: Optional metadata key: the inclusion law of the canaries under the file's design. A number p
+#: in [0, 1]: each canary of each trial is IN independently with probability p (the one-run
+#: designs' fair coins, Steinke, Nasr, Jagielski 2023, Alg. 1: p = 1/2; a no-canary control:
+#: 0); :data:`FIXED_INCLUSION`: membership is set by the design, not drawn (LiDP's K inserted
+#: and m null canaries per trial; the batched Gaussian mechanism's runs on each side). A file
+#: without the key declares a fair coin (:data:`FAIR_COIN`), so files written before the key
+#: read unchanged. :func:`dpaudit.audit.membership_pvalue` tests the IN count against it.
+INCLUSION_KEY = "inclusion_probability"
+#: The inclusion probability of a fair coin (the default law).
+FAIR_COIN = 0.5
+#: The value of :data:`INCLUSION_KEY` of a design whose membership is not random.
+FIXED_INCLUSION = "fixed"
+
 
 class ScoreFileError(ValueError):
     """A score file (or the arrays meant for one) breaks the contract."""
@@ -112,6 +126,13 @@ class ScoreFile:
     @property
     def delta(self) -> float:
         return float(self.meta["delta"])
+
+    @property
+    def inclusion_probability(self) -> float | str:
+        """The declared inclusion law (:data:`INCLUSION_KEY`): p in [0, 1], or
+        :data:`FIXED_INCLUSION`; :data:`FAIR_COIN` when the file declares none."""
+        value = self.meta.get(INCLUSION_KEY, FAIR_COIN)
+        return value if value == FIXED_INCLUSION else float(value)
 
     def to_frame(self):
         """The long (tidy) form: one row per (trial, canary)."""
@@ -241,6 +262,20 @@ def validate(sf: ScoreFile) -> None:
             f"privacy guarantee, got {_as_json(eps)}",
         )
     _check_meta_extras(sf.meta, src)
+    _check_inclusion(sf.meta, src)
+
+
+def _check_inclusion(meta: dict[str, Any], src: str) -> None:
+    """:data:`INCLUSION_KEY`, where given, is a probability or :data:`FIXED_INCLUSION`."""
+    value = meta.get(INCLUSION_KEY, FAIR_COIN)
+    if value == FIXED_INCLUSION or (_is_number(value) and 0 <= value <= 1):
+        return
+    _fail(
+        src,
+        f"metadata {INCLUSION_KEY!r} must be a probability in [0, 1] (each canary IN "
+        f"independently with it) or {FIXED_INCLUSION!r} (membership set by the design), got "
+        f"{value!r}; leave the key out for a fair coin ({FAIR_COIN})",
+    )
 
 
 def _check_required(meta: dict[str, Any], src: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpaudit.audit import EVIDENCE_UNITS, ID_COLUMNS, NO_CANARY_NOTE
+from dpaudit.audit import EVIDENCE_UNITS, ID_COLUMNS, NO_CANARY_NOTE, NOT_FAIR_COIN
 from dpaudit.io import atomic_path
 
 #: The last line of a per-setting audit CSV: its number of data rows.
@@ -72,9 +72,10 @@ def check_rows(table: pd.DataFrame, source: str) -> None:
         )
     missing = table[REQUIRED_COLUMNS].isna()
     if "note" in table.columns:
-        # the no-canary control's rows carry no bound by design (dpaudit.audit), not by damage
-        control = (table["note"] == NO_CANARY_NOTE) & ~table["valid"].astype(bool)
-        missing.loc[control, "epsilon"] = False
+        # the rows of a no-canary control and of membership that is not a fair coin carry no
+        # bound by design (dpaudit.audit), not by damage
+        no_bound = (table["note"] == NO_CANARY_NOTE) | _not_fair_coin(table)
+        missing.loc[no_bound & ~table["valid"].astype(bool), "epsilon"] = False
     if missing.any().any():
         pos = int(missing.any(axis=1).to_numpy().argmax())
         cols = [c for c in REQUIRED_COLUMNS if missing[c].iloc[pos]]
@@ -264,6 +265,12 @@ def _text(table: pd.DataFrame, column: str) -> pd.Series:
     return values.where(values.notna(), "").astype(str)
 
 
+def _not_fair_coin(table: pd.DataFrame) -> pd.Series:
+    """Rows whose ``note`` is :data:`dpaudit.audit.NOT_FAIR_COIN` (no bound: their estimator
+    needs fair coins, and the file's membership is not plausible under them)."""
+    return _text(table, "note").str.startswith(NOT_FAIR_COIN.partition("{")[0])
+
+
 def _is_valid(table: pd.DataFrame) -> pd.Series:
     return table["valid"].astype(str).str.lower().isin(["true", "1"])
 
@@ -283,9 +290,12 @@ def verdict_reasons(table: pd.DataFrame, *, need_claim: bool = True) -> pd.Serie
     delta, which may exceed the claimed epsilon of an honest mechanism. A row whose
     ``not_covered`` is set audits a game the claim does not speak about
     (:func:`dpaudit.audit.not_covered`): a bound above the claim there refutes nothing.
-    Precedence: no claim, then not a valid bound, then the assumed family, then the delta, then
-    the coverage. ``need_claim=False`` leaves out the first (a row without a finite claim is
-    then judged as a bound only: the "largest valid bound" of ``dpaudit audit --json``)."""
+    A row whose estimator needs fair coins on a file whose membership is not plausible under
+    them (``note`` :data:`dpaudit.audit.NOT_FAIR_COIN`, e.g. 990 of 1000 IN) has no bound and
+    reads that note. Precedence: the coins, then no claim, then not a valid bound, then the
+    assumed family, then the delta, then the coverage. ``need_claim=False`` leaves out the claim
+    (a row without a finite claim is then judged as a bound only: the "largest valid bound" of
+    ``dpaudit audit --json``)."""
     claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
     assumed = _text(table, "assumes")
     declared = _text(table, "tradeoff_family")
@@ -302,6 +312,8 @@ def verdict_reasons(table: pd.DataFrame, *, need_claim: bool = True) -> pd.Serie
     reasons[~_is_valid(table)] = NOT_A_BOUND
     if need_claim:
         reasons[~np.isfinite(claimed.fillna(np.inf))] = NO_CLAIM  # none, or inf: no guarantee
+    coins = _not_fair_coin(table)
+    reasons[coins] = _text(table, "note")[coins]
     return reasons
 
 
@@ -394,12 +406,13 @@ def verdict_table(
     epsilon where there is one (a full shuffle: Chua et al. 2024, via
     :func:`dpaudit.audit.shuffle_lower_bound`; NaN otherwise). ``excluded`` names the valid
     rows kept out of the maximum because the claim does not cover their game (the
-    ``not_covered`` column, e.g. the partially-informed adversary under Poisson sampling), with
-    their verdict text; an implementation with only such rows gets a row with no bound and that
-    text as its verdict. ``estimator`` keeps the rows of one estimator block
-    (``None``: all); ``flagged`` is 1 where the verdict is :data:`FLAGGED`. A table with a bound
-    above what its canaries can certify is refused, naming ``source`` and the row
-    (:func:`check_certifiable`)."""
+    ``not_covered`` column, e.g. the partially-informed adversary under Poisson sampling), and
+    the rows left without a bound because their file's membership is not a fair coin
+    (:data:`dpaudit.audit.NOT_FAIR_COIN`), with their verdict text; an implementation with only
+    such rows gets a row with no bound and that text as its verdict. ``estimator`` keeps the
+    rows of one estimator block (``None``: all); ``flagged`` is 1 where the verdict is
+    :data:`FLAGGED`. A table with a bound above what its canaries can certify is refused,
+    naming ``source`` and the row (:func:`check_certifiable`)."""
     check_certifiable(table, source)
     missing = [
         c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
@@ -415,7 +428,7 @@ def verdict_table(
     # rows the claim does not cover: valid bounds kept out of the maximum, named in the table
     uncovered = _text(rows, "not_covered")
     outside = (uncovered != "") & (reasons == uncovered.map(lambda r: NOT_COVERED.format(reason=r)))
-    keep = (reasons == "") | outside
+    keep = (reasons == "") | outside | _not_fair_coin(rows)
     out = []
     for key, g in rows[keep].groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
         usable = g[reasons[g.index] == ""]

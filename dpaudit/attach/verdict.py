@@ -33,7 +33,7 @@ import pandas as pd
 # VERDICT_ESTIMATORS: re-exported, the verdict's estimators are part of this module's API
 from dpaudit.attach.verdict_estimators import VERDICT_ESTIMATORS as VERDICT_ESTIMATORS
 from dpaudit.attach.verdict_estimators import verdict_specs
-from dpaudit.scores import FORMAT_VERSION, ScoreFile, ScoreFileError
+from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile, ScoreFileError
 
 if TYPE_CHECKING:
     from dpaudit.attach.power import Power
@@ -232,6 +232,7 @@ def make_score_file(
         "setting": setting,
         "seed": seed,
         "design": "one_run",
+        INCLUSION_KEY: FAIR_COIN,  # the canaries' coins (audited: dpaudit.audit.fair_coin_failure)
         "threat_model": threat_model,
         "m": int(score.size),
         **(dict(extra_meta) if extra_meta else {}),
@@ -345,7 +346,12 @@ class AuditResult:
             f"joint confidence {v['joint_confidence']:.3g}); this run can certify at most "
             f"{v['largest_detectable_epsilon']:.3g}; verdict: {v['verdict']}"
         )
-        if math.isfinite(claim) and claim >= v["largest_detectable_epsilon"]:
+        if math.isnan(v["epsilon_lower_bound"]):  # e.g. membership that is not a fair coin
+            text = (
+                f"claimed epsilon {claim_text} at delta {v['delta']:.3g} ({v['accountant']}); "
+                f"no valid lower bound; verdict: {v['verdict']}"
+            )
+        elif math.isfinite(claim) and claim >= v["largest_detectable_epsilon"]:
             text += (
                 f" (the claim is above what {int(v['m'])} canaries can certify: this run could "
                 "not have flagged it; use more canaries)"
@@ -392,8 +398,11 @@ def audit_file(
     rows = table[table["in_verdict"]]
     by = ["experiment", "setting"]
     ceiling = largest_detectable_epsilon(sf.n_canaries, sf.delta, confidence)
+    eps = pd.to_numeric(rows["epsilon"])
+    # no bound at all where the membership is not a fair coin (dpaudit.audit.fair_coin_failure)
+    best_idx = eps.idxmax() if eps.notna().any() else rows.index[0]
     if sf.meta["claimed_epsilon"] is None:
-        best = rows.loc[pd.to_numeric(rows["epsilon"]).idxmax()]
+        best = rows.loc[best_idx]
         verdict = pd.DataFrame(
             [
                 {
@@ -405,13 +414,12 @@ def audit_file(
                     "rows_combined": len(rows),
                     "joint_confidence": confidence,
                     "flagged": 0,
-                    "verdict": NO_CLAIM,
+                    "verdict": NO_CLAIM if eps.notna().any() else best["verdict"],
                 }
             ]
         )
     else:
         verdict = verdict_table(rows, by)
-    best_idx = pd.to_numeric(rows["epsilon"]).idxmax()
     verdict.insert(3, "delta", sf.delta)
     verdict.insert(4, "accountant", sf.meta["accountant"])
     verdict["estimator"] = rows.loc[best_idx, "estimator"]

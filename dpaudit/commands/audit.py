@@ -15,7 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--config, each --estimator names a method run with its default parameters; with "
         "--config, names refer to the config's estimator blocks. Default: every method (or "
         "block) whose bounds assume no trade-off family (column 'assumes' empty); name the "
-        "others (e.g. the GDP tests) to run them.",
+        "others (e.g. the GDP tests) to run them. The one-run bounds need the canaries' "
+        "membership to be independent fair coins: where a file's IN count is implausible under "
+        "the inclusion law it declares (two-sided exact binomial test, p-value in column "
+        "membership_pvalue, level dpaudit.audit.MEMBERSHIP_TEST_LEVEL), their rows carry no "
+        "bound and say why (column note).",
     )
     p.add_argument("scorefiles", nargs="+", metavar="SCOREFILE", help="score files (.npz)")
     p.add_argument(
@@ -145,10 +149,14 @@ def run(args: argparse.Namespace) -> int:
                 "valid",
                 "assumes",
                 "claimed_epsilon",
+                "membership_pvalue",
             )
             if c in table.columns
         ]
-        print(table[cols].to_string(index=False) if len(table) else "no estimator applies")
+        if "note" in table.columns and table["note"].notna().any():  # why a row has no bound
+            cols.append("note")
+        shown = table[cols].fillna({"note": ""}) if "note" in cols else table[cols]
+        print(shown.to_string(index=False) if len(table) else "no estimator applies")
     return 0
 
 

@@ -28,11 +28,19 @@ class Method:
     """One estimator method: its name, the score-file designs it applies to and where its
     runner lives (``"module:function"``). The runner's module is imported on first use of
     :attr:`run`, so that reading the names and designs (the workflow does, in every Snakemake
-    process, each cluster job's included) imports no estimator family and none of SciPy."""
+    process, each cluster job's included) imports no estimator family and none of SciPy.
+
+    ``coins``: the method's theorem takes the canaries' membership to be independent fair coins
+    (the one-run bounds: Steinke, Nasr, Jagielski 2023, arXiv:2305.08846, Sec. 3 and Thm. 3.1;
+    Xiang et al. 2025, arXiv:2509.08704; Mahloujifar, Melis, Chaudhuri 2025, arXiv:2410.22235).
+    Its rows are valid only on a file whose membership is plausible under a declared fair coin
+    (:func:`dpaudit.audit.fair_coin_failure`). The others condition on the membership (the
+    multi-run and LiDP bounds count IN and OUT scores separately) or give no valid bound."""
 
     name: str
     designs: tuple[str, ...]
     runner: str
+    coins: bool = False
 
     @property
     def run(self) -> Runner:
@@ -121,8 +129,8 @@ def family_free(block: dict[str, Any]) -> bool:
     return block_assumes(block) == FAMILY_FREE
 
 
-def _method(name: str, designs: tuple[str, ...], runner: str) -> Method:
-    return Method(name, designs, f"dpaudit.estimators.{runner}")
+def _method(name: str, designs: tuple[str, ...], runner: str, coins: bool = False) -> Method:
+    return Method(name, designs, f"dpaudit.estimators.{runner}", coins)
 
 
 METHODS: dict[str, Method] = {
@@ -133,12 +141,17 @@ METHODS: dict[str, Method] = {
             ("one_run", "multi_run", "lidp"),
             "attack_metrics_audit:run_attack_metrics",
         ),
-        _method("fdp_one_run", ("one_run",), "fdp_one_run_audit:run_fdp_one_run"),
-        _method("fdp_abstention", ("one_run",), "fdp_abstention_audit:run_fdp_abstention"),
+        _method("fdp_one_run", ("one_run",), "fdp_one_run_audit:run_fdp_one_run", coins=True),
+        _method(
+            "fdp_abstention",
+            ("one_run",),
+            "fdp_abstention_audit:run_fdp_abstention",
+            coins=True,
+        ),
         _method("lidp", ("lidp",), "lidp_audit:run_lidp"),
         _method("multi_run_cp", ("multi_run",), "multi_run_audit:run_multi_run_cp"),
         _method("gdp_fit", ("multi_run",), "multi_run_audit:run_gdp_fit"),
-        _method("one_run", ("one_run",), "one_run_audit:run_one_run"),
+        _method("one_run", ("one_run",), "one_run_audit:run_one_run", coins=True),
     )
 }
 

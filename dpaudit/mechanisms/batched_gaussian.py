@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit import likelihood_ratios
-from dpaudit.scores import ScoreFile
+from dpaudit.scores import FIXED_INCLUSION, INCLUSION_KEY, ScoreFile
 
 #: The batched Gaussian mechanism's threat models (the adversary's knowledge of the batches).
 BGM_THREAT_MODELS = ("natural", "partially_informed", "worst_case")
@@ -204,6 +204,7 @@ def bgm_score_file(
         "setting": setting,
         "seed": int(seed),
         "design": "multi_run",
+        INCLUSION_KEY: FIXED_INCLUSION,  # runs_per_hypothesis runs on each side
         "threat_model": f"bgm_{threat_model}",
         "claimed_epsilon": float(poisson if claimed_epsilon is None else claimed_epsilon),
         "delta": float(delta),

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from dpaudit.scores import FORMAT_VERSION, ScoreFile
+from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 
 
 def dpsgd_scores(
@@ -95,6 +95,7 @@ def dpsgd_score_file(
         "setting": setting or f"sigma{sigma:g}_q{q:g}_T{steps}",
         "seed": int(seed),
         "design": "one_run",
+        INCLUSION_KEY: FAIR_COIN,
         "threat_model": "simulation",
         "claimed_epsilon": claimed_epsilon(sigma, q, steps, delta),
         "delta": float(delta),

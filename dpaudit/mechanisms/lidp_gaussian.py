@@ -48,7 +48,7 @@ import numpy as np
 from scipy import optimize
 
 from dpaudit.accounting.gaussian import gaussian_rdp_epsilon, gdp_epsilon
-from dpaudit.scores import ScoreFile, write
+from dpaudit.scores import FIXED_INCLUSION, INCLUSION_KEY, ScoreFile, write
 
 #: Trials sampled per vectorised block (bounds memory at CHUNK * p^2 doubles).
 CHUNK_BYTES = 64 * 2**20
@@ -380,6 +380,7 @@ def score_file(
         "setting": setting or f"eps{epsilon:g}_K{K}_d{d}",
         "seed": int(seed),
         "design": "lidp",
+        INCLUSION_KEY: FIXED_INCLUSION,  # K inserted and m null canaries in every trial
         "threat_model": "simulation",
         "claimed_epsilon": float(epsilon),
         "delta": float(delta),

@@ -15,7 +15,7 @@ import numpy as np
 from scipy import special
 
 from dpaudit.accounting.gaussian import gdp_epsilon
-from dpaudit.scores import FORMAT_VERSION, ScoreFile
+from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 
 
 def gaussian_game(
@@ -38,6 +38,7 @@ def _meta(experiment: str, setting: str, seed: int, eps: float, delta: float, **
         "setting": setting,
         "seed": int(seed),
         "design": "one_run",
+        INCLUSION_KEY: FAIR_COIN,
         "threat_model": "simulation",
         "claimed_epsilon": float(eps),
         "delta": float(delta),

@@ -28,7 +28,7 @@ from scipy import stats
 
 from dpaudit.accounting import selection as sel
 from dpaudit.accounting.selection import RunCountDistribution
-from dpaudit.scores import ScoreFile
+from dpaudit.scores import FAIR_COIN, INCLUSION_KEY, ScoreFile
 
 NULL_SCORE = -np.finfo(np.float64).max
 
@@ -90,6 +90,7 @@ def score_file(
         "setting": setting,
         "seed": int(seed),
         "design": "multi_run",
+        INCLUSION_KEY: FAIR_COIN,
         "threat_model": "simulation",
         "claimed_epsilon": claimed_epsilon,
         "delta": float(delta),

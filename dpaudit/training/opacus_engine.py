@@ -21,7 +21,7 @@ import torch
 from dpaudit.canaries.inclusion import fair_coins
 from dpaudit.canaries.input_space import random_inputs
 from dpaudit.models import build_for_data
-from dpaudit.scores import FORMAT_VERSION, ScoreFile
+from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 from dpaudit.seeding import derive_seed
 from dpaudit.training.dpsgd import summary, train_with_canaries
 from dpaudit.training.shard import check_finite_scores
@@ -96,6 +96,7 @@ def run_setting(
         "setting": setting,
         "seed": seed,
         "design": "one_run",
+        INCLUSION_KEY: FAIR_COIN,
         "threat_model": "black_box_loss",
         "score": "minus_loss",
         "canary_type": canaries["type"],

@@ -66,7 +66,7 @@ from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
 from dpaudit.canaries import gradient_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
 from dpaudit.models import build_for_data
-from dpaudit.scores import FORMAT_VERSION, ScoreFile
+from dpaudit.scores import FAIR_COIN, FIXED_INCLUSION, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 from dpaudit.training.device import resolve_device
 from dpaudit.training.readout import all_logits, input_pool
 from dpaudit.training.samplers import SamplerSpec
@@ -348,6 +348,7 @@ def _shard_meta(
         "score": SCORE_NAMES[threat_model],
         "canary_type": c["type"],
         "canaries_inserted": c["insert"],
+        INCLUSION_KEY: inclusion_law(spec.design, c["insert"]),
         "neighbouring": c["neighbouring"],
         "adversary": c["adversary"],
         "statistic": c["statistic"] if threat_model == "per_step_dot" else None,
@@ -387,6 +388,17 @@ SCORE_NAMES = {
     "final_model_cosine": "minus_cosine_canary_final_params",
     "per_step_dot": "sum_t_noisy_gradient_dot_unit_canary",
 }
+
+
+def inclusion_law(design: str, insert: str = "coins") -> float | str:
+    """The inclusion law of the canaries :func:`_draw_canaries` draws (the score file's
+    :data:`dpaudit.scores.INCLUSION_KEY`): a fair coin per canary (``one_run``) or per trial's
+    target (``multi_run``, the tuning protocol's worlds included); every canary OUT for a
+    ``one_run`` control (``canaries.insert: none``); fixed by the design for ``lidp`` (k
+    inserted, k null)."""
+    if design == "lidp":
+        return FIXED_INCLUSION
+    return 0.0 if design == "one_run" and insert == "none" else FAIR_COIN
 
 
 def _draw_canaries(

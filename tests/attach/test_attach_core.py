@@ -276,3 +276,30 @@ def test_verdict_estimators_are_family_free():
     assert {name: block_assumes(spec) for name, spec in VERDICT_ESTIMATORS.items()} == {
         name: "" for name in VERDICT_ESTIMATORS
     }
+
+
+@pytest.mark.parametrize("n_in", [1000, 990, 900])
+def test_issue36_item1_pure_noise_not_a_fair_coin_is_never_flagged(n_in: int) -> None:
+    """Issue 36, item 1: pure N(0, 1) scores with 1000 / 990 / 900 of 1000 IN (b656a52: largest
+    valid lower bound 4.11 / 3.57 / 1.86, flagged against claim 1) give no valid bound; the
+    verdict names the count."""
+    rng = np.random.default_rng(n_in)
+    member = np.zeros(1000, dtype=np.int8)
+    member[rng.permutation(1000)[:n_in]] = 1
+    result = audit_scores(rng.standard_normal(1000), member, 1.0, delta=1e-5)
+    assert not result.flagged
+    valid = result.table[result.table["valid"].astype(bool)]
+    assert valid.empty or valid["epsilon"].max() <= 0.3
+    note = f"no verdict: membership is not a fair coin ({n_in} of 1000 IN)"
+    assert result.verdict["verdict"].iloc[0] == note and note in str(result)
+    assert (result.table["membership_pvalue"] < 1e-3).all()
+
+
+def test_issue36_item1_fair_coin_run_keeps_its_bound_and_pvalue() -> None:
+    """Issue 36, item 1: the same scores with the attached canaries' fair coins keep the bound
+    (here a planted signal, flagged) and report the binomial test's p-value."""
+    c = InputCanaries(1000, "random_input", seed=0, input_shape=(4,), n_classes=2)
+    result = c.audit(1.0, delta=1e-5, scores=3.0 * c.membership)
+    assert result.flagged and result.lower_bound > 1.0
+    assert (result.table["membership_pvalue"] > 1e-3).all()
+    assert result.score_file.meta["inclusion_probability"] == 0.5

@@ -27,10 +27,12 @@ def _file(inserted: str) -> ScoreFile:
     return ScoreFile(rng.normal(size=(1, m)), member, np.arange(m)[None], meta)
 
 
-def test_all_out_file_read_as_coins_gives_a_large_bound():
-    # what the control's rows would say without the guard: every "out" guess is right
+def test_issue36_item1_all_out_file_read_as_coins_gives_no_bound():
+    """Issue 36, item 1: read as fair coins, an all-OUT file would make every "out" guess right
+    (a bound above 1 on b656a52); 0 of 400 IN is no fair coin, so no row carries a bound."""
     frame = run_estimator(_file("coins"), "one_run", {"method": "one_run"})
-    assert frame["epsilon"].max() > 1.0
+    assert frame["epsilon"].isna().all() and not frame["valid"].any()
+    assert (frame["note"] == "no verdict: membership is not a fair coin (0 of 400 IN)").all()
 
 
 def test_no_canary_control_rows_have_no_bound_but_keep_accuracy():

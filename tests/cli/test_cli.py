@@ -86,6 +86,41 @@ def test_audit_command_on_score_files(tmp_path, capsys):
     assert "bad.npz: the file is empty" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("n_in", [1000, 990, 900])
+def test_issue36_item1_audit_gives_no_valid_bound_when_membership_is_not_a_fair_coin(
+    tmp_path, capsys, n_in
+):
+    """Issue 36, item 1: pure N(0, 1) scores with 1000 / 990 / 900 of 1000 IN (b656a52:
+    ``one_run bonferroni 3.69 valid`` at 990) give no valid bound above 0.3 from the one-run
+    estimators, in the text table (with ``membership_pvalue`` and the note) and in ``--json``
+    (headline and rows); the default run stops on attack_metrics' error where no canary is OUT."""
+    import numpy as np
+
+    from dpaudit import scores
+    from dpaudit.attach import make_score_file
+
+    rng = np.random.default_rng(n_in)
+    member = np.zeros(1000, dtype=np.int8)
+    member[rng.permutation(1000)[:n_in]] = 1
+    path = tmp_path / "noise.npz"
+    scores.write(path, make_score_file(rng.standard_normal(1000), member, 1.0, delta=1e-5))
+    methods = ("one_run", "fdp_one_run", "fdp_abstention")
+    chosen = [arg for method in methods for arg in ("--estimator", method)]
+    assert main(["audit", str(path), *chosen, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epsilon"] <= 0.3 and out["rows_combined"] == 0
+    assert not any(r["valid"] and r["epsilon"] > 0.3 for r in out["rows"])
+    assert all(r["membership_pvalue"] < 1e-3 for r in out["rows"])
+    assert main(["audit", str(path), *chosen]) == 0
+    text = capsys.readouterr().out
+    assert "membership_pvalue" in text.splitlines()[0]
+    assert f"no verdict: membership is not a fair coin ({n_in} of 1000 IN)" in text
+    assert " True " not in text  # no row valid
+    if n_in == 1000:
+        assert main(["audit", str(path)]) == 2
+        assert "got 1000 IN and 0 OUT" in capsys.readouterr().err
+
+
 def _one_line_error(capsys, command: str) -> str:
     """The stderr of a failed command: one line starting 'dpaudit <command>: error: '."""
     err = capsys.readouterr().err

@@ -31,6 +31,25 @@ def test_mechanism_writes_the_design_it_is_registered_with(name):
     assert sf.meta["design"] == registry.MECHANISM_DESIGNS[name] == registry.MECHANISMS[name].design
 
 
+#: The inclusion law each mechanism's files declare (issue 36, item 1): fair coins, or membership
+#: fixed by the design (LiDP's K inserted and m null canaries; the BGM's runs on each side).
+LAWS = {
+    "lidp_gaussian": scores.FIXED_INCLUSION,
+    "one_run_gaussian": scores.FAIR_COIN,
+    "one_run_rr": scores.FAIR_COIN,
+    "bgm": scores.FIXED_INCLUSION,
+    "bgm_calibrated": scores.FIXED_INCLUSION,
+    "selection_reduced_game": scores.FAIR_COIN,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_issue36_item1_mechanism_declares_its_inclusion_law(name):
+    """Issue 36, item 1: every mechanism's file declares the law its membership is drawn by."""
+    sf = registry.simulate(name, SMALL[name], seed=0, experiment="e", setting="s")
+    assert sf.meta[scores.INCLUSION_KEY] == LAWS[name] == sf.inclusion_probability
+
+
 def test_designs_are_derived_from_the_mechanisms():
     assert registry.MECHANISM_DESIGNS == {n: m.design for n, m in registry.MECHANISMS.items()}
 

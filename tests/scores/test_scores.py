@@ -418,3 +418,20 @@ def test_issue36_item11_npz_members_are_size_checked_before_they_are_inflated(
     monkeypatch.undo()  # numpy.load back, the default limits: dpaudit's own files still read
     sf = make(n_trials=3, n=1000)
     assert scores.read(scores.write(tmp_path / "ok.npz", sf)).n_canaries == 1000
+
+
+def test_issue36_item1_inclusion_law_defaults_to_a_fair_coin_and_round_trips(tmp_path):
+    """Issue 36, item 1: a file declares its inclusion law (``inclusion_probability``); one
+    without the key (every file written before it) declares a fair coin."""
+    assert make().inclusion_probability == scores.FAIR_COIN
+    for law in (0.0, 0.25, 1, scores.FIXED_INCLUSION):
+        sf = make(meta={**META, scores.INCLUSION_KEY: law})
+        back = scores.read(scores.write(tmp_path / "s.npz", sf))
+        assert back.inclusion_probability == law
+
+
+@pytest.mark.parametrize("law", [1.5, -0.1, float("nan"), True, None, "coin", [0.5]])
+def test_issue36_item1_bad_inclusion_law_names_the_file_and_key(law):
+    """Issue 36, item 1: a law that is not a probability or "fixed" is an error naming it."""
+    with pytest.raises(ScoreFileError, match=r"<memory>: metadata 'inclusion_probability' must"):
+        make(meta={**META, scores.INCLUSION_KEY: law})

@@ -384,3 +384,39 @@ def test_no_family_free_one_run_estimator_exceeds_the_ceiling_it_is_checked_agai
         assert (free["epsilon"] <= top + 1e-9).all()  # valid or not
         # the ceiling is attained: the test of all m guesses at once, uncorrected, equals it
         assert free["epsilon"].max() == pytest.approx(top, rel=1e-6)
+
+
+def test_issue36_item1_membership_that_is_not_a_fair_coin_never_flags(tmp_path):
+    """Issue 36, item 1: pure-noise scores with 990 of 1000 IN (b656a52: one_run bonferroni
+    3.84 valid, flagged against a claim of 1) give rows without a bound whose verdict names the
+    count; they survive the audit CSV's check, and the verdict table gives their implementation
+    a row without a bound, never flagged. Beside a fair-coin seed, that seed decides."""
+    import numpy as np
+
+    from dpaudit.tables import add_verdicts, verdict_table
+
+    rng = np.random.default_rng(1)
+    member = np.zeros((1, 1000), dtype=np.int8)
+    member[0, rng.permutation(1000)[:990]] = 1
+    sf = randomized_response_score_file(1000, 2.0, 1e-6, seed=0, setting="eps2")
+    sf.score, sf.membership = rng.standard_normal((1, 1000)), member
+    sf.meta["claimed_epsilon"] = 1.0
+    path = scores.write(tmp_path / "seed0.npz", sf)
+    csv = tmp_path / "eps2.csv"
+    write_audit_csv(csv, audit_setting([[str(path)]], {"one_run": SPEC}))
+    table = read_audit_csv(csv)
+    note = "no verdict: membership is not a fair coin (990 of 1000 IN)"
+    assert "membership_pvalue" in table and (table["membership_pvalue"] < 1e-3).all()
+    rows = add_verdicts(table)
+    assert (rows["verdict"] == note).all() and not rows["exceeds_claim"].any()
+    verdict = verdict_table(table, ["setting"])
+    assert verdict["verdict"].tolist() == [note] and verdict["flagged"].tolist() == [0]
+    assert verdict["epsilon_lower_bound"].isna().all()
+    fair = randomized_response_score_file(1000, 2.0, 1e-6, seed=1, setting="eps2")
+    fair.meta["claimed_epsilon"] = 1.0
+    both = audit_setting(
+        [[str(path)], [str(scores.write(tmp_path / "seed1.npz", fair))]], {"one_run": SPEC}
+    )
+    mixed = verdict_table(both, ["setting"]).iloc[0]
+    assert mixed["rows_combined"] == 2 and mixed["epsilon_lower_bound"] > 1.0
+    assert mixed["excluded"].endswith(f"row(s): {note}")

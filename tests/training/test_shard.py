@@ -69,6 +69,8 @@ def test_designs_and_threat_models_give_signal_without_noise(data, design, tm, c
     assert sf.score[mem].mean() > sf.score[~mem].mean()
     assert sf.meta["design"] == design and sf.meta["threat_model"] == tm
     assert sf.meta["claimed_epsilon"] is None and sf.meta["sampler"] == "poisson"
+    # issue 36, item 1: the declared inclusion law of the design's draws
+    assert sf.meta["inclusion_probability"] == ("fixed" if design == "lidp" else 0.5)
     if tm == "per_step_dot":
         assert out.observations["step_dots"].shape == (4, 8, sf.meta["steps"])
         assert sf.meta["steps"] == 30 * 6  # 6 steps per epoch: round((300 + 4) / 50)
@@ -78,6 +80,7 @@ def test_multi_run_single_target(data):
     sf = _run(data, "multi_run", "white_box_dot", "dirac", train={"models_per_shard": 6}).score_file
     assert sf.score.shape == (6, 1) and (sf.canary_id == 0).all()
     assert 0 < sf.membership.mean() < 1
+    assert sf.meta["inclusion_probability"] == 0.5  # the target's fair coin (issue 36, item 1)
 
 
 def test_zero_out_neighbouring(data):
@@ -403,6 +406,7 @@ def test_no_canary_control_trains_on_the_data_alone(data):
     for k in none10.result.params:
         assert torch.equal(none10.result.params[k], none40.result.params[k])
     assert none40.score_file.meta["canaries_inserted"] == "none"
+    assert none40.score_file.meta["inclusion_probability"] == 0.0  # all OUT (issue 36, item 1)
     assert not torch.equal(none40.result.params["1.weight"], coins.result.params["1.weight"])
     with pytest.raises(ValueError, match="canaries.insert: none .* design one_run"):
         _run(data, design="lidp", ctype="mislabeled", canaries={"pool_size": 40, "insert": "none"})
