@@ -137,13 +137,15 @@ def read_audit_csv(path: str | Path) -> pd.DataFrame:
 def one_run_ceiling(canaries: float, confidence: float) -> float:
     """The largest lower bound a one-run audit of ``canaries`` canaries can certify at
     ``confidence``: every guess right, pure DP (Steinke, Nasr, Jagielski 2023, arXiv:2305.08846,
-    Theorem 3.1 at r = v = m and delta = 0: logit((1 - confidence)^(1/m))). A positive delta
+    Theorem 3.1 at r = v = m and delta = 0: logit((1 - confidence)^(1/m)), or 0 where that is
+    negative: a trivial bound of 0 is what such a run reports). A positive delta
     only lowers the one-run bound, and the f-DP bounds that hold for every mechanism
     (``fdp_abstention`` with the ``approx_dp`` null, ``fdp_one_run`` at delta 0) on perfect
     guesses stay at or below it (``tests/tables/test_tables.py``)."""
     from dpaudit.estimators.one_run import pure_dp_closed_form
 
-    return pure_dp_closed_form(int(canaries), float(confidence))
+    # too few canaries certify nothing, but a bound of 0 is always reported: never below 0
+    return max(0.0, pure_dp_closed_form(int(canaries), float(confidence)))
 
 
 def check_certifiable(table: pd.DataFrame, source: str = "the audit table") -> None:

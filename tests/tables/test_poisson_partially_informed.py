@@ -156,13 +156,13 @@ def _heldout(table: pd.DataFrame, adversary: str) -> pd.DataFrame:
 @pytest.mark.slow
 def test_an_idealised_audit_of_poisson_with_the_pi_adversary_exceeds_the_claim(paper_scale):
     """With 10^5 runs per hypothesis the valid held-out bound of the PI rows exceeds the claim
-    (seeds 1 and 2: 0.69 and 0.91 against 0.394; seed 0 reads 0.00: its threshold, chosen on
-    the selection half, sits in the far tail, 1.58 against 1.2 for the others): the game is
+    (seeds 0, 1, 2: 0.90, 0.70 and 0.86 against 0.394, with the held-out split keyed on the
+    runs' content since issue 36; the positional split gave 0.00, 0.69, 0.91): the game is
     not the one the Poisson accountant bounds, and the verdict must not read it."""
     pi = _heldout(paper_scale, "partially_informed")
     assert pi["valid"].astype(bool).all() and (pi["evidence"] == 200_000).all()
-    assert list(pi["epsilon"].round(2)) == [0.0, 0.69, 0.91]
-    assert (pi["epsilon"] > CLAIMED).sum() == 2
+    assert list(pi["epsilon"].round(2)) == [0.9, 0.7, 0.86]
+    assert (pi["epsilon"] > CLAIMED).sum() == 3
     assert (pi["not_covered"] == POISSON_PARTIALLY_INFORMED).all()
     assert (pi["verdict"] == NOT_COVERED.format(reason=POISSON_PARTIALLY_INFORMED)).all()
     assert (pi["exceeds_claim"] == 0).all()

@@ -420,3 +420,12 @@ def test_issue36_item1_membership_that_is_not_a_fair_coin_never_flags(tmp_path):
     mixed = verdict_table(both, ["setting"]).iloc[0]
     assert mixed["rows_combined"] == 2 and mixed["epsilon_lower_bound"] > 1.0
     assert mixed["excluded"].endswith(f"row(s): {note}")
+
+
+def test_issue36_item4_a_zero_bound_from_few_canaries_is_certifiable():
+    """Issue 36, item 4: with 4 canaries logit((1 - conf)^(1/m)) is negative; the trivial
+    bound 0 such a run reports is not refused as an edit (the ceiling is never below 0)."""
+    from dpaudit.tables import one_run_ceiling
+
+    assert one_run_ceiling(4, 0.975) == 0.0
+    assert one_run_ceiling(100, 0.95) > 3
