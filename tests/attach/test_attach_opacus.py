@@ -64,7 +64,7 @@ def test_injection_is_exactly_the_sampled_in_canaries(memory_manager) -> None:
     twin = copy.deepcopy(net)
     _, model, opt, loader = _private(net, data, 0.0, clip=0.7, poisson=False, lr=0.0)
     _, model2, opt2, loader2 = _private(twin, data, 0.0, clip=0.7, poisson=False, lr=0.0)
-    aud = opacus(opt, m=40, seed=1, sample_rate=0.5)
+    aud = opacus(opt, m=40, seed=1, sample_rate=0.5, probes=False)  # probes replace a row
     hits = 0
     for _ in range(2):
         if memory_manager:
