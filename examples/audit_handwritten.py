@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         canaries.record_batch(batch.nonzero().flatten().numpy(), n)  # dpaudit: which records
         g = per_example_grads(params, x[batch], y[batch])
         flat = torch.cat([g[k].reshape(int(batch.sum()), -1) for k in params], dim=1)
+        flat = canaries.probe_rows(flat)  # dpaudit: sensitivity probe, before the clipping
         factor = (c / (flat.norm(dim=1) + 1e-6)).clamp(max=1.0)
         summed = (factor[:, None] * flat).sum(0)
         draw = canaries.draw_step()  # dpaudit

@@ -40,6 +40,7 @@ import numpy as np
 
 from dpaudit.attach.conformance import DEFAULT_ALPHA, ConformanceReport
 from dpaudit.attach.power import unseen_after
+from dpaudit.attach.probes import SensitivityProbes, probe_coordinates
 from dpaudit.attach.sampling_record import SamplingRecord
 from dpaudit.attach.verdict import (
     DIRAC_SCORE,
@@ -235,6 +236,11 @@ class GradientCanaries(_Audited):
         self.noise_sum_sq = 0.0
         self.noise_df = 0
         self.noise_path: list[tuple[float, int]] = []  # the two after each observed step
+        # one sensitivity probe per step on coordinates no canary uses, placed only when the
+        # loop asks (probe_rows; the Opacus adapter places it itself): dpaudit.attach.probes
+        self.probes = SensitivityProbes(
+            probe_coordinates(self.n_params, self.coordinates, self.seed), self.clip_norm, seed
+        )
 
     @property
     def steps_per_epoch(self) -> int:
@@ -281,6 +287,20 @@ class GradientCanaries(_Audited):
             raise ValueError(f"draw must be the (m,) = ({self.m},) bool array of draw_step()")
         return draw
 
+    def probe_rows(self, per_example_grads: Any) -> Any:
+        """This step's per-example gradients (b, n_params) (NumPy or torch), *before* the
+        loop's clipping, with a sensitivity probe (a Dirac of norm
+        :data:`~dpaudit.attach.probes.PROBE_SCALE` C with a random sign) in place of row 0 (a
+        new row when b = 0); a copy. Clip and sum the returned rows, then :meth:`observe` the
+        whole noisy sum: the audit's conformance report checks what the clipping let through
+        against C (:mod:`dpaudit.attach.probes`). At most once per logical step."""
+        if not self.probes.active:
+            raise ValueError(
+                f"probe_rows(): every one of the {self.n_params} coordinates holds a canary, none "
+                "is left for a probe: lower m"
+            )
+        return self.probes.probe_rows(per_example_grads)
+
     def observe(self, noisy_sum: Any) -> None:
         """Add one logical step's flat noisy sum (n_params,) (summed clipped gradients,
         canaries and noise; before the batch-size division and the learning rate)."""
@@ -289,11 +309,18 @@ class GradientCanaries(_Audited):
             raise ValueError(
                 f"the noisy sum must have n_params = {self.n_params} entries, got {flat.size}"
             )
+        if self.probes.pending is not None:  # the step's probe, read off the noisy sum
+            self.probes.measure(flat[self.probes.pending[0]])
         self.observe_values(flat[self.coordinates])
 
     def observe_values(self, values: Any) -> None:
         """As :meth:`observe`, given only the noisy sum at the m canary coordinates (m,)."""
         vals = np.asarray(values, dtype=np.float64).ravel()
+        if self.probes.pending is not None:
+            raise ValueError(
+                "observe_values() after probe_rows(): the probe's coordinate is not among the "
+                "canaries' values; pass the whole noisy sum to observe()"
+            )
         if vals.shape != (self.m,):
             raise ValueError(
                 f"expected the noisy sum at the {self.m} canary coordinates, got {vals.size} values"
@@ -364,7 +391,18 @@ class GradientCanaries(_Audited):
             claim_accountant=sf.meta["accountant"],
             given=given,
             alpha=alpha,
+            sensitivity=self._sensitivity_measured(),
         )
+
+    #: What the probe's value is read from (the check's text).
+    _probe_read_from = "the noisy sum observed, noise included"
+
+    def _sensitivity_measured(self) -> tuple[np.ndarray, float, str] | None:
+        """The probes' contributions, the clipping norm and where they were read; None when
+        no probe was placed (sensitivity unseen)."""
+        if not self.probes.values:
+            return None
+        return self.probes.contributions(), self.clip_norm, self._probe_read_from
 
     @property
     def scores(self) -> np.ndarray:

@@ -21,6 +21,7 @@ import torch
 
 from dpaudit.attach.core import GradientCanaries, check_rate
 from dpaudit.attach.loader_probe import check_observable, observe_loader, release
+from dpaudit.attach.probes import OpacusProbeHook
 from dpaudit.opacus_import import import_opacus
 
 
@@ -68,6 +69,7 @@ class OpacusAuditor(GradientCanaries):
         sample_rate: float,
         sampling: str,
         coordinates: Any = None,
+        probes: bool = True,
     ) -> None:
         params = [p for p in optimizer.params if p.requires_grad]
         sizes = [p.numel() for p in params]
@@ -115,11 +117,20 @@ class OpacusAuditor(GradientCanaries):
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
         optimizer._dpaudit_auditor = self
+        # sensitivity probes in Opacus' per-example gradient rows, before its clipping
+        # (dpaudit.attach.probes); not with ghost clipping, which has no rows
+        self._probe_hook = (
+            OpacusProbeHook(optimizer, self.probes, offsets)
+            if probes and self.probes.active and type(optimizer) is _supported_types()[0]
+            else None
+        )
 
     def _add_noise(self) -> None:
         for p, _, _ in self._group_of.values():
             if p.summed_grad is None:
                 raise RuntimeError("Opacus gave no summed gradient for a trainable parameter")
+        if self.probes.pending is not None:  # the clipped sum at the probe, before the noise
+            self._probe_hook.read()  # type: ignore[union-attr]
         # only the canaries sampled this step are added (the others would add 0)
         draw = self.draw_step()
         hit = np.flatnonzero(draw[self._order])
@@ -169,9 +180,13 @@ class OpacusAuditor(GradientCanaries):
                 "its scores stay readable, call detach() once"
             )
         self.optimizer.add_noise = self._original_add_noise
+        if self._probe_hook is not None:
+            self._probe_hook.release()
         del self.optimizer._dpaudit_auditor
         if self.data_loader is not None:
             release(self.data_loader)
+
+    _probe_read_from = "Opacus' summed clipped gradient before the noise"
 
     def _noise_stats(self) -> tuple[float, int]:
         """The noise check's sum of squares (gathered from the devices) and coordinate-steps."""
@@ -202,6 +217,7 @@ def opacus(
     sample_rate: float | None = None,
     sampling: str | None = None,
     coordinates: Any = None,
+    probes: bool = True,
 ) -> OpacusAuditor:
     """Attach ``m`` Dirac gradient canaries to the ``DPOptimizer`` that Opacus'
     ``PrivacyEngine.make_private`` returned; returns the :class:`OpacusAuditor`.
@@ -218,6 +234,13 @@ def opacus(
     the audit's conformance report checks against Poisson sampling at the sample rate Opacus
     accounts (:mod:`dpaudit.attach.sampling_checks`) and uses for the measured mechanism's
     epsilon; a loader it cannot observe is a ``ValueError`` naming why.
+
+    With ``probes`` (default) each logical step also places one sensitivity probe in Opacus'
+    per-example gradient rows before its clipping (:mod:`dpaudit.attach.probes`; one record's
+    gradient of the step is replaced by it) and reads the clipped sum at its coordinate before
+    the noise: the report's sensitivity check. Not with ``DPOptimizerFastGradientClipping``
+    (ghost clipping has no rows); ``probes=False`` leaves the training untouched but for the
+    canaries.
     """
     supported = _supported_types()
     if not isinstance(optimizer, supported[0]):
@@ -245,7 +268,9 @@ def opacus(
         rate, loader_sampling = _loader_sampling(data_loader)
     else:
         rate, loader_sampling = check_rate(sample_rate), "poisson"
-    auditor = OpacusAuditor(optimizer, m, seed, rate, sampling or loader_sampling, coordinates)
+    auditor = OpacusAuditor(
+        optimizer, m, seed, rate, sampling or loader_sampling, coordinates, probes
+    )
     if data_loader is not None:
         auditor.sampling_record = observe_loader(data_loader)
         auditor.data_loader = data_loader

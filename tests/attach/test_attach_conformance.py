@@ -9,6 +9,7 @@ BatchMemoryManager, a WeightedRandomSampler, a claim at half the sample rate).""
 from __future__ import annotations
 
 import math
+import types
 import warnings
 
 import numpy as np
@@ -216,9 +217,11 @@ def _epoch(model, opt, loader) -> None:
 
 
 def _opacus_run(poisson=True, memory_manager=False, weighted=False, epochs=3, claim_rate=None,
-                seed=0):
+                seed=0, clip_at=None):
     """A correct (or weighted) Opacus training, 4 logical steps per epoch, audited as the
-    README says; the claim is Opacus' own (or the epsilon at ``claim_rate``)."""
+    README says; the claim is Opacus' own (or the epsilon at ``claim_rate``). ``clip_at``: the
+    user's clipping ignores ``max_grad_norm`` and clips at this norm (Opacus PR #664), the
+    noise still at ``max_grad_norm``."""
     torch.manual_seed(seed)
     data = _digits()
     model = nn.Linear(64, 10)
@@ -232,6 +235,14 @@ def _opacus_run(poisson=True, memory_manager=False, weighted=False, epochs=3, cl
         module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
         data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=poisson,
     )
+    if clip_at is not None:
+
+        def clip(self):  # the user's replacement of Opacus' clipping
+            asked, self.max_grad_norm = self.max_grad_norm, clip_at
+            type(self).clip_and_accumulate(self)
+            self.max_grad_norm = asked
+
+        opt.clip_and_accumulate = types.MethodType(clip, opt)
     aud = dpaudit.attach.opacus(opt, data_loader=loader, m=50, seed=seed)
     for _ in range(epochs):
         if memory_manager:
@@ -253,11 +264,13 @@ def test_correct_opacus_poisson_conforms(memory_manager) -> None:
     rep = res.conformance
     assert not rep.departs, str(rep)
     rep.raise_if_departs()  # conforms: nothing raised
-    assert rep.seen == ["sampling", "steps", "noise", "accounting"]
-    assert rep.unseen == ["sensitivity"]
+    assert rep.seen == ["sampling", "steps", "sensitivity", "noise", "accounting"]
+    assert rep.unseen == []
+    assert "clipping" not in res.unseen_stages  # the sensitivity probes covered it
     assert aud.sampling_record.steps == aud.steps == 12  # logical steps, also through BMM
+    assert len(aud.probes.values) == 12  # one probe per logical step, also through BMM
     text = str(res)
-    assert "no departure measured" in text and "not seen by this run: sensitivity" in text
+    assert "no departure measured" in text and "not seen by this run" not in text
     assert rep.measured["noise_multiplier_upper_bound"] > 1.0  # the optimizer's sigma, bounded
 
 
@@ -285,6 +298,43 @@ def test_weighted_sampler_departs_at_sampling_and_accounting() -> None:
     assert rep.departing_stages == ["sampling", "accounting"]
     assert rep.measured["sample_rate_lower_bound"] > 0.5
     assert rep.measured["epsilon_lower"] > 2 * res.verdict["claimed_epsilon"].iloc[0]
+
+
+@pytest.mark.parametrize("memory_manager", [False, True])
+def test_opacus_clipping_that_ignores_max_grad_norm_departs_at_sensitivity(memory_manager) -> None:
+    """Issue 37, item 1 (sensitivity): the user's clipping ignores ``max_grad_norm`` = 1 and
+    clips at 10 (Opacus PR #664), the noise stays at sigma x 1; attached as documented, the
+    probes in Opacus' per-example rows measure about 10 C and depart at sensitivity only."""
+    aud, res = _opacus_run(memory_manager=memory_manager, clip_at=10.0)
+    rep = res.conformance
+    assert rep.departing_stages == ["sensitivity"], str(rep)
+    check = [c for c in rep.checks if c.stage == "sensitivity"][0]
+    assert check.p_value <= 0.01 and "C = 1 per record" in check.claimed
+    assert np.median(aud.probes.contributions()) > 5  # about 10, plus the data's share
+    with pytest.raises(ConformanceError, match="sensitivity"):
+        rep.raise_if_departs()
+
+
+def test_opacus_probes_off_leave_sensitivity_unseen_and_detach_restores() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(64, 10)
+    engine = PrivacyEngine(accountant="rdp")
+    model, opt, loader = engine.make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
+        data_loader=DataLoader(_digits(), batch_size=450), noise_multiplier=1.0,
+        max_grad_norm=1.0,
+    )
+    own = opt.clip_and_accumulate
+    aud = dpaudit.attach.opacus(opt, data_loader=loader, m=50, seed=0, probes=False)
+    assert opt.clip_and_accumulate == own
+    _epoch(model, opt, loader)
+    assert aud.probes.values == []
+    assert "sensitivity" in aud.audit(delta=1e-5, accountant="rdp").conformance.unseen
+    aud.detach()
+    aud = dpaudit.attach.opacus(opt, data_loader=loader, m=50, seed=0)
+    assert opt.clip_and_accumulate != own
+    aud.detach()
+    assert opt.clip_and_accumulate == own
 
 
 def test_claim_at_half_the_sample_rate_departs_at_accounting(tmp_path) -> None:

@@ -4,6 +4,7 @@ BatchMemoryManager, Poisson on and off, the score law against the core, bad inpu
 from __future__ import annotations
 
 import copy
+import types
 import warnings
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_injection_is_exactly_the_sampled_in_canaries(memory_manager) -> None:
     twin = copy.deepcopy(net)
     _, model, opt, loader = _private(net, data, 0.0, clip=0.7, poisson=False, lr=0.0)
     _, model2, opt2, loader2 = _private(twin, data, 0.0, clip=0.7, poisson=False, lr=0.0)
-    aud = opacus(opt, m=40, seed=1, sample_rate=0.5)
+    aud = opacus(opt, m=40, seed=1, sample_rate=0.5, probes=False)  # probes replace a row
     hits = 0
     for _ in range(2):
         if memory_manager:
@@ -246,3 +247,39 @@ def test_low_gradient_placement_picks_coordinates_no_record_moves() -> None:
     _, model, _, _ = _private(net, data, 1.0)
     with pytest.raises(ValueError, match="give the plain model, before PrivacyEngine"):
         low_gradient_coordinates(model, batches, 10, clip_norm=1.0)
+
+
+@pytest.mark.parametrize("memory_manager", [False, True])
+@pytest.mark.parametrize("clip_at", [None, 3.0])
+def test_sensitivity_probe_reaches_the_clipped_sum_exactly(memory_manager, clip_at) -> None:
+    """Issue 37, item 1 (sensitivity): noise 0 and probes on the weights of features that are
+    always 0 (no record moves them): each logical step's probe, placed in Opacus' per-example
+    rows before the clipping, reads back exactly the clipping norm it went through: C = 0.7
+    under Opacus' clipping, 3 under a user's clipping that ignores ``max_grad_norm``."""
+    net = nn.Sequential(nn.Linear(10, 8), nn.ReLU(), nn.Linear(8, 3))
+    _, model, opt, loader = _private(net, _data(zero=4), 0.0, clip=0.7, lr=0.1)
+    if clip_at is not None:
+
+        def clip(self):  # the user's replacement of Opacus' clipping (Opacus PR #664)
+            asked, self.max_grad_norm = self.max_grad_norm, clip_at
+            type(self).clip_and_accumulate(self)
+            self.max_grad_norm = asked
+
+        opt.clip_and_accumulate = types.MethodType(clip, opt)
+    aud = opacus(opt, m=20, seed=0, data_loader=loader)
+    # the weights of the 4 zero features in each of the 8 rows of the first layer
+    aud.probes.coordinates = np.array([r * 10 + k for r in range(8) for k in range(6, 10)])
+    for _ in range(2):
+        if memory_manager:
+            with BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=5, optimizer=opt
+            ) as mem:
+                for xb, yb in mem:
+                    _step(model, opt, xb, yb)
+        else:
+            for xb, yb in loader:
+                _step(model, opt, xb, yb)
+    got = aud.probes.contributions()
+    empty = aud.steps - len(got)  # Poisson batches with no record carry no probe
+    assert len(got) >= aud.steps - 1 and empty >= 0
+    np.testing.assert_allclose(got, 0.7 if clip_at is None else clip_at, rtol=1e-5)

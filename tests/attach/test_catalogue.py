@@ -208,3 +208,32 @@ def test_the_means_noise_on_the_sum_is_flagged_in_one_run(digits) -> None:
     times too small), with the canaries where examples/audit_handwritten.py puts them."""
     result = _audit(digits, "noise:noise_for_mean_on_sum", 0)
     assert result.flagged, str(result)
+
+
+def _conformance(digits, module, name: str):
+    """The conformance report of one catalogue script run as the entry point would (AUDITED
+    settings, seed 0), audited at the settings it reports."""
+    from dpaudit.attach.pipeline import EntryPointAudit
+
+    spec = complete_run_spec({**AUDITED, "train": {**AUDITED["train"]}})
+    audit = EntryPointAudit(spec, experiment="ci", setting=name, seed=0, key=name)
+    got = getattr(module, name)(digits, audit, 0, "cpu")
+    given = {k: got[k] for k in ("noise_multiplier", "sample_rate", "steps")}
+    return audit.made.audit(delta=1e-5, accountant="rdp", **given).conformance
+
+
+@pytest.mark.parametrize(
+    "name", ["fast_clipping_ignores_max_grad_norm", "per_layer_clipping_batch_factor"]
+)
+def test_clipping_bugs_depart_at_sensitivity_through_the_probes(digits, name) -> None:
+    """Issue 37, item 1 (sensitivity): the probes placed before the script's own clipping
+    (``probe_rows``, as docs/own_training.md places it) let through far more than C."""
+    rep = _conformance(digits, clipping, name)
+    assert "sensitivity" in rep.departing_stages, str(rep)
+
+
+def test_means_noise_on_the_sum_departs_at_noise_not_sensitivity(digits) -> None:
+    """Issue 37, item 1: the clipping is correct (sensitivity conforms), the noise is not."""
+    rep = _conformance(digits, noise, "noise_for_mean_on_sum")
+    assert "noise" in rep.departing_stages and "sensitivity" not in rep.departing_stages
+    assert "sensitivity" in rep.seen, str(rep)

@@ -1,7 +1,9 @@
 """Catalogue scripts whose one bug is in what is clipped: plain PyTorch DP-SGD loops
 (``torch.func`` per-example gradients), each audited with the framework-neutral core placed
 as examples/audit_handwritten.py places it (the canaries' gradient added to the user's sum of
-clipped gradients, the noisy sum observed). Their true epsilons:
+clipped gradients, the noisy sum observed; the sensitivity probe swapped into the per-example
+gradients before the clipping, ``canaries.probe_rows``, as docs/own_training.md places it).
+Their true epsilons:
 :mod:`dpaudit.attach.catalogue.true_epsilon`.
 """
 
@@ -51,7 +53,7 @@ def fast_clipping_ignores_max_grad_norm(
     for _ in range(run.steps):
         batch = torch.rand(run.n, generator=gen, device=run.device) < q
         b = int(batch.sum())
-        g = flat(grads(params, run.x[batch], run.y[batch]), b)
+        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
         summed = clip_rows(g, default_norm).sum(0)  # BUG: max_grad_norm not used
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noise = torch.randn(n_params, generator=gen, device=run.device)
@@ -112,9 +114,10 @@ def per_layer_clipping_batch_factor(
     for _ in range(run.steps):
         batch = torch.rand(run.n, generator=gen, device=run.device) < q
         b = int(batch.sum())
-        layers = grads(params, run.x[batch], run.y[batch]).values()
+        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
+        layers = torch.split(g, [v.numel() for v in params.values()], 1)
         # BUG: the gradients of the mean loss (g / b) are clipped, then scaled back by b
-        clipped = [clip_rows(v.reshape(b, -1) / max(b, 1), per_layer) for v in layers]
+        clipped = [clip_rows(v / max(b, 1), per_layer) for v in layers]
         summed = max(b, 1) * torch.cat(clipped, 1).sum(0)
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)

@@ -54,7 +54,8 @@ def handwritten(data: dict[str, np.ndarray], audit: Any, seed: int, device: str)
     for _ in range(run.steps):
         batch = torch.rand(run.n, generator=gen, device=run.device) < q  # Poisson sampling
         b = int(batch.sum())
-        summed = clip_rows(flat(grads(params, run.x[batch], run.y[batch]), b), c).sum(0)
+        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
+        summed = clip_rows(g, c).sum(0)
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
         canaries.observe(noisy.cpu().numpy())

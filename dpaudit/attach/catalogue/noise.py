@@ -36,7 +36,8 @@ def noise_for_mean_on_sum(data: dict[str, np.ndarray], audit: Any, seed: int, de
     for _ in range(run.steps):
         batch = torch.rand(run.n, generator=gen, device=run.device) < q
         b = int(batch.sum())
-        summed = clip_rows(flat(grads(params, run.x[batch], run.y[batch]), b), c).sum(0)
+        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
+        summed = clip_rows(g, c).sum(0)
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noise = torch.randn(n_params, generator=gen, device=run.device)
         noisy = summed + sigma * c / expected * noise  # BUG: the mean's noise on the sum
