@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dpaudit import scores  # noqa: E402
-from dpaudit.estimators.lidp_audit import run_lidp  # noqa: E402
+from dpaudit.estimators.lidp.audit import run_lidp  # noqa: E402
 from dpaudit.mechanisms import lidp_gaussian as lg  # noqa: E402
 from dpaudit.mechanisms.registry import simulate  # noqa: E402
 

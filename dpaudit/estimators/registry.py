@@ -1,7 +1,7 @@
 """Registry of audit estimators: which score files each applies to, and how to run it.
 
-:data:`METHODS` maps each estimator *method* to its runner (defined in the family's
-``*_audit.py``) and the score-file designs it applies to; add one entry to add a method. The
+:data:`METHODS` maps each estimator *method* to its runner (defined in its family's
+``<family>/audit.py``) and the score-file designs it applies to; add one entry to add a method. The
 audit rule runs every configured estimator on every score file whose design it applies to (the
 score-file contract is in :mod:`dpaudit.scores`), and each run returns rows of one tidy table.
 """
@@ -114,7 +114,7 @@ def assumes(method: str, family: str | None = None, delta: float | None = None) 
     if family not in ASSUMPTIONS:
         raise ValueError(f"{method}: unknown null family {family!r}")
     if method == "fdp_abstention" and family == "subsampled_gaussian":
-        return "subsampled_gaussian_steps"  # composed over steps (fdp_abstention.sgm_curve)
+        return "subsampled_gaussian_steps"  # composed over steps (fdp_abstention.bound.sgm_curve)
     return family
 
 
@@ -139,19 +139,19 @@ METHODS: dict[str, Method] = {
         _method(
             "attack_metrics",
             ("one_run", "multi_run", "lidp"),
-            "attack_metrics_audit:run_attack_metrics",
+            "attack_metrics.audit:run_attack_metrics",
         ),
-        _method("fdp_one_run", ("one_run",), "fdp_one_run_audit:run_fdp_one_run", coins=True),
+        _method("fdp_one_run", ("one_run",), "fdp_one_run.audit:run_fdp_one_run", coins=True),
         _method(
             "fdp_abstention",
             ("one_run",),
-            "fdp_abstention_audit:run_fdp_abstention",
+            "fdp_abstention.audit:run_fdp_abstention",
             coins=True,
         ),
-        _method("lidp", ("lidp",), "lidp_audit:run_lidp"),
-        _method("multi_run_cp", ("multi_run",), "multi_run_audit:run_multi_run_cp"),
-        _method("gdp_fit", ("multi_run",), "multi_run_audit:run_gdp_fit"),
-        _method("one_run", ("one_run",), "one_run_audit:run_one_run", coins=True),
+        _method("lidp", ("lidp",), "lidp.audit:run_lidp"),
+        _method("multi_run_cp", ("multi_run",), "multi_run.audit:run_multi_run_cp"),
+        _method("gdp_fit", ("multi_run",), "multi_run.audit:run_gdp_fit"),
+        _method("one_run", ("one_run",), "one_run.audit:run_one_run", coins=True),
     )
 }
 

@@ -1,44 +1,9 @@
-"""Tight privacy audit in one run (Xiang, Wang, Xiao, Tian, Wang 2025; arXiv:2509.08704).
+"""The guesses released by the tight one-run audit, and its rejections of a true null.
 
-As printed, with the caveats below.
-
-n secret bits (canaries included by fair coins), one run of the mechanism, and r guesses
-released by a top-r filter on a confidence score (Def. 6, Eq. 7). Of the r released guesses
-``wrong`` are wrong. The null hypothesis is "the mechanism is f-DP" for f in a one-parameter
-family (mu-GDP, Laplace, f_{eps,delta}, subsampled Gaussian). The paper's reduction:
-
-* Theorem 1: any f-DP audit is "transmission-dominated" by n independent f-DP channels with the
-  MAP decoder and score |privacy loss| (Def. 9-10, Lemma 2).
-* Theorem 3, Eq. (25): the k-th best released guess of those channels errs with probability
-  v_k, an integral against the order-statistic density (Theorem 2, Eq. 22). With the
-  substitution u = 1 - F_Y in Eq. (25), v_j = E[h(U_(j))], U_(j) ~ Beta(j, n - j + 1), where
-  h is the quantile function of the error probability 1/(1 + e^{|L|}) under (P + Q)/2 and
-  j = 1 is the most confident released guess.
-* Proposition 1, Eq. (26): P[at most u errors] <= min_{lambda<0} exp(-lambda u
-  + sum_k ln(1 - v_k + v_k e^lambda)), the Chernoff bound for independent Bernoulli(v_k);
-  this is the paper's p-value. It bounds the tail of independent Bernoulli(v_k), which is
-  narrower than the true law of the released errors (they are dependent through the shared
-  order statistics), so the default tail never reports less than the exact one below.
-* Exact tail (``tail="exact"``, an extension): the exact law of the wrong count of the
-  dominating audit (the right-hand side of Eq. 19), by conditioning on the selection
-  threshold: W | T ~ Binomial(r, m(T)), T ~ Beta(r+1, n-r) (:func:`exact_log_cdf`); at
-  r = n, W ~ Binomial(n, p_min).
-* Section 5.4: the lower bound is the least private null that is still rejected, found here by
-  root finding on the family parameter (the rejected, conservative end is returned), then
-  reported as (epsilon, delta) by Algorithm 2.
-
-Soundness caveats (docs/estimators/fdp_one_run.md, findings): Theorem 1 fails for the
-f_{eps,delta} family with delta > 0 (a counterexample mechanism is in
-:mod:`dpaudit.mechanisms.fdp_pathological`); that is left as printed. The V_k of Theorem 3 are not
-independent: Eq. (26) alone falls below the true tail when few errors are expected, so the
-default p-value is max(Eq. 26, exact tail), which is what the paper's Eq. (19) needs.
-
-Where each part lives (every name is re-exported here, the estimator's one import path):
-:mod:`.fdp_one_run_families` (the null families: h, p_min, Algorithm 2),
-:mod:`.fdp_one_run_tails` (v_j, the Chernoff and exact tails, the p-value),
-:mod:`.fdp_one_run_bound` (Section 5.4's search), :mod:`.fdp_one_run_definition` (the same
-formulas by plain numerics, the reference of the tests); this module: the released guesses
-(Def. 6, Eq. 7) and the rejections of a true f_{eps,delta} null.
+Xiang, Wang, Xiao, Tian, Wang 2025, "Tight Privacy Audit in One Run", arXiv:2509.08704: the
+guesses released by a top-r filter on a confidence score (Def. 6, Eq. 7), and the exact rate at
+which the test rejects a true f_{eps,delta} null (the Theorem 1 counterexample of
+:mod:`dpaudit.mechanisms.fdp_pathological`).
 """
 
 from __future__ import annotations
@@ -49,106 +14,13 @@ from typing import Protocol
 
 import numpy as np
 
-from dpaudit.accounting.gaussian import gdp_delta
-from dpaudit.estimators.fdp_one_run_bound import (
-    PARAM_MAX,
-    PARAM_TOL,
-    Z_CLIP,
-    FdpBound,
-    epsilon_lower_bound,
-    no_guess_bound,
-    param_lower_bound,
-)
-from dpaudit.estimators.fdp_one_run_families import (
-    ALGORITHM2_RTOL,
-    FAMILIES,
-    NEWTON_TOL,
-    canonical_family,
-    error_prob,
-    error_quantile,
-    from_epsilon,
-    laplace_kink,
-    p_min,
-    sgm_delta,
-    sgm_kink,
-    to_epsilon,
-)
-from dpaudit.estimators.fdp_one_run_tails import (
-    J_EXACT,
-    J_GEOMETRIC,
-    M_ROUND_DOWN,
-    MEAN_PANELS,
-    NODES_PER_PANEL,
-    PANELS,
-    TAILS,
-    THRESHOLD_PANELS,
-    V_ROUND_DOWN,
+from dpaudit.estimators.common.ties import Cut
+from dpaudit.estimators.fdp_one_run.tails import (
     check_counts,
     chernoff_log_p,
-    chernoff_signed_root,
-    clear_caches,
     exact_log_cdf,
-    j_grid,
-    p_value,
-    poisson_binomial_log_cdf,
-    quadrature_rule,
-    threshold_error_rate,
     v_vector,
 )
-from dpaudit.estimators.ties import Cut
-
-#: The families (:mod:`.fdp_one_run_families`), tails (:mod:`.fdp_one_run_tails`) and bound
-#: (:mod:`.fdp_one_run_bound`) are re-exported: ``dpaudit.estimators.fdp_one_run`` stays the one
-#: import path of the estimator.
-__all__ = [
-    "ALGORITHM2_RTOL",
-    "FAMILIES",
-    "GUESS_RULES",
-    "J_EXACT",
-    "J_GEOMETRIC",
-    "MEAN_PANELS",
-    "M_ROUND_DOWN",
-    "NEWTON_TOL",
-    "NODES_PER_PANEL",
-    "PANELS",
-    "PARAM_MAX",
-    "PARAM_TOL",
-    "TAILS",
-    "THRESHOLD_PANELS",
-    "V_ROUND_DOWN",
-    "Z_CLIP",
-    "canonical_family",
-    "check_counts",
-    "chernoff_log_p",
-    "chernoff_signed_root",
-    "clear_caches",
-    "epsilon_lower_bound",
-    "error_prob",
-    "error_quantile",
-    "exact_log_cdf",
-    "FdpBound",
-    "from_epsilon",
-    "gdp_delta",
-    "guess_counter",
-    "j_grid",
-    "laplace_kink",
-    "no_guess_bound",
-    "p_min",
-    "p_value",
-    "param_lower_bound",
-    "pathological_rejection_rate",
-    "poisson_binomial_log_cdf",
-    "quadrature_rule",
-    "rejection_table",
-    "released_guesses",
-    "sgm_delta",
-    "sgm_kink",
-    "threshold_error_rate",
-    "to_epsilon",
-    "v_vector",
-    "WrongCountLaw",
-]
-
 
 # --------------------------------------------------------------------------------------------
 # Released guesses from scores
@@ -167,7 +39,7 @@ def released_guesses(
     (the paper's "general case", as Steinke et al.); ``top_in``: IN for the r highest;
     ``centered``: confidence |score - median| and guess by the side of the median (IN above it;
     the paper's "special case"). A tied block of scores (of confidences) that straddles a cut is
-    abstained on (:mod:`.ties`), so k_plus + k_minus <= r guesses are released, the same ones
+    abstained on (:mod:`.common.ties`), so k_plus + k_minus <= r guesses are released, the same ones
     for every order of the canaries.
     """
     return guess_counter(score, membership, rule)(r)

@@ -278,6 +278,6 @@ def strategy(name: str, grid: Sequence[C], fixed: C | None, split_seed: int, wha
     if name == "multi_split":
         raise ValueError(
             "multi_split combines several sample splits: run it with combine_splits "
-            "(dpaudit.estimators.multi_split), not as a single strategy"
+            "(dpaudit.estimators.selection.multi_split), not as a single strategy"
         )
     raise ValueError(f"unknown selection {name!r}; allowed: {', '.join(ONE_RUN_SELECTIONS)}")

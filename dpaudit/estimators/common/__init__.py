@@ -1,0 +1,5 @@
+"""Pieces shared by several estimator families.
+
+:mod:`.ties`: the tie-aware selection of the highest and lowest scores (the guesses of the
+one-run, f-DP one-run and abstention audits).
+"""
