@@ -38,6 +38,7 @@ import math
 import numpy as np
 from scipy import special
 
+from dpaudit.estimators.common.checks import check_confidence
 from dpaudit.estimators.fdp_one_run.bound import PARAM_MAX, FdpBound, no_guess_bound
 from dpaudit.estimators.fdp_one_run.families import FAMILIES, canonical_family, to_epsilon
 
@@ -283,8 +284,7 @@ def param_lower_bound(
     elif q is not None or steps != 1:
         raise ValueError(f"q and steps belong to family subsampled_gaussian, not {family!r}")
     tol = SGM_PARAM_TOL if family == "subsampled_gaussian" else PARAM_TOL
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_confidence(confidence)
     tau = 1.0 - confidence
 
     def rejected(theta: float) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.defaults import estimator_defaults, fill_defaults
+from dpaudit.estimators.common.checks import check_confidence
 from dpaudit.estimators.common.ties import in_id_order
 from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
 from dpaudit.estimators.fdp_one_run import bound as fdp_bound
@@ -108,8 +109,7 @@ def audit_scores(
     score = np.asarray(score, dtype=float).ravel()
     membership = np.asarray(membership).ravel()
     n = len(score)
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_confidence(confidence)
     grid = sorted({int(r) for r in (r_grid or default_r_grid(n)) if 1 <= int(r) <= n})
     if not grid:
         raise ValueError(f"the r grid has no value in [1, n={n}]")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
+from dpaudit.estimators.common.checks import check_confidence
 from dpaudit.estimators.fdp_one_run.families import (
     FAMILIES,
     canonical_family,
@@ -36,11 +37,6 @@ PARAM_MAX = 200.0
 PARAM_TOL = 1e-7
 #: Bound on the normal score the exact-tail search solves (p between about e^-1250 and 1).
 Z_CLIP = 50.0
-
-
-def check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
 
 
 @dataclass

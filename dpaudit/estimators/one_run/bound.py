@@ -31,6 +31,7 @@ from functools import partial
 import numpy as np
 from scipy import special, stats
 
+from dpaudit.estimators.common.checks import check_confidence
 from dpaudit.estimators.common.ties import Cut
 from dpaudit.estimators.selection import rules
 
@@ -60,8 +61,7 @@ def _check_counts(m: int, r: int, v: int) -> None:
 
 
 def _check_level(confidence: float, delta: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_confidence(confidence)
     if not 0.0 <= delta <= 1.0:
         raise ValueError(f"delta must lie in [0, 1], got {delta}")
 
