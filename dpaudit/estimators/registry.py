@@ -41,6 +41,8 @@ class Method:
     designs: tuple[str, ...]
     runner: str
     coins: bool = False
+    #: True when its rows are estimates, never valid lower bounds, whatever its parameters.
+    estimate: bool = False
 
     @property
     def run(self) -> Runner:
@@ -129,18 +131,19 @@ def family_free(block: dict[str, Any]) -> bool:
     return block_assumes(block) == FAMILY_FREE
 
 
-def _method(name: str, designs: tuple[str, ...], runner: str, coins: bool = False) -> Method:
-    return Method(name, designs, f"dpaudit.estimators.{runner}", coins)
+def _method(
+    name: str, designs: tuple[str, ...], runner: str, coins: bool = False, estimate: bool = False
+) -> Method:
+    return Method(name, designs, f"dpaudit.estimators.{runner}", coins, estimate)
 
 
+#: Every estimator method, the one list: the schema's ``method`` enum lists them in this order,
+#: and the display names and colours of :mod:`dpaudit.plots` name only these
+#: (tests/estimators/test_registry.py).
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        _method(
-            "attack_metrics",
-            ("one_run", "multi_run", "lidp"),
-            "attack_metrics.audit:run_attack_metrics",
-        ),
+        _method("one_run", ("one_run",), "one_run.audit:run_one_run", coins=True),
         _method("fdp_one_run", ("one_run",), "fdp_one_run.audit:run_fdp_one_run", coins=True),
         _method(
             "fdp_abstention",
@@ -150,10 +153,35 @@ METHODS: dict[str, Method] = {
         ),
         _method("lidp", ("lidp",), "lidp.audit:run_lidp"),
         _method("multi_run_cp", ("multi_run",), "multi_run.audit:run_multi_run_cp"),
-        _method("gdp_fit", ("multi_run",), "multi_run.audit:run_gdp_fit"),
-        _method("one_run", ("one_run",), "one_run.audit:run_one_run", coins=True),
+        _method("gdp_fit", ("multi_run",), "multi_run.audit:run_gdp_fit", estimate=True),
+        _method(
+            "attack_metrics",
+            ("one_run", "multi_run", "lidp"),
+            "attack_metrics.audit:run_attack_metrics",
+            estimate=True,
+        ),
     )
 }
+
+
+def family_free_blocks(design: str) -> dict[str, dict[str, Any]]:
+    """The estimator blocks (name -> block, as in a config) for score files of ``design`` whose
+    rows are lower bounds that hold for every mechanism (:func:`block_assumes` is
+    :data:`FAMILY_FREE`; no :attr:`Method.estimate`), in the order of :data:`METHODS`: a method
+    with its default parameters (named as the method), or under each null family it tests
+    without assuming it (named ``<method>_<family>``). The own-training verdict runs those of
+    design ``one_run`` (:data:`dpaudit.attach.verdict_estimators.VERDICT_ESTIMATORS`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in METHODS.values():
+        if design not in m.designs or m.estimate:
+            continue
+        if family_free({"method": m.name}):
+            out[m.name] = {"method": m.name}
+        for family in _FAMILY_METHODS.get(m.name, ()):
+            block = {"method": m.name, "family": family}
+            if family_free(block):
+                out[f"{m.name}_{family}"] = block
+    return out
 
 
 def get(name: str) -> Method:
