@@ -1,5 +1,5 @@
 """Speed of the tight one-run lower bound (Xiang et al. 2025, GDP null) against the one-run
-bound of Steinke et al. (:func:`dpaudit.estimators.one_run.epsilon_lower_bound`), side by side
+bound of Steinke et al. (:func:`dpaudit.estimators.one_run.bound.epsilon_lower_bound`), side by side
 in one run.
 
 Target: GDP family at n = 1e5, r = 2e4 in at most 1 s (cold: including the Beta quantiles of
@@ -16,8 +16,9 @@ import argparse
 import statistics
 import time
 
-from dpaudit.estimators import fdp_one_run as F
-from dpaudit.estimators import one_run
+from dpaudit.estimators.fdp_one_run import bound as fdp_bound
+from dpaudit.estimators.fdp_one_run import tails
+from dpaudit.estimators.one_run import bound as one_run
 
 
 def _time(fn, repeats: int) -> tuple[float, object]:
@@ -34,19 +35,23 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     n, r = 100_000, 20_000
-    wrong = round(F.v_vector("gdp", 1.0, n, r).sum())
-    F.clear_caches()
+    wrong = round(tails.v_vector("gdp", 1.0, n, r).sum())
+    tails.clear_caches()
 
     def cold():
-        F.clear_caches()
-        return F.epsilon_lower_bound(n, r, wrong, "gdp", 1e-5)
+        tails.clear_caches()
+        return fdp_bound.epsilon_lower_bound(n, r, wrong, "gdp", 1e-5)
 
     t_cold, b = _time(cold, args.repeats)
-    t_warm, _ = _time(lambda: F.epsilon_lower_bound(n, r, wrong + 1, "gdp", 1e-5), args.repeats)
+    t_warm, _ = _time(
+        lambda: fdp_bound.epsilon_lower_bound(n, r, wrong + 1, "gdp", 1e-5), args.repeats
+    )
     m, r1 = 100_000, 10_000
     correct = round(0.9 * r1)
     t_one, e1 = _time(lambda: one_run.epsilon_lower_bound(m, r1, correct, 1e-5), args.repeats)
-    t_exact, bx = _time(lambda: F.epsilon_lower_bound(n, r, wrong, "gdp", 1e-5, tail="exact"), 1)
+    t_exact, bx = _time(
+        lambda: fdp_bound.epsilon_lower_bound(n, r, wrong, "gdp", 1e-5, tail="exact"), 1
+    )
     print(f"median of {args.repeats} runs, one CPU thread\n")
     print("| bound | setting | result | time (s) | ratio to one-run |")
     print("|---|---|---|---|---|")

@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dpaudit.estimators import lidp  # noqa: E402
+from dpaudit.estimators.lidp import bound as lidp
 from dpaudit.mechanisms import lidp_gaussian as lg  # noqa: E402
 
 

@@ -40,7 +40,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpaudit import scores  # noqa: E402
-from dpaudit.estimators.lidp_audit import run_lidp  # noqa: E402
+from dpaudit.estimators.lidp.audit import run_lidp
 from dpaudit.mechanisms import lidp_gaussian as lg  # noqa: E402
 from dpaudit.pipeline.settings import simulate_settings  # noqa: E402
 

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dpaudit import scores  # noqa: E402
-from dpaudit.estimators.lidp_audit import run_lidp  # noqa: E402
+from dpaudit.estimators.lidp.audit import run_lidp  # noqa: E402
 from dpaudit.mechanisms import lidp_gaussian as lg  # noqa: E402
 from dpaudit.mechanisms.registry import simulate  # noqa: E402
 
@@ -56,16 +56,22 @@ def load_reference(path: str, name: str, edit=lambda src: src) -> types.ModuleTy
 
 
 old_lg = load_reference("dpaudit/mechanisms/lidp_gaussian.py", "old_lidp_gaussian")
-old_lidp = load_reference("dpaudit/estimators/lidp.py", "old_lidp")
+# the old estimator, reading this tree's XBern intervals (moved to estimators/lidp/ since)
+old_lidp = load_reference(
+    "dpaudit/estimators/lidp.py",
+    "old_lidp",
+    lambda src: src.replace("estimators import xbern", "estimators.lidp import xbern").replace(
+        "estimators.xbern import", "estimators.lidp.xbern import"
+    ),
+)
 # the old runner (old split_in_out), not registered a second time, calling the old estimator
 old_audit = load_reference(
     "dpaudit/estimators/lidp_audit.py",
     "old_lidp_audit",
-    lambda src: src.replace('@register("lidp", designs=("lidp",))', "").replace(
-        "from dpaudit.estimators.registry import register\n", ""
-    ),
+    lambda src: src.replace('@register("lidp", designs=("lidp",))', "")
+    .replace("from dpaudit.estimators.registry import register\n", "")
+    .replace("from dpaudit.estimators import lidp\n", "import old_lidp as lidp\n"),
 )
-old_audit.lidp = old_lidp
 
 
 def clock(f, *args, repeat: int = 1, **kw) -> float:

@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from dpaudit.estimators import multi_run as mr
+from dpaudit.estimators.multi_run import bound as mr
+from dpaudit.estimators.multi_run import definition
 
 DELTA = 1e-5
 
@@ -39,7 +40,11 @@ def main() -> None:
             rep = 3 if n < 10**6 else 1
 
             def full(s=s, m=m):
-                return float(mr.sweep_epsilons(mr.sweep(s, m), DELTA, mr.rate_level(0.95))[0].max())
+                return float(
+                    definition.sweep_epsilons(
+                        definition.sweep(s, m), DELTA, definition.rate_level(0.95)
+                    )[0].max()
+                )
 
             def pruned(s=s, m=m):
                 return mr.threshold_audit(s, m, DELTA, 0.95, "same_data").epsilon

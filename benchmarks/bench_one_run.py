@@ -13,7 +13,7 @@ import time
 
 from scipy import special, stats
 
-from dpaudit.estimators.one_run import BISECTION_STEPS, epsilon_lower_bound
+from dpaudit.estimators.one_run.bound import BISECTION_STEPS, epsilon_lower_bound
 
 
 def reference_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:

@@ -12,7 +12,7 @@ Peers (benchmark-only dependencies, never imported by the library or the tests; 
 * Microsoft's ``privacy-estimates`` (module ``privacy_estimates``; Zanella-Beguelin et al.
   2023, "Bayesian estimation of differential privacy", arXiv:2206.05199): ``compute_eps_lo``
   from attack counts; its Clopper-Pearson method (``beta``) gives dpaudit's
-  ``multi_run.epsilon_from_counts`` at one threshold, and, called at every threshold in a
+  ``definition.epsilon_from_counts`` at one threshold, and, called at every threshold in a
   Python loop (it has no sweep), dpaudit's ``same_data`` maximum;
 * ML Privacy Meter (``privacy-meter`` 1.0.1, module ``privacy_meter``; Murakonda and Shokri
   2020, arXiv:2007.09339; Ye et al. 2022, arXiv:2111.09679): ``MetricResult``'s AUROC
@@ -46,14 +46,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dpaudit.estimators import (  # noqa: E402
-    attack_metrics,
-    fdp_abstention,
-    fdp_one_run_audit,
-    multi_run,
-    one_run,
-    xbern,
-)
+from dpaudit.estimators.attack_metrics import metrics as attack_metrics
+from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
+from dpaudit.estimators.fdp_one_run import audit as fdp_one_run_audit
+from dpaudit.estimators.lidp import xbern
+from dpaudit.estimators.multi_run import bound as multi_run
+from dpaudit.estimators.multi_run import definition
+from dpaudit.estimators.one_run import bound as one_run
 
 try:
     from jax_privacy import auditing as jaxa
@@ -303,7 +302,7 @@ def cp_counts_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
     fn, n_in = int(np.sum(s[mem == 1] <= t)), int(np.sum(mem == 1))
 
     def ours():
-        return multi_run.epsilon_from_counts(fp, n_out, fn, n_in, DELTA, CONFIDENCE)[0]
+        return definition.epsilon_from_counts(fp, n_out, fn, n_in, DELTA, CONFIDENCE)[0]
 
     def peer():
         return privacy_estimates_eps_lo(fp, n_out, fn, n_in)
@@ -320,7 +319,7 @@ def cp_sweep_pair(s: np.ndarray, mem: np.ndarray) -> tuple[Callable, Callable]:
         return multi_run.threshold_audit(s, mem, DELTA, CONFIDENCE, "same_data").epsilon
 
     def peer():
-        sw = multi_run.sweep(s, mem)
+        sw = definition.sweep(s, mem)
         return max(
             privacy_estimates_eps_lo(fp, sw.n_nonmembers, fn, sw.n_members)
             for fp, fn in zip(sw.false_pos.tolist(), sw.false_neg.tolist(), strict=True)

@@ -23,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dpaudit.estimators import lidp, xbern  # noqa: E402
+from dpaudit.estimators.lidp import bound as lidp
+from dpaudit.estimators.lidp import xbern
 
 try:
     import xbern_confidence_intervals as ref

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from dpaudit.accounting.shuffling import poisson_reference_epsilon, poisson_reference_sigma
-from dpaudit.estimators import multi_run as mr
+from dpaudit.estimators.multi_run import bound as mr
 from dpaudit.mechanisms import batched_gaussian as bg
 from dpaudit.mechanisms import shuffle_reference as ref
 

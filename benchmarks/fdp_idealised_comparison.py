@@ -10,7 +10,7 @@ method's own maximum over the grid 1, 2, 5 x 10^k <= n (uncorrected, a figure no
 from __future__ import annotations
 
 from dpaudit.analyses import tight_one_run_comparison as cmp
-from dpaudit.estimators import fdp_one_run as F
+from dpaudit.estimators.fdp_one_run import families
 
 
 def grid(n: int) -> list[int]:
@@ -22,7 +22,7 @@ def n_table(title, family, thetas, ns, delta, q=None, label="mu", truth=None):
     print(f"| {label} (true eps) | n | wrong/r | ours | one-run | ours best r | one-run best r |")
     print("|---|---|---|---|---|---|---|")
     for th in thetas:
-        true_eps = truth(th) if truth else F.to_epsilon(family, th, delta, q)
+        true_eps = truth(th) if truth else families.to_epsilon(family, th, delta, q)
         for n in ns:
             c = cmp.idealised_point(family, th, n, max(1, n // 5), delta, q=q)
             sweep = cmp.idealised_r_curve(family, th, n, grid(n), delta, q=q)

@@ -9,7 +9,7 @@ f_{eps,delta}, rejects it more often than its level 1 - confidence = 0.05.
 Columns: the exact rejection probability (mixture over X of binomial error counts) with the
 paper's Chernoff p-value and with the exact Poisson-binomial tail; a Monte Carlo estimate from
 simulated error counts; an end-to-end Monte Carlo through the registered estimator on
-simulated score vectors (``fdp_one_run_audit.audit_scores``, selection ``fixed``, rule
+simulated score vectors (``fdp_one_run.audit.audit_scores``, selection ``fixed``, rule
 ``centered``) counting eps_l > eps (only for r < n/2 and n <= 1e4, to keep the run short);
 the one-run test of Steinke et al. on the same mechanism; and the exact rejection rate of the
 f-DP test with abstention of Mahloujifar, Melis, Chaudhuri 2025 (``fdp_abstention``, the same
@@ -25,10 +25,11 @@ import math
 
 import numpy as np
 
-from dpaudit.estimators import fdp_abstention as MMC
-from dpaudit.estimators import fdp_one_run as F
-from dpaudit.estimators import one_run
-from dpaudit.estimators.fdp_one_run_audit import audit_scores
+from dpaudit.estimators.fdp_abstention import bound as MMC
+from dpaudit.estimators.fdp_one_run import bound as fdp_bound
+from dpaudit.estimators.fdp_one_run import guesses as F
+from dpaudit.estimators.fdp_one_run.audit import audit_scores
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.mechanisms.fdp_pathological import Pathological
 
 SETTINGS = [
@@ -99,7 +100,7 @@ def main() -> None:
         else:
             e2e = "n/a (r >= n/2)" if 2 * r >= n else "skipped (n > 1e4)"
         typical = round(r * (1 - mech.accuracy[1]))
-        eps_x1 = F.epsilon_lower_bound(n, r, typical, "approx_dp", delta).epsilon
+        eps_x1 = fdp_bound.epsilon_lower_bound(n, r, typical, "approx_dp", delta).epsilon
         sd = math.sqrt(mc * (1 - mc) / args.trials)
         print(
             f"| {n} | {r} | {eps} | {delta:g} | {beta} | {mech.hockey_stick():.3g} "

@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from dpaudit.estimators import fdp_one_run as F
+from dpaudit.estimators.fdp_one_run import bound as fdp_bound
+from dpaudit.estimators.fdp_one_run import guesses as F
 from dpaudit.mechanisms import fdp_one_run_sim as S
 
 CASES = [
@@ -51,7 +52,7 @@ def main() -> None:
             score, member = draw(n, rng)
             us.append(F.released_guesses(score, member, r, guess)[2])
         cache = {
-            u: F.param_lower_bound(n, r, u, family, 0.95, kw.get("delta"), kw.get("q"))[0]
+            u: fdp_bound.param_lower_bound(n, r, u, family, 0.95, kw.get("delta"), kw.get("q"))[0]
             for u in set(us)
         }
         b = np.array([cache[u] for u in us])

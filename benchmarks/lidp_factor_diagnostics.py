@@ -28,8 +28,9 @@ import numpy as np
 from scipy.stats import mannwhitneyu, norm
 
 from dpaudit.analyses.lidp_sample_complexity import trials_to_reach
-from dpaudit.estimators import lidp, xbern
-from dpaudit.estimators.lidp_audit import split_in_out
+from dpaudit.estimators.lidp import bound as lidp
+from dpaudit.estimators.lidp import xbern
+from dpaudit.estimators.lidp.audit import split_in_out
 from dpaudit.scores import read
 
 CELLS = (

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_lidp_speed import old_lg  # noqa: E402  (the sampler of commit REFERENCE)
 
-from dpaudit.estimators import lidp  # noqa: E402
-from dpaudit.estimators.lidp_audit import split_in_out  # noqa: E402
+from dpaudit.estimators.lidp import bound as lidp  # noqa: E402
+from dpaudit.estimators.lidp.audit import split_in_out  # noqa: E402
 from dpaudit.mechanisms import lidp_gaussian as lg  # noqa: E402
 
 SETTINGS = [  # (label, n, K, order)

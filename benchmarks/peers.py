@@ -27,7 +27,8 @@ from bench_peers import (  # benchmarks/ is the script's directory, hence on sys
 )
 
 from dpaudit.audit import run_estimator
-from dpaudit.estimators import multi_run
+from dpaudit.estimators.multi_run import bound as multi_run
+from dpaudit.estimators.multi_run import definition
 from dpaudit.mechanisms.batched_gaussian import bgm_score_file
 from dpaudit.mechanisms.one_run_ideal import gaussian_score_file
 from dpaudit.scores import ScoreFile
@@ -301,7 +302,7 @@ def privacy_estimates_table(runs: int, seed: int) -> list[str]:
     inverted = (900, 1000, 950, 1000)
     row(
         "an inverted attack's counts (900 of 1,000 FP, 950 of 1,000 FN)",
-        multi_run.epsilon_from_counts(*inverted, DELTA, CONF)[0],
+        definition.epsilon_from_counts(*inverted, DELTA, CONF)[0],
         privacy_estimates_eps_lo(*inverted) if pe else None,
         "no: the peer flips an attack worse than chance (reads 'IN' as 'OUT'); dpaudit's rule "
         "is fixed (higher score means IN) and gives 0",
@@ -311,7 +312,7 @@ def privacy_estimates_table(runs: int, seed: int) -> list[str]:
 
 
 def _loop_max(score: np.ndarray, member: np.ndarray) -> float:
-    sw = multi_run.sweep(score, member)
+    sw = definition.sweep(score, member)
     return max(
         privacy_estimates_eps_lo(fp, sw.n_nonmembers, fn, sw.n_members)
         for fp, fn in zip(sw.false_pos.tolist(), sw.false_neg.tolist(), strict=True)
@@ -372,7 +373,7 @@ def diagonal_check(trials: int = 1000, reps: int = 4000, seed: int = 0) -> str:
     rng = np.random.default_rng(seed)
     fp, fn = rng.binomial(trials, 0.5, reps), rng.binomial(trials, 0.5, reps)
     ours = [
-        multi_run.epsilon_from_counts(a, trials, b, trials, DELTA, CONF)[0]
+        definition.epsilon_from_counts(a, trials, b, trials, DELTA, CONF)[0]
         for a, b in zip(fp.tolist(), fn.tolist(), strict=True)
     ]
     line = (

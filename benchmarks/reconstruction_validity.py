@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from dpaudit.estimators import fdp_abstention as F
-from dpaudit.estimators.fdp_one_run import to_epsilon
+from dpaudit.estimators.fdp_abstention import bound as F
+from dpaudit.estimators.fdp_one_run.families import to_epsilon
 
 
 def correct_count(rng: np.random.Generator, m: int, k: int, sigma: float, r: int, null: bool):

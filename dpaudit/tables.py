@@ -142,7 +142,7 @@ def one_run_ceiling(canaries: float, confidence: float) -> float:
     only lowers the one-run bound, and the f-DP bounds that hold for every mechanism
     (``fdp_abstention`` with the ``approx_dp`` null, ``fdp_one_run`` at delta 0) on perfect
     guesses stay at or below it (``tests/tables/test_tables.py``)."""
-    from dpaudit.estimators.one_run import pure_dp_closed_form
+    from dpaudit.estimators.one_run.bound import pure_dp_closed_form
 
     # too few canaries certify nothing, but a bound of 0 is always reported: never below 0
     return max(0.0, pure_dp_closed_form(int(canaries), float(confidence)))

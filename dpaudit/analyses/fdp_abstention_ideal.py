@@ -11,14 +11,14 @@ and reports its best epsilon over c' at delta = 1e-5 (Table 1):
 
 * ``theoretical``: the epsilon of mu-GDP at delta;
 * ``Steinke et al.``: the (epsilon, delta) one-run test of Steinke, Nasr, Jagielski (2023)
-  (:mod:`dpaudit.estimators.one_run`) at delta;
+  (:mod:`dpaudit.estimators.one_run.bound`) at delta;
 * ``Steinke et al. (pointwise)``: Sec. 4.2 of Mahloujifar et al.: one game, the (m, c') that is
   best for Steinke et al. at delta = 1e-5; then the (epsilon_delta', delta') test at 60 values
   delta' = 10^-x, x evenly spaced in [3, 9]; the Gaussian curve mu is rejected when any one
   test rejects (as the paper states: no correction for the 60 tests), reported at delta
   (:func:`steinke_pointwise`);
 * ``ours (Mahloujifar et al.)``: the recursion of their Algorithm 3 with the mu-GDP family at
-  tau = 0.05 (:mod:`dpaudit.estimators.fdp_abstention`).
+  tau = 0.05 (:mod:`dpaudit.estimators.fdp_abstention.bound`).
 
 Our choices where the paper is silent: the c' grid (:func:`guess_grid`, geometric, even
 values), the seed. The paper's printed values (:data:`PAPER_TABLE1`) are kept only to be put
@@ -37,8 +37,9 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from dpaudit.estimators import fdp_abstention, one_run
-from dpaudit.estimators.fdp_one_run import from_epsilon, to_epsilon
+from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
+from dpaudit.estimators.fdp_one_run.families import from_epsilon, to_epsilon
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.seeding import derive_seed
 
 #: Table 1 of the paper (delta = 1e-5): sigma -> (m, theoretical, Steinke et al.,

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from dpaudit.estimators import lidp
+from dpaudit.estimators.lidp import bound as lidp
 from dpaudit.mechanisms import lidp_gaussian as lg
 
 TERMS = ("|mu2 - mu1^2|", "|mu4 - mu2^2|")

@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from dpaudit.accounting.gaussian import gdp_epsilon
-from dpaudit.estimators.one_run import epsilon_lower_bound
+from dpaudit.estimators.one_run.bound import epsilon_lower_bound
 
 
 def correct_guesses_curve(

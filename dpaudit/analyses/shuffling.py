@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from dpaudit.accounting.shuffling import poisson_reference_epsilon
-from dpaudit.estimators import multi_run
+from dpaudit.estimators.multi_run import bound as multi_run
 from dpaudit.mechanisms import shuffle_reference as ref
 from dpaudit.mechanisms.bgm_calibrated import resolve_sigma
 from dpaudit.scores import ScoreFile

@@ -1,7 +1,7 @@
 """Pipeline wrappers for "Tight Privacy Audit in One Run" (Xiang, Wang, Xiao, Tian, Wang 2025;
 Sec. 6): their f-DP bound (:mod:`dpaudit.estimators.fdp_one_run`) against the one-run bound of
-Steinke, Nasr, Jagielski (:mod:`dpaudit.estimators.one_run`) on the same released guesses, as n,
-r and delta vary (the paper's Figs. 3-5 and 7-12, as far as the library supports them).
+Steinke, Nasr, Jagielski (:mod:`dpaudit.estimators.one_run.bound`) on the same released guesses,
+as n, r and delta vary (the paper's Figs. 3-5 and 7-12, as far as the library supports them).
 
 Every point is noise-free: the number of wrong guesses is the expected count (rounded) of the
 mechanism's own channels, so the curves are those of :mod:`dpaudit.mechanisms.fdp_one_run_sim`
@@ -30,8 +30,9 @@ import pandas as pd
 
 from dpaudit.analyses import tight_one_run_comparison as cmp
 from dpaudit.analyses.one_run_theory import gaussian_accuracy
-from dpaudit.estimators import fdp_one_run as fdp
-from dpaudit.estimators import one_run
+from dpaudit.estimators.fdp_one_run import bound as fdp_bound
+from dpaudit.estimators.fdp_one_run import families, tails
+from dpaudit.estimators.one_run import bound as one_run
 
 #: mechanism -> (null family of the paper, its parameter's name).
 MECHANISMS: dict[str, tuple[str, str]] = {
@@ -65,7 +66,7 @@ def true_epsilon(mechanism: str, theta: float, delta: float, q: float | None = N
     family = _family(mechanism, "independent", q)
     if family == "approx_dp":
         return float(theta)
-    return float(fdp.to_epsilon(family, theta, delta, q))
+    return float(families.to_epsilon(family, theta, delta, q))
 
 
 def point(
@@ -90,7 +91,7 @@ def point(
             raise ValueError(f"mu must be > 0, got {theta!r}")
         acc = gaussian_accuracy(r, n, 2.0 / float(theta))
         wrong = int(round(r * (1 - acc)))
-        ours = fdp.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q).epsilon
+        ours = fdp_bound.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q).epsilon
         theirs = one_run.epsilon_lower_bound(n, r, r - wrong, delta, confidence)
     return {"n": n, "r": r, "wrong": wrong, "accuracy": 1 - wrong / r, "ours": ours,
             "one_run": theirs}
@@ -216,22 +217,22 @@ def p_values(
     """Fig. 10: p-values of the null "(epsilon, delta)-DP" against the number of wrong guesses
     (x) with n = r: Xiang et al.'s (Proposition 1's Chernoff bound, never below the exact
     tail), the exact tail (an extension, not in the paper: at n = r the binomial law of the
-    wrong count, see :func:`dpaudit.estimators.fdp_one_run.exact_log_cdf`) and Steinke et al.'s
-    Theorem 3.1; plus the expected number of errors under the null (sum_j v_j) in column
+    wrong count, see :func:`dpaudit.estimators.fdp_one_run.tails.exact_log_cdf`) and Steinke et
+    al.'s Theorem 3.1; plus the expected number of errors under the null (sum_j v_j) in column
     ``expected_errors``."""
     rows = []
     for d in deltas:
         d = float(d)
-        expected = float(sum(fdp.v_vector("approx_dp", epsilon, n, n, delta=d)))
+        expected = float(sum(tails.v_vector("approx_dp", epsilon, n, n, delta=d)))
         for u in wrong:
             u = int(u)
             common = {"x": u, "wrong": u, "n": n, "r": n, "epsilon": epsilon, "delta": d,
                       "expected_errors": expected}
             rows += [
                 {**common, "series": f"Xiang et al. (Chernoff), delta={d:g}",
-                 "y": fdp.p_value(n, n, u, "approx_dp", epsilon, delta=d)},
+                 "y": tails.p_value(n, n, u, "approx_dp", epsilon, delta=d)},
                 {**common, "series": f"exact tail (extension), delta={d:g}",
-                 "y": fdp.p_value(n, n, u, "approx_dp", epsilon, delta=d, tail="exact")},
+                 "y": tails.p_value(n, n, u, "approx_dp", epsilon, delta=d, tail="exact")},
                 {**common, "series": f"one-run (Steinke et al.), delta={d:g}",
                  "y": one_run.p_value(n, n, n - u, epsilon, d)},
             ]

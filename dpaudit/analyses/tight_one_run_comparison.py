@@ -1,6 +1,6 @@
 """Idealised one-run audits of Xiang et al. 2025 (arXiv:2509.08704, §6): the f-DP bound
 (:mod:`dpaudit.estimators.fdp_one_run`) against the one-run bound of Steinke et al.
-(:mod:`dpaudit.estimators.one_run`) on the same released guesses of the per-bit mechanisms of
+(:mod:`dpaudit.estimators.one_run.bound`) on the same released guesses of the per-bit mechanisms of
 :mod:`dpaudit.mechanisms.fdp_one_run_sim` (analogues of the paper's Section 6 figures).
 """
 
@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpaudit.estimators import fdp_one_run as fdp
-from dpaudit.estimators import one_run
+from dpaudit.estimators.fdp_one_run import bound as fdp_bound
+from dpaudit.estimators.fdp_one_run import guesses as fdp
+from dpaudit.estimators.fdp_one_run import tails
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.mechanisms import fdp_one_run_sim as sim
 
 
@@ -32,7 +34,7 @@ def both_bounds(
 ) -> Comparison:
     """Their bound (family null) and the one-run bound (Theorem 3.1 of Steinke et al., m = n,
     r - wrong correct) for ``wrong`` errors among r released guesses."""
-    b = fdp.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q)
+    b = fdp_bound.epsilon_lower_bound(n, r, wrong, family, delta, confidence, q)
     e1 = one_run.epsilon_lower_bound(n, r, r - wrong, delta, confidence)
     return Comparison(n, r, wrong, b.epsilon, e1, 1 - wrong / r)
 
@@ -135,10 +137,10 @@ def idealised_point(
 
     The expected number of wrong guesses among the r most confident of n independent
     f_theta-DP channels with the MAP decoder is sum_j v_j (Theorem 3), with
-    :func:`~dpaudit.estimators.fdp_one_run.v_vector`'s conservative rounding undone."""
+    :func:`~dpaudit.estimators.fdp_one_run.tails.v_vector`'s conservative rounding undone."""
     d = delta if family == "approx_dp" else None
-    v = fdp.v_vector(family, theta, n, r, delta=d, q=q)
-    wrong = int(round(float(v.sum() / (1 - fdp.V_ROUND_DOWN))))
+    v = tails.v_vector(family, theta, n, r, delta=d, q=q)
+    wrong = int(round(float(v.sum() / (1 - tails.V_ROUND_DOWN))))
     return both_bounds(n, r, wrong, family, delta, confidence, q)
 
 

@@ -100,9 +100,9 @@ def _grids(m: int, confidence: float) -> tuple[_Grid, ...]:
     estimator set up otherwise than this module decides it is an error (not a silent miss)."""
     from dpaudit.attach.verdict_estimators import verdict_specs
     from dpaudit.defaults import fill_defaults
-    from dpaudit.estimators import one_run
-    from dpaudit.estimators.fdp_one_run_audit import default_r_grid
-    from dpaudit.estimators.selection_rules import Bonferroni
+    from dpaudit.estimators.fdp_one_run.audit import default_r_grid
+    from dpaudit.estimators.one_run import bound as one_run
+    from dpaudit.estimators.selection.rules import Bonferroni
 
     grids = []
     for name, spec in verdict_specs(confidence).items():
@@ -133,10 +133,10 @@ def _rejects(kind: str, m: int, r: int, v: int, epsilon: float, delta: float, le
     """Whether the verdict estimator ``kind`` rejects (epsilon, delta)-DP at ``level`` with
     ``v`` of ``r`` guesses right on m canaries (the test its bound inverts)."""
     if kind == "one_run":
-        from dpaudit.estimators import one_run
+        from dpaudit.estimators.one_run import bound as one_run
 
         return v > 0 and one_run.p_value(m, r, v, epsilon, delta) < 1.0 - level
-    from dpaudit.estimators import fdp_abstention
+    from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
 
     inverse = fdp_abstention.inverse_blow_up("approx_dp", epsilon, delta)
     return v > 0 and fdp_abstention.rejects(m, r, v, inverse, 1.0 - level)
@@ -184,7 +184,7 @@ def correct_counts(top: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """(runs, G) correct guesses of each run when guessing IN for the k+ highest scores and OUT
     for the k- lowest, at each pair of ``pairs`` (G, 2); ``top`` from the scores' ranking (the
     IN canaries among the j highest, j = 0..m). For scores without ties (continuous laws) these
-    are the counts of :func:`dpaudit.estimators.one_run.guess_counts`; a tied block is not
+    are the counts of :func:`dpaudit.estimators.one_run.bound.guess_counts`; a tied block is not
     abstained on here."""
     m, n_in = top.shape[1] - 1, top[:, -1:]
     kp, km = pairs[:, 0], pairs[:, 1]
@@ -375,7 +375,8 @@ def ceiling(m: int, delta: float, confidence: float = 0.95) -> float:
     """The largest bound the verdict estimators give with m canaries when every guess is right
     (at each guess count of their grids, at its Bonferroni level): no run with m canaries can
     certify more (see the module docstring)."""
-    from dpaudit.estimators import fdp_abstention, one_run
+    from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
+    from dpaudit.estimators.one_run import bound as one_run
 
     best = 0.0
     for grid in _grids(m, confidence):

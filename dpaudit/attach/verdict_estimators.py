@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The family-free estimators the verdict reads (name -> estimator block, as in a config);
-#: ``confidence`` is set by :func:`verdict_specs`.
+from dpaudit.estimators.registry import family_free_blocks
+
+#: The family-free estimators the verdict reads (name -> estimator block, as in a config): the
+#: registry's (:func:`~dpaudit.estimators.registry.family_free_blocks`), each with the valid
+#: ``bonferroni`` selection of its guess count; ``confidence`` is set by :func:`verdict_specs`.
 VERDICT_ESTIMATORS: dict[str, dict[str, Any]] = {
-    "one_run": {"method": "one_run", "selections": ["bonferroni"]},
-    "fdp_abstention_approx_dp": {
-        "method": "fdp_abstention",
-        "family": "approx_dp",
-        "selections": ["bonferroni"],
-    },
+    name: {**block, "selections": ["bonferroni"]}
+    for name, block in family_free_blocks("one_run").items()
 }
 
 

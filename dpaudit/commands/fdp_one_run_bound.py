@@ -7,7 +7,8 @@ import argparse
 
 from dpaudit.commands import claim_delta
 from dpaudit.defaults import estimator_defaults
-from dpaudit.estimators.fdp_one_run import TAILS, epsilon_lower_bound
+from dpaudit.estimators.fdp_one_run.bound import epsilon_lower_bound
+from dpaudit.estimators.fdp_one_run.tails import TAILS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

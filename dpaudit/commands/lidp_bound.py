@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dpaudit.defaults import estimator_defaults
-from dpaudit.estimators import xbern
+from dpaudit.estimators.lidp import xbern
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpaudit import scores
     from dpaudit.commands import emit
-    from dpaudit.estimators.lidp_audit import run_lidp
+    from dpaudit.estimators.lidp.audit import run_lidp
 
     files = [scores.read(path) for path in args.scores]
     if len(files) > 1 and any(f.meta.get("heldout_trials") for f in files):

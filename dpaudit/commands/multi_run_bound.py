@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dpaudit.commands import add_claim_arguments
-from dpaudit.estimators.multi_run import epsilon_from_counts
+from dpaudit.estimators.multi_run.definition import epsilon_from_counts
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dpaudit.commands import add_claim_arguments
-from dpaudit.estimators.one_run import epsilon_lower_bound
+from dpaudit.estimators.one_run.bound import epsilon_lower_bound
 
 
 def register(sub: argparse._SubParsersAction) -> None:

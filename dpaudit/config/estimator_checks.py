@@ -44,7 +44,7 @@ def check_estimator_block(name: str, block: dict[str, Any]) -> None:
         method == "fdp_one_run"
         and block.get("family") == "subsampled_gaussian"
         and block.get("q") is None
-    ):  # fdp_abstention reads a null q from the score file (estimators.fdp_abstention_audit)
+    ):  # fdp_abstention reads a null q from the score file (estimators.fdp_abstention.audit)
         raise ConfigError(
             f"config key estimators.{name}.q: required by family 'subsampled_gaussian'; "
             "allowed: a sampling rate in (0, 1]"
@@ -120,7 +120,7 @@ def check_lidp_order(config: dict[str, Any], exp: str, block: dict[str, Any]) ->
 def check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) -> None:
     """A LiDP estimator's ``trials`` must fit in the trials of one seed of a train experiment
     (``shards`` x ``train.models_per_shard`` models, less the tuning trials of a held-out
-    threshold; :func:`dpaudit.estimators.lidp_audit.trial_subsets`)."""
+    threshold; :func:`dpaudit.estimators.lidp.audit.trial_subsets`)."""
     if block.get("kind") != "train" or "lidp" not in experiment_designs(block):
         return
     models = models_per_seed(block)
@@ -130,7 +130,7 @@ def check_lidp_trials(config: dict[str, Any], exp: str, block: dict[str, Any]) -
             continue
         available = models
         if est["threshold"] == "heldout":
-            from dpaudit.estimators.lidp import heldout_count  # NumPy, SciPy
+            from dpaudit.estimators.lidp.bound import heldout_count  # NumPy, SciPy
 
             available = models - heldout_count(models, est["heldout_fraction"])
         if max(est["trials"]) > available:

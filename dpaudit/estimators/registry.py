@@ -1,7 +1,7 @@
 """Registry of audit estimators: which score files each applies to, and how to run it.
 
-:data:`METHODS` maps each estimator *method* to its runner (defined in the family's
-``*_audit.py``) and the score-file designs it applies to; add one entry to add a method. The
+:data:`METHODS` maps each estimator *method* to its runner (defined in its family's
+``<family>/audit.py``) and the score-file designs it applies to; add one entry to add a method. The
 audit rule runs every configured estimator on every score file whose design it applies to (the
 score-file contract is in :mod:`dpaudit.scores`), and each run returns rows of one tidy table.
 """
@@ -41,6 +41,8 @@ class Method:
     designs: tuple[str, ...]
     runner: str
     coins: bool = False
+    #: True when its rows are estimates, never valid lower bounds, whatever its parameters.
+    estimate: bool = False
 
     @property
     def run(self) -> Runner:
@@ -114,7 +116,7 @@ def assumes(method: str, family: str | None = None, delta: float | None = None) 
     if family not in ASSUMPTIONS:
         raise ValueError(f"{method}: unknown null family {family!r}")
     if method == "fdp_abstention" and family == "subsampled_gaussian":
-        return "subsampled_gaussian_steps"  # composed over steps (fdp_abstention.sgm_curve)
+        return "subsampled_gaussian_steps"  # composed over steps (fdp_abstention.bound.sgm_curve)
     return family
 
 
@@ -129,31 +131,57 @@ def family_free(block: dict[str, Any]) -> bool:
     return block_assumes(block) == FAMILY_FREE
 
 
-def _method(name: str, designs: tuple[str, ...], runner: str, coins: bool = False) -> Method:
-    return Method(name, designs, f"dpaudit.estimators.{runner}", coins)
+def _method(
+    name: str, designs: tuple[str, ...], runner: str, coins: bool = False, estimate: bool = False
+) -> Method:
+    return Method(name, designs, f"dpaudit.estimators.{runner}", coins, estimate)
 
 
+#: Every estimator method, the one list: the schema's ``method`` enum lists them in this order,
+#: and the display names and colours of :mod:`dpaudit.plots` name only these
+#: (tests/estimators/test_registry.py).
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        _method(
-            "attack_metrics",
-            ("one_run", "multi_run", "lidp"),
-            "attack_metrics_audit:run_attack_metrics",
-        ),
-        _method("fdp_one_run", ("one_run",), "fdp_one_run_audit:run_fdp_one_run", coins=True),
+        _method("one_run", ("one_run",), "one_run.audit:run_one_run", coins=True),
+        _method("fdp_one_run", ("one_run",), "fdp_one_run.audit:run_fdp_one_run", coins=True),
         _method(
             "fdp_abstention",
             ("one_run",),
-            "fdp_abstention_audit:run_fdp_abstention",
+            "fdp_abstention.audit:run_fdp_abstention",
             coins=True,
         ),
-        _method("lidp", ("lidp",), "lidp_audit:run_lidp"),
-        _method("multi_run_cp", ("multi_run",), "multi_run_audit:run_multi_run_cp"),
-        _method("gdp_fit", ("multi_run",), "multi_run_audit:run_gdp_fit"),
-        _method("one_run", ("one_run",), "one_run_audit:run_one_run", coins=True),
+        _method("lidp", ("lidp",), "lidp.audit:run_lidp"),
+        _method("multi_run_cp", ("multi_run",), "multi_run.audit:run_multi_run_cp"),
+        _method("gdp_fit", ("multi_run",), "multi_run.audit:run_gdp_fit", estimate=True),
+        _method(
+            "attack_metrics",
+            ("one_run", "multi_run", "lidp"),
+            "attack_metrics.audit:run_attack_metrics",
+            estimate=True,
+        ),
     )
 }
+
+
+def family_free_blocks(design: str) -> dict[str, dict[str, Any]]:
+    """The estimator blocks (name -> block, as in a config) for score files of ``design`` whose
+    rows are lower bounds that hold for every mechanism (:func:`block_assumes` is
+    :data:`FAMILY_FREE`; no :attr:`Method.estimate`), in the order of :data:`METHODS`: a method
+    with its default parameters (named as the method), or under each null family it tests
+    without assuming it (named ``<method>_<family>``). The own-training verdict runs those of
+    design ``one_run`` (:data:`dpaudit.attach.verdict_estimators.VERDICT_ESTIMATORS`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in METHODS.values():
+        if design not in m.designs or m.estimate:
+            continue
+        if family_free({"method": m.name}):
+            out[m.name] = {"method": m.name}
+        for family in _FAMILY_METHODS.get(m.name, ()):
+            block = {"method": m.name, "family": family}
+            if family_free(block):
+                out[f"{m.name}_{family}"] = block
+    return out
 
 
 def get(name: str) -> Method:

@@ -7,7 +7,7 @@ probability q and then adds 1 to its own coordinate; every coordinate gets N(0, 
 at every step. Per canary this is exactly the ``steps``-fold composition of the
 Poisson-subsampled Gaussian mechanism with noise multiplier sigma and rate q (DP-SGD with
 clipping norm 1 and a white-box auditor who sees every update), so its true curve is the
-``subsampled_gaussian`` null of :mod:`dpaudit.estimators.fdp_abstention` at mu = 1 / sigma.
+``subsampled_gaussian`` null of :mod:`dpaudit.estimators.fdp_abstention.bound` at mu = 1 / sigma.
 The score is the canary's privacy loss, sum_t log(1 - q + q exp((2 x_t - 1) / (2 sigma^2))),
 the most powerful statistic.
 """
@@ -103,7 +103,7 @@ def dpsgd_score_file(
         "mechanism": "dpsgd_ideal",
         "tradeoff_family": "subsampled_gaussian_steps",
         "sigma": float(sigma),
-        "sample_rate": float(q),  # the training job's key (fdp_abstention_audit reads it)
+        "sample_rate": float(q),  # the training job's key (fdp_abstention.audit reads it)
         "steps": int(steps),
         "m": int(m),
     }

@@ -54,8 +54,8 @@ def randomized_response(
     balanced rule releases the certain outputs first. Within an output the guesses follow the
     (random) canary order: a tiny offset decreasing with position (at most 1e-4, far below the
     gaps of 1 between outputs) makes that order part of the scores, as the estimators abstain
-    on ties (:mod:`dpaudit.estimators.ties`); the bits are i.i.d. per position, so the order is
-    independent of membership, and the guesses are those of a stable sort of the plain outputs.
+    on ties (:mod:`dpaudit.estimators.common.ties`); the bits are i.i.d. per position, so the order
+    is independent of membership, and the guesses are those of a stable sort of the plain outputs.
     """
     b = _bits(n, rng)
     u = rng.random(n)

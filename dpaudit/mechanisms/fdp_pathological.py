@@ -4,7 +4,7 @@ Steinke, Nasr and Jagielski's (2023, arXiv:2305.08846, Algorithm 2, "Pathologica
 (eps, delta)-DP algorithm with its constant corrected: it is exactly (eps, delta)-DP per bit,
 yet the tight one-run test of Xiang et al., run with the TRUE null f_{eps,delta}, rejects it
 more often than its level (see
-:func:`dpaudit.estimators.fdp_one_run.pathological_rejection_rate` and
+:func:`dpaudit.estimators.fdp_one_run.guesses.pathological_rejection_rate` and
 ``benchmarks/fdp_theorem1_counterexample.py``). Used only by that benchmark and the tests.
 """
 

@@ -2,8 +2,8 @@
 
 Snakemake reruns a job when its script (``scripts/*.py``, by modification time), its
 ``params:``, its inputs or its software environment changed, but it does not see the library
-modules the script imports: after an edit of ``dpaudit/estimators/one_run.py`` every audit stayed
-"up to date". Each rule therefore gets a ``code`` parameter, :func:`code_hash` of its script:
+modules the script imports: after an edit of ``dpaudit/estimators/one_run/bound.py`` every audit
+stayed "up to date". Each rule therefore gets a ``code`` parameter, :func:`code_hash` of its script:
 a hash of every ``dpaudit`` module the script can import, directly or through other modules
 (imports inside functions included), and of the package data files those modules name. An edit
 of one of them changes the parameter of exactly the rules whose scripts can reach it, and

@@ -5,7 +5,7 @@ region, where a strong attack differs from a weak one, is visible (Carlini et al
 "Membership inference attacks from first principles", arXiv:2112.03570, Sec. III, Fig. 1). The
 curve of a setting pools the IN and OUT scores of all its score files (seeds, shards, trials):
 the rule "score >= t means IN" at every distinct score t, as in
-:mod:`dpaudit.estimators.attack_metrics` (whose AUROC the legend reports).
+:mod:`dpaudit.estimators.attack_metrics.metrics` (whose AUROC the legend reports).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.estimators.attack_metrics import roc_counts, sort_scores
+from dpaudit.estimators.attack_metrics.metrics import roc_counts, sort_scores
 from dpaudit.plots import pyplot
 from dpaudit.plots.style import CLAIMED, PALETTE, legend, save, styled, title
 from dpaudit.scores import ScoreFile

@@ -11,8 +11,8 @@ claim's curve is a violation of that claim at that threshold.
 The empirical curve of a setting pools the runs of its score files in file order (seeds, then
 shards); with ``runs`` the first n of them give one curve each, nested subsets as the paper's
 10^3 and 10^4 models. The rule "score > threshold means IN" at every distinct score, as the
-multi-run estimator (:func:`dpaudit.estimators.multi_run.sweep`, the paper's Algorithm 5); each
-rate is bounded at ``rate_level(confidence)``, so each point holds at ``confidence`` (the
+multi-run estimator (:func:`dpaudit.estimators.multi_run.definition.sweep`, the paper's Algorithm
+5); each rate is bounded at ``rate_level(confidence)``, so each point holds at ``confidence`` (the
 curve is pointwise, not simultaneous over thresholds: reading its best point is the paper's
 same-data reading, not a valid bound).
 """
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.accounting.dpsgd import dpsgd_tradeoff, eps_delta_tradeoff
-from dpaudit.estimators.multi_run import cp_upper, epsilon_from_rates, rate_level, sweep
+from dpaudit.estimators.multi_run.definition import cp_upper, epsilon_from_rates, rate_level, sweep
 from dpaudit.plots import pyplot
 from dpaudit.plots.labels import wrap_label
 from dpaudit.plots.style import (

@@ -12,7 +12,7 @@ import yaml
 from dpaudit.analyses import fdp_abstention_ideal as F
 from dpaudit.analyses import registry
 from dpaudit.analyses.one_run_theory import gaussian_accuracy
-from dpaudit.estimators import fdp_abstention
+from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,8 +49,8 @@ def test_pointwise_is_at_least_the_single_test_at_the_reporting_delta():
     bound is at least the Steinke et al. bound of the same game (here within bisection error,
     1e-5 lies between two of the 60 deltas) and is a max over deltas."""
     m, g, c = 100_000, 1424, 1360
-    from dpaudit.estimators import one_run
-    from dpaudit.estimators.fdp_one_run import from_epsilon, to_epsilon
+    from dpaudit.estimators.fdp_one_run.families import from_epsilon, to_epsilon
+    from dpaudit.estimators.one_run import bound as one_run
 
     single = one_run.epsilon_lower_bound(m, g, c, 1e-5, 0.95)
     mu, eps = F.steinke_pointwise(m, g, c)

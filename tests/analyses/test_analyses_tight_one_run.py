@@ -11,7 +11,7 @@ import yaml
 
 from dpaudit import analyses
 from dpaudit.analyses import tight_one_run as T
-from dpaudit.estimators import fdp_one_run as fdp
+from dpaudit.estimators.fdp_one_run import guesses as fdp
 from dpaudit.mechanisms import fdp_one_run_sim as sim
 
 REPO = Path(__file__).resolve().parents[2]

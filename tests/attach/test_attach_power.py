@@ -18,8 +18,8 @@ from dpaudit.attach.power import (
     power_text,
 )
 from dpaudit.attach.power import _ranked_in_counts as ranked_in_counts
-from dpaudit.estimators import one_run
-from dpaudit.estimators.fdp_one_run import guess_counter
+from dpaudit.estimators.fdp_one_run.guesses import guess_counter
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.mechanisms.dpsgd_ideal import per_step_updates, summed_update_parts
 
 #: A small known setting: m, q, T, claim, delta (the accountant rdp keeps the tests fast).

@@ -7,7 +7,7 @@ import pytest
 from dpaudit import scores
 from dpaudit.audit import audit_setting
 from dpaudit.cli import main
-from dpaudit.estimators.xbern import XBernInputError
+from dpaudit.estimators.lidp.xbern import XBernInputError
 from dpaudit.mechanisms import lidp_gaussian
 from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
 

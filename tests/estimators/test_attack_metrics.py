@@ -1,4 +1,4 @@
-"""Attack metrics (dpaudit.estimators.attack_metrics) against their definitions.
+"""Attack metrics (dpaudit.estimators.attack_metrics.metrics) against their definitions.
 
 AUROC against ``sklearn.metrics.roc_auc_score``; TPR at FPR and balanced accuracy against
 sklearn's ROC curve and ``balanced_accuracy_score`` at every threshold; the raw-count epsilon
@@ -16,9 +16,9 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score, roc_curve
 from dpaudit import audit as audit_mod
 from dpaudit.config import validate_config
 from dpaudit.estimators import METHODS
-from dpaudit.estimators import attack_metrics as am
-from dpaudit.estimators import attack_metrics_ci as ci
-from dpaudit.estimators.attack_metrics import attack_metrics
+from dpaudit.estimators.attack_metrics import ci
+from dpaudit.estimators.attack_metrics import metrics as am
+from dpaudit.estimators.attack_metrics.metrics import attack_metrics
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 DELTA = 1e-5
@@ -213,7 +213,7 @@ def test_bootstrap_is_seeded_and_the_cluster_bootstrap_is_wider_for_correlated_t
     assert width > 1.3 * (iid.upper["auroc"] - iid.lower["auroc"])
 
 
-# ------------------------------------------- intervals of independent canaries (attack_metrics_ci)
+# ------------------------------------------- intervals of independent canaries (attack_metrics.ci)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 from dpaudit.accounting.gaussian import gdp_epsilon
-from dpaudit.estimators import fdp_one_run_audit, multi_run, multi_run_search, one_run, xbern
+from dpaudit.estimators.fdp_one_run import audit as fdp_one_run_audit
+from dpaudit.estimators.lidp import xbern
+from dpaudit.estimators.multi_run import bound as multi_run
+from dpaudit.estimators.multi_run import definition
+from dpaudit.estimators.multi_run import search as multi_run_search
+from dpaudit.estimators.one_run import bound as one_run
 
 TOL = 1e-9
 
@@ -214,7 +219,7 @@ def test_xbern_intervals_are_frozen():
 def test_one_run_pruned_search_matches_the_loop_over_the_grid():
     """best_over_rows (sorted visits, early rejection test) returns best_of's row and bound,
     including the first row on ties at epsilon 0 (null scores)."""
-    from dpaudit.estimators import selection_rules as rules
+    from dpaudit.estimators.selection import rules
 
     for seed, shift in [(10, 0.0), (11, 0.5), (12, 1.0), (13, 2.0), (14, 0.0)]:
         s, mem = _scores(600, shift, seed)
@@ -236,18 +241,19 @@ def test_multi_run_branch_and_bound_matches_the_bound_order_search(estimate):
     index, value and rates as the search in the order of the cheap bound, on sweeps large
     enough to be split, with ties (rounded scores, null scores) and projected counts."""
     objective = _multi_run_objective(estimate)
-    lvl = multi_run.rate_level(0.95)
+    lvl = definition.rate_level(0.95)
     for n, shift, seed, digits in [(20000, 1.0, 20, 3), (20000, 0.0, 21, 3), (30000, 3.0, 22, 9)]:
         s, mem = _scores(n, shift, seed)
-        sw = multi_run.sweep(np.round(s, digits), mem)
+        sw = definition.sweep(np.round(s, digits), mem)
         assert sw.threshold.size > 4 * multi_run_search._LEAF
         for scale in (1.0, 0.7):
             args = (sw.false_pos * scale, sw.n_nonmembers * scale, sw.false_neg * scale)
             args = (*args, sw.n_members * scale, lvl, objective)
-            got = multi_run.argmax_over_thresholds(*args)
+            got = multi_run_search.argmax_over_thresholds(*args)
             assert got == multi_run_search._argmax_in_bound_order(*args)
             full = objective(
-                multi_run.cp_upper(args[0], args[1], lvl), multi_run.cp_upper(args[2], args[3], lvl)
+                definition.cp_upper(args[0], args[1], lvl),
+                definition.cp_upper(args[2], args[3], lvl),
             )
             assert got[1] == full.max()
 
@@ -258,9 +264,9 @@ def test_multi_run_branch_and_bound_start_value_changes_nothing(estimate):
     (a value attained elsewhere): a floor at or below the maximum gives the same argmax as no
     floor, one above it gives None (the caller then searches the full sweep)."""
     objective = _multi_run_objective(estimate)
-    lvl = multi_run.rate_level(0.95)
+    lvl = definition.rate_level(0.95)
     s, mem = _scores(20000, 1.0, 23)
-    sw = multi_run.sweep(s, mem)
+    sw = definition.sweep(s, mem)
     args = (sw.false_pos * 1.0, sw.n_nonmembers, sw.false_neg * 1.0, sw.n_members, lvl)
     want = multi_run_search._argmax_in_bound_order(*args, objective)
     for floor in (-np.inf, 0.0, want[1] - 1e-3, want[1]):
@@ -275,7 +281,7 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
     search, with and without projected counts; on ties it hands back (None). Inputs large
     enough to be binned: shifted, null, rounded (ties) and heavy-tailed scores."""
     objective = _multi_run_objective(estimate)
-    lvl = multi_run.rate_level(0.95)
+    lvl = definition.rate_level(0.95)
     n = multi_run_search._BINNED_MIN + 10000
     decided = 0
     for shift, seed, kind in [(1.0, 30, "plain"), (3.0, 31, "rounded"), (0.3, 32, "cauchy")]:
@@ -286,7 +292,7 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
             rng = np.random.default_rng(seed)
             s = np.where(rng.random(n) < 0.01, 100 * rng.standard_cauchy(n), s)
         mem = mem.astype(np.int8)
-        sw = multi_run.sweep(s, mem)
+        sw = definition.sweep(s, mem)
         for ev in (None, (12345, 23456)):
             ev0, ev1 = ev if ev else (None, None)
             got = multi_run_search.binned_argmax(s, mem, lvl, objective, ev0, ev1)
@@ -296,7 +302,7 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
             k0, n0, k1, n1 = sw.false_pos, sw.n_nonmembers, sw.false_neg, sw.n_members
             if ev:
                 k0, n0, k1, n1 = k0 * (ev0 / n0), ev0, k1 * (ev1 / n1), ev1
-            full = objective(multi_run.cp_upper(k0, n0, lvl), multi_run.cp_upper(k1, n1, lvl))
+            full = objective(definition.cp_upper(k0, n0, lvl), definition.cp_upper(k1, n1, lvl))
             unique = np.count_nonzero(full == full.max()) == 1
             if got is None:
                 assert not unique  # only a tie hands back to the full sweep
@@ -318,14 +324,14 @@ def test_multi_run_binned_search_picks_the_sweeps_threshold(estimate):
 def _reference_threshold_audit(s, mem, selection, estimate):
     """(epsilon, threshold, false_pos, false_neg) by a plain loop-free evaluation of every
     threshold of the sweep (first maximum), the definition the searches must reproduce."""
-    lvl = multi_run.rate_level(0.95)
+    lvl = definition.rate_level(0.95)
     objective = _multi_run_objective(estimate)
 
     if selection == "same_data":
-        sw = multi_run.sweep(s, mem)
+        sw = definition.sweep(s, mem)
         full = objective(
-            multi_run.cp_upper(sw.false_pos, sw.n_nonmembers, lvl),
-            multi_run.cp_upper(sw.false_neg, sw.n_members, lvl),
+            definition.cp_upper(sw.false_pos, sw.n_nonmembers, lvl),
+            definition.cp_upper(sw.false_neg, sw.n_members, lvl),
         )
         j = int(np.argmax(full))
         assert np.count_nonzero(full == full[j]) == 1
@@ -337,7 +343,7 @@ def _reference_threshold_audit(s, mem, selection, estimate):
         )
     else:
         sel, ev = multi_run.stratified_split(np.asarray(mem), 0.5, 0, score=s)
-        sw = multi_run.sweep(s[sel], mem[sel])
+        sw = definition.sweep(s[sel], mem[sel])
         n1 = int(mem[ev].sum())
         n0 = ev.size - n1
         k0, k1 = sw.false_pos, sw.false_neg
@@ -346,14 +352,14 @@ def _reference_threshold_audit(s, mem, selection, estimate):
             m0, m1 = n0, n1
         else:
             m0, m1 = sw.n_nonmembers, sw.n_members
-        full = objective(multi_run.cp_upper(k0, m0, lvl), multi_run.cp_upper(k1, m1, lvl))
+        full = objective(definition.cp_upper(k0, m0, lvl), definition.cp_upper(k1, m1, lvl))
         j = int(np.argmax(full))
         assert np.count_nonzero(full == full[j]) == 1
         tau = float(sw.threshold[j])
         s_ev, m_ev = s[ev], mem[ev]
         fp = int(np.sum((s_ev > tau) & (m_ev == 0)))
         fn = int(np.sum((s_ev <= tau) & (m_ev == 1)))
-        value = float(objective(multi_run.cp_upper(fp, n0, lvl), multi_run.cp_upper(fn, n1, lvl)))
+        value = float(objective(definition.cp_upper(fp, n0, lvl), definition.cp_upper(fn, n1, lvl)))
     eps = value if estimate == "cp" else (gdp_epsilon(1e-5, value) if value > 0 else 0.0)
     return eps, tau, int(fp), int(fn)
 
@@ -364,7 +370,7 @@ def _multi_run_objective(estimate):
 
     def objective(a, b):
         if estimate == "cp":
-            return multi_run.epsilon_from_rates(a, b, 1e-5)
+            return definition.epsilon_from_rates(a, b, 1e-5)
         return gdp_mu_from_rates(a, b)
 
     return objective

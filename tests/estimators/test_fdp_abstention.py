@@ -22,9 +22,9 @@ from scipy import special
 from dpaudit.audit import run_estimator
 from dpaudit.config import ConfigError, validate_config
 from dpaudit.defaults import load_schema
-from dpaudit.estimators import fdp_abstention as F
-from dpaudit.estimators import fdp_one_run_audit as A
-from dpaudit.estimators import one_run
+from dpaudit.estimators.fdp_abstention import bound as F
+from dpaudit.estimators.fdp_one_run import audit as A
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.estimators.registry import get
 from dpaudit.mechanisms.one_run_ideal import gaussian_score_file, randomized_response_score_file
 from dpaudit.scores import ScoreFile, ScoreFileError

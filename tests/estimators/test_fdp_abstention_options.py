@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from dpaudit.audit import run_estimator
-from dpaudit.estimators import fdp_abstention as F
+from dpaudit.estimators.fdp_abstention import bound as F
 from dpaudit.mechanisms.dpsgd_ideal import dpsgd_scores
 
 SE3 = 3 * math.sqrt(0.05 * 0.95)  # three standard errors at 0.05, times 1 / sqrt(reps)

@@ -18,12 +18,10 @@ from scipy import special, stats
 
 from dpaudit import cli
 from dpaudit.accounting.gaussian import gdp_delta
-from dpaudit.estimators import fdp_one_run as F
-from dpaudit.estimators import fdp_one_run_audit as A
-from dpaudit.estimators import fdp_one_run_bound as bound
-from dpaudit.estimators import fdp_one_run_definition as definition
-from dpaudit.estimators import fdp_one_run_tails as tails
-from dpaudit.estimators import one_run
+from dpaudit.estimators.fdp_one_run import audit as A
+from dpaudit.estimators.fdp_one_run import bound, definition, families, tails
+from dpaudit.estimators.fdp_one_run import guesses as F
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.estimators.registry import get
 from dpaudit.mechanisms import fdp_one_run_sim as S
 from dpaudit.mechanisms.fdp_pathological import Pathological
@@ -44,26 +42,28 @@ from dpaudit.scores import ScoreFile
     ],
 )
 def test_gdp_conversion_algorithm2(mu, delta, eps):
-    assert F.to_epsilon("gdp", mu, delta) == pytest.approx(eps, abs=6e-4)
-    assert F.from_epsilon("gdp", F.to_epsilon("gdp", mu, delta), delta) == pytest.approx(mu)
+    assert families.to_epsilon("gdp", mu, delta) == pytest.approx(eps, abs=6e-4)
+    assert families.from_epsilon(
+        "gdp", families.to_epsilon("gdp", mu, delta), delta
+    ) == pytest.approx(mu)
 
 
 @pytest.mark.parametrize(("eps", "mu"), [(1, 0.268), (2, 0.502), (4, 0.925), (8, 1.666)])
 def test_gdp_mu_for_epsilon(eps, mu):
-    assert F.from_epsilon("gdp", eps, 1e-5) == pytest.approx(mu, abs=6e-4)
+    assert families.from_epsilon("gdp", eps, 1e-5) == pytest.approx(mu, abs=6e-4)
 
 
 @pytest.mark.parametrize(("mu", "pmin"), [(0.5, 0.401), (0.8, 0.345), (1.0, 0.309), (2.0, 0.159)])
 def test_p_min_gdp(mu, pmin):
-    assert F.p_min("gdp", mu) == pytest.approx(pmin, abs=6e-4)
+    assert families.p_min("gdp", mu) == pytest.approx(pmin, abs=6e-4)
 
 
 def test_rr_error_probability_and_laplace_conversion():
     # RR p0 = 1/(1+e^eps); Algorithm 2 for Laplace: eps = mu + 2 ln(1 - delta).
-    assert F.v_vector("approx_dp", 3.2, 10, 10, delta=0.0)[0] == pytest.approx(0.0392, abs=5e-5)
-    assert F.v_vector("approx_dp", 1.0, 10, 10, delta=0.0)[0] == pytest.approx(0.269, abs=5e-4)
-    assert F.to_epsilon("laplace", 2.0, 0.0) == 2.0
-    assert F.to_epsilon("laplace", 2.0, 0.1) == pytest.approx(2 + 2 * math.log(0.9))
+    assert tails.v_vector("approx_dp", 3.2, 10, 10, delta=0.0)[0] == pytest.approx(0.0392, abs=5e-5)
+    assert tails.v_vector("approx_dp", 1.0, 10, 10, delta=0.0)[0] == pytest.approx(0.269, abs=5e-4)
+    assert families.to_epsilon("laplace", 2.0, 0.0) == 2.0
+    assert families.to_epsilon("laplace", 2.0, 0.1) == pytest.approx(2 + 2 * math.log(0.9))
 
 
 @pytest.mark.parametrize(
@@ -82,11 +82,11 @@ def test_sum_v_all_released_equals_n_p_min(family, theta, kw):
     # With r = n, sum_j v_j = n p_min (Lemma 2, Eq. 14); Laplace
     # p_min = e^{-mu/2}/2; subsampled Gaussian p_min = (1 - q TV(N(0,1), N(mu,1)))/2.
     n = 2000
-    v = F.v_vector(family, theta, n, n, **kw)
+    v = tails.v_vector(family, theta, n, n, **kw)
     assert np.all(np.diff(v) >= -1e-15)  # more confident guesses err less
-    assert v.sum() / n == pytest.approx(F.p_min(family, theta, **kw), rel=5e-5)
+    assert v.sum() / n == pytest.approx(families.p_min(family, theta, **kw), rel=5e-5)
     if family != "approx_dp":  # rounded down: never above the exact value
-        assert v.sum() / n <= F.p_min(family, theta, **kw)
+        assert v.sum() / n <= families.p_min(family, theta, **kw)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ def test_sum_v_all_released_equals_n_p_min(family, theta, kw):
     ],
 )
 def test_fig10_p_values(delta, wrong, p_ref):
-    p = F.p_value(100, 100, wrong, "approx_dp", 1.0, delta=delta)
+    p = tails.p_value(100, 100, wrong, "approx_dp", 1.0, delta=delta)
     assert p == pytest.approx(p_ref, rel=0.05)
 
 
@@ -111,21 +111,25 @@ def test_p_value_log_is_the_log_of_the_p_value():
     to 0 (the log stays finite, which the log-space callers rely on)."""
     for tail in ("chernoff", "exact"):
         for wrong in (0, 10, 30):
-            p = F.p_value(100, 100, wrong, "approx_dp", 1.0, delta=0.01, tail=tail)
-            lp = F.p_value(100, 100, wrong, "approx_dp", 1.0, delta=0.01, tail=tail, log=True)
+            p = tails.p_value(100, 100, wrong, "approx_dp", 1.0, delta=0.01, tail=tail)
+            lp = tails.p_value(100, 100, wrong, "approx_dp", 1.0, delta=0.01, tail=tail, log=True)
             assert lp <= 0.0
             assert math.exp(lp) == p
-    tiny = F.p_value(10_000, 10_000, 0, "gdp", 1.0, log=True)
+    tiny = tails.p_value(10_000, 10_000, 0, "gdp", 1.0, log=True)
     assert np.isfinite(tiny) and tiny < -800
-    assert F.p_value(10_000, 10_000, 0, "gdp", 1.0) == 0.0
+    assert tails.p_value(10_000, 10_000, 0, "gdp", 1.0) == 0.0
 
 
 def test_fig10_expected_errors_and_exact_tail():
     # reimplemented: expected errors under the null 26.6 (delta 0.01), 24.2 (delta 0.1);
     # exact Poisson-binomial at 10 wrong: 3.4e-5.
-    assert F.v_vector("approx_dp", 1.0, 100, 100, delta=0.01).sum() == pytest.approx(26.6, abs=0.05)
-    assert F.v_vector("approx_dp", 1.0, 100, 100, delta=0.1).sum() == pytest.approx(24.2, abs=0.05)
-    p = F.p_value(100, 100, 10, "approx_dp", 1.0, delta=0.01, tail="exact")
+    assert tails.v_vector("approx_dp", 1.0, 100, 100, delta=0.01).sum() == pytest.approx(
+        26.6, abs=0.05
+    )
+    assert tails.v_vector("approx_dp", 1.0, 100, 100, delta=0.1).sum() == pytest.approx(
+        24.2, abs=0.05
+    )
+    p = tails.p_value(100, 100, 10, "approx_dp", 1.0, delta=0.01, tail="exact")
     assert p == pytest.approx(3.4e-5, rel=0.05)
 
 
@@ -133,17 +137,17 @@ def test_fig10_claims_against_steinke():
     # Section 6.4: "when the number of wrong guesses is 10, our method will reject the null
     # hypothesis while Steinke et al.'s [27] method will not" (delta = 0.01), and at
     # delta = 0.1 [27] "can not reject the null hypothesis at any number of wrong guesses".
-    assert F.p_value(100, 100, 10, "approx_dp", 1.0, delta=0.01) < 0.05
+    assert tails.p_value(100, 100, 10, "approx_dp", 1.0, delta=0.01) < 0.05
     assert one_run.p_value(100, 100, 90, 1.0, 0.01) > 0.05
     assert one_run.p_value(100, 100, 100, 1.0, 0.1) > 0.05  # 0 wrong: best case
-    assert F.p_value(100, 100, 14, "approx_dp", 1.0, delta=0.1) < 0.05
+    assert tails.p_value(100, 100, 14, "approx_dp", 1.0, delta=0.1) < 0.05
 
 
 def test_fig7_claim_steinke_trivial_at_large_delta():
     # Section 6.2 / Fig. 7: at delta = 1e-2, [27] gives no meaningful result for n > 10^2
     # (r = n/5), even with every guess right; ours rejects eps' well above 0.
     assert one_run.epsilon_lower_bound(1000, 200, 200, 0.01) == 0.0
-    ours = F.epsilon_lower_bound(1000, 200, 8, "approx_dp", delta=0.01)  # 4% wrong ~ eps 3.2
+    ours = bound.epsilon_lower_bound(1000, 200, 8, "approx_dp", delta=0.01)  # 4% wrong ~ eps 3.2
     assert ours.epsilon > 2.0
 
 
@@ -153,17 +157,17 @@ def test_fig7_claim_steinke_trivial_at_large_delta():
     [(262, 0.926, 4.00), (230, 0.992, 4.33)],
 )
 def test_single_audit_reference(wrong, mu_ref, eps_ref):
-    b = F.epsilon_lower_bound(10_000, 2000, wrong, "gdp", 1e-5)
+    b = bound.epsilon_lower_bound(10_000, 2000, wrong, "gdp", 1e-5)
     assert b.param == pytest.approx(mu_ref, abs=1e-3)
     assert b.epsilon == pytest.approx(eps_ref, abs=0.01)
     assert b.p_value <= 0.05
     # the conservative end: a slightly larger mu is no longer rejected
-    assert F.p_value(10_000, 2000, wrong, "gdp", b.param + 1e-5) > 0.05
+    assert tails.p_value(10_000, 2000, wrong, "gdp", b.param + 1e-5) > 0.05
 
 
 def test_expected_errors_single_audit():
     # independent reimplementation: u = 262 is the expected count at mu = 1, n = 1e4, r = 2000.
-    v = F.v_vector("gdp", 1.0, 10_000, 2000)
+    v = tails.v_vector("gdp", 1.0, 10_000, 2000)
     assert v.sum() == pytest.approx(262, abs=0.5)
 
 
@@ -179,7 +183,7 @@ def test_v_quadrature_is_accurate_and_rounded_down(family, n, mu):
     q = 0.5 if family == "subsampled_gaussian" else None
     for j in sorted({1, 2, 10, n // 5, n}):
         ref = definition.v_vector(family, mu, n, [j], q=q)[0]
-        v = F.v_vector(family, mu, n, j, q=q)[-1]
+        v = tails.v_vector(family, mu, n, j, q=q)[-1]
         assert v <= ref  # conservative
         assert v == pytest.approx(ref, rel=5e-5)
 
@@ -189,7 +193,7 @@ def test_v_quadrature_is_accurate_and_rounded_down(family, n, mu):
 def test_approx_dp_v_is_the_definition(n, theta):
     """f_{eps,delta}: the fast v_j (a Binomial cdf) is P[U_(j) > delta] / (1 + e^eps) of
     Eq. (25), with no rounding."""
-    v = F.v_vector("approx_dp", theta, n, n, delta=1e-3)
+    v = tails.v_vector("approx_dp", theta, n, n, delta=1e-3)
     ref = definition.v_vector("approx_dp", theta, n, np.arange(1, n + 1), delta=1e-3)
     np.testing.assert_allclose(v, ref, rtol=1e-12, atol=0)
 
@@ -211,12 +215,12 @@ def test_tails_equal_the_definition(family, n, kw):
     over lambda."""
     for theta in (0.3, 2.0):
         for r, u in ((50, 5), (min(n, 300), 30), (n, n // 10)):
-            got = F.exact_log_cdf(family, theta, n, r, u, **kw)
+            got = tails.exact_log_cdf(family, theta, n, r, u, **kw)
             want = definition.exact_log_cdf(family, theta, n, r, u, **kw)
             assert got >= want - 1e-12
             assert got - want <= 1e-3 * max(1.0, abs(want))
-            v = F.v_vector(family, theta, n, r, **kw)
-            c = F.chernoff_log_p(v, u)
+            v = tails.v_vector(family, theta, n, r, **kw)
+            c = tails.chernoff_log_p(v, u)
             assert c == pytest.approx(definition.chernoff_log_p(v, u), rel=1e-9, abs=1e-9)
 
 
@@ -234,7 +238,7 @@ def test_bound_equals_the_definition(args, kw):
     """The fast bound (Brent on a smooth statistic, then the conservative end) against the
     definition of Section 5.4 (bisection on the rejection, to 1e-5): never above it beyond
     that tolerance (the fast p-values are the larger), and within 2e-4 (relative) of it."""
-    got, _ = F.param_lower_bound(*args, **kw)
+    got, _ = bound.param_lower_bound(*args, **kw)
     want = definition.param_lower_bound(*args, **kw, tol=1e-5)
     assert got <= want + 1e-5
     assert got == pytest.approx(want, rel=2e-4, abs=1e-5)
@@ -242,11 +246,11 @@ def test_bound_equals_the_definition(args, kw):
 
 def test_v_rank_interpolation(monkeypatch):
     n, r = 10_000, 3000
-    approx = F.v_vector("gdp", 1.0, n, r)
+    approx = tails.v_vector("gdp", 1.0, n, r)
     monkeypatch.setattr(tails, "J_EXACT", 10**6)
-    F.clear_caches()
-    full = F.v_vector("gdp", 1.0, n, r)
-    F.clear_caches()
+    tails.clear_caches()
+    full = tails.v_vector("gdp", 1.0, n, r)
+    tails.clear_caches()
     assert np.max(np.abs(approx - full) / full) < 1e-5
 
 
@@ -258,35 +262,37 @@ def test_chernoff_matches_binomial_kl_and_bounds_exact_tail():
     for u in (0, 10, 40, 59):
         a = u / r
         kl = (a * math.log(a / p) if a else 0.0) + (1 - a) * math.log((1 - a) / (1 - p))
-        assert F.chernoff_log_p(v, u) == pytest.approx(-r * kl, rel=1e-9, abs=1e-12)
-        exact = F.poisson_binomial_log_cdf(v, u)
+        assert tails.chernoff_log_p(v, u) == pytest.approx(-r * kl, rel=1e-9, abs=1e-12)
+        exact = tails.poisson_binomial_log_cdf(v, u)
         assert exact == pytest.approx(stats.binom.logcdf(u, r, p), rel=1e-9)
-        assert exact <= F.chernoff_log_p(v, u)
-    assert F.chernoff_log_p(v, 60) == 0.0  # u >= sum v
+        assert exact <= tails.chernoff_log_p(v, u)
+    assert tails.chernoff_log_p(v, 60) == 0.0  # u >= sum v
     # the search statistic: signed root of the (two-sided) Chernoff exponent
     for u in (10, 59, 61, 100, 200):
         a = u / r
         kl = a * math.log(a / p) + ((1 - a) * math.log((1 - a) / (1 - p)) if a < 1 else 0.0)
-        z = F.chernoff_signed_root(v, u)
+        z = tails.chernoff_signed_root(v, u)
         assert z == pytest.approx(math.copysign(math.sqrt(2 * r * kl), 60 - u), rel=1e-8)
         if u < 60:
-            assert math.exp(F.chernoff_log_p(v, u)) == pytest.approx(math.exp(-z * z / 2))
+            assert math.exp(tails.chernoff_log_p(v, u)) == pytest.approx(math.exp(-z * z / 2))
 
 
 def test_p_value_monotone_in_errors_and_parameter():
-    ps_u = [F.p_value(2000, 400, u, "gdp", 1.0) for u in range(0, 120, 10)]
+    ps_u = [tails.p_value(2000, 400, u, "gdp", 1.0) for u in range(0, 120, 10)]
     assert all(a <= b for a, b in zip(ps_u, ps_u[1:], strict=False))
-    ps_mu = [F.p_value(2000, 400, 40, "gdp", m) for m in np.linspace(0, 3, 13)]
+    ps_mu = [tails.p_value(2000, 400, 40, "gdp", m) for m in np.linspace(0, 3, 13)]
     assert all(a <= b for a, b in zip(ps_mu, ps_mu[1:], strict=False))
-    bounds = [F.epsilon_lower_bound(2000, 400, u, "laplace", 1e-5).epsilon for u in (5, 20, 60)]
+    bounds = [bound.epsilon_lower_bound(2000, 400, u, "laplace", 1e-5).epsilon for u in (5, 20, 60)]
     assert bounds[0] > bounds[1] > bounds[2]
 
 
 def test_sgm_profile_reduces_to_gdp_at_q1():
     for eps in (0.5, 2.0, 4.0):
-        assert F.sgm_delta(eps, 1.0, 1.0) == pytest.approx(gdp_delta(eps, 1.0), rel=1e-9)
+        assert families.sgm_delta(eps, 1.0, 1.0) == pytest.approx(gdp_delta(eps, 1.0), rel=1e-9)
     # subsampling makes it more private at the same mu
-    assert F.to_epsilon("subsampled_gaussian", 1.0, 1e-5, 0.5) < F.to_epsilon("gdp", 1.0, 1e-5)
+    assert families.to_epsilon("subsampled_gaussian", 1.0, 1e-5, 0.5) < families.to_epsilon(
+        "gdp", 1.0, 1e-5
+    )
 
 
 # ------------------------------------------------------------------ validity and null (MC)
@@ -301,7 +307,7 @@ def _exceed_rate(draw, n, r, family, true_param, reps, seed, **kw):
         score, member = draw(rng)
         us.append(F.released_guesses(score, member, r)[2])
     cache = {
-        u: F.param_lower_bound(n, r, u, family, 0.95, kw.get("delta"), kw.get("q"))[0]
+        u: bound.param_lower_bound(n, r, u, family, 0.95, kw.get("delta"), kw.get("q"))[0]
         for u in set(us)
     }
     bounds = np.array([cache[u] for u in us])
@@ -318,7 +324,7 @@ def test_validity_gaussian_mechanism():
     )
     assert rate <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / reps)
     # ... and is informative (reimplemented, general case): n = 1e3, mu = 1: eps ~ 3.41
-    eps = np.array([F.to_epsilon("gdp", b, 1e-5) for b in bounds])
+    eps = np.array([families.to_epsilon("gdp", b, 1e-5) for b in bounds])
     assert 3.0 < eps.mean() < 3.8
 
 
@@ -420,10 +426,10 @@ def test_theorem1_counterexample_fig7_setting():
     assert 0.05 < chernoff < exact
     assert exact == pytest.approx(0.117, abs=0.005)
     typical_x1 = round(mech.r * (1 - mech.accuracy[1]))  # 39 wrong
-    eps_x1 = F.epsilon_lower_bound(10_000, 2000, typical_x1, "approx_dp", 0.01).epsilon
+    eps_x1 = bound.epsilon_lower_bound(10_000, 2000, typical_x1, "approx_dp", 0.01).epsilon
     assert eps_x1 == pytest.approx(3.49, abs=0.01)
     assert Pathological(10_000, 2000, 3.2, 0.01, 0.05).accuracy[1] == 1.0
-    assert F.epsilon_lower_bound(10_000, 2000, 0, "approx_dp", 0.01).epsilon == pytest.approx(
+    assert bound.epsilon_lower_bound(10_000, 2000, 0, "approx_dp", 0.01).epsilon == pytest.approx(
         6.45, abs=0.01
     )
 
@@ -450,26 +456,26 @@ def test_theorem1_counterexample_negligible_at_small_delta():
 )
 def test_bad_counts(args, match):
     with pytest.raises(ValueError, match=match):
-        F.epsilon_lower_bound(*args, family="gdp")
+        bound.epsilon_lower_bound(*args, family="gdp")
 
 
 @pytest.mark.parametrize("conf", [0.0, 1.0, 1.5, -0.1])
 def test_bad_confidence(conf):
     with pytest.raises(ValueError, match="confidence"):
-        F.epsilon_lower_bound(100, 10, 1, "gdp", confidence=conf)
+        bound.epsilon_lower_bound(100, 10, 1, "gdp", confidence=conf)
 
 
 def test_bad_family_and_family_args():
     with pytest.raises(ValueError, match="unknown null family 'rdp'"):
-        F.epsilon_lower_bound(100, 10, 1, "rdp")
+        bound.epsilon_lower_bound(100, 10, 1, "rdp")
     with pytest.raises(ValueError, match="needs q"):
-        F.epsilon_lower_bound(100, 10, 1, "subsampled_gaussian")
+        bound.epsilon_lower_bound(100, 10, 1, "subsampled_gaussian")
     with pytest.raises(ValueError, match="delta in"):
-        F.epsilon_lower_bound(100, 10, 1, "approx_dp", delta=1.0)
+        bound.epsilon_lower_bound(100, 10, 1, "approx_dp", delta=1.0)
     with pytest.raises(ValueError, match="unknown tail"):
-        F.p_value(100, 10, 1, "gdp", 1.0, tail="hoeffding")
+        tails.p_value(100, 10, 1, "gdp", 1.0, tail="hoeffding")
     with pytest.raises(TypeError, match="integer"):
-        F.epsilon_lower_bound(100, 10.5, 1, "gdp")
+        bound.epsilon_lower_bound(100, 10.5, 1, "gdp")
 
 
 def test_cli_json_and_errors(capsys):
@@ -599,7 +605,7 @@ def test_registered_runner_rows():
     assert by_sel["bonferroni"]["level_per_test"] == pytest.approx(1 - 0.05 / 4)
     # mu = 2 GDP: eps(delta=1e-5) = 9.997 is the truth; claimed 8 is refuted (p small) or not
     assert 0 <= by_sel["fixed"]["p_value"] <= 1
-    b = F.epsilon_lower_bound(400, 80, by_sel["fixed"]["wrong"], "gdp", 1e-5)
+    b = bound.epsilon_lower_bound(400, 80, by_sel["fixed"]["wrong"], "gdp", 1e-5)
     assert by_sel["fixed"]["epsilon"] == pytest.approx(b.epsilon)
 
 
@@ -686,24 +692,24 @@ def test_exact_tail_is_the_binomial_at_r_equals_n():
     # the exact tail stopped at mu = 1.848 for n = r = 1000, 159 wrong: p = 0.050 there, but the
     # binomial tail is 0.064 (it rejected too often and its bound was too high).
     mu_old = 1.8479986633467305
-    p = F.p_value(1000, 1000, 159, "gdp", mu_old, tail="exact")
+    p = tails.p_value(1000, 1000, 159, "gdp", mu_old, tail="exact")
     ref = stats.binom.cdf(159, 1000, special.ndtr(-mu_old / 2))
     assert ref == pytest.approx(0.0641, abs=1e-4)
     assert p == pytest.approx(ref, rel=1e-9)
-    mu_l, p_l = F.param_lower_bound(1000, 1000, 159, "gdp", 0.95, tail="exact")
+    mu_l, p_l = bound.param_lower_bound(1000, 1000, 159, "gdp", 0.95, tail="exact")
     assert stats.binom.cdf(159, 1000, special.ndtr(-mu_l / 2)) <= 0.05 * (1 + 1e-9)
     assert p_l <= 0.05 and mu_l < mu_old - 0.01
     # the Poisson binomial of Eq. (24) taken literally is narrower: too small a p-value
-    v = F.v_vector("gdp", mu_old, 1000, 1000)
-    assert math.exp(F.poisson_binomial_log_cdf(v, 159)) < 0.051
+    v = tails.v_vector("gdp", mu_old, 1000, 1000)
+    assert math.exp(tails.poisson_binomial_log_cdf(v, 159)) < 0.051
     for family, theta, kw in [
         ("laplace", 1.5, {}),
         ("approx_dp", 1.0, {"delta": 0.01}),
         ("subsampled_gaussian", 2.0, {"q": 0.5}),
     ]:
-        pm = F.p_min(family, theta, kw.get("delta"), kw.get("q"))
+        pm = families.p_min(family, theta, kw.get("delta"), kw.get("q"))
         for u in (5, 20, 30):
-            got = F.p_value(100, 100, u, family, theta, tail="exact", log=True, **kw)
+            got = tails.p_value(100, 100, u, family, theta, tail="exact", log=True, **kw)
             assert got == pytest.approx(stats.binom.logcdf(u, 100, pm), rel=1e-9)
 
 
@@ -719,14 +725,14 @@ def test_chernoff_tail_conservative_against_binomial_at_r_equals_n():
             pm = special.ndtr(-mu / 2)
             for u in np.unique(np.linspace(0, n * pm + 1, 12).astype(int)):
                 b = stats.binom.logcdf(int(u), n, pm)
-                assert F.p_value(n, n, int(u), "gdp", mu, log=True) >= b - 1e-12
-    v3 = F.v_vector("gdp", 3.0, 50, 50)
-    assert math.exp(F.chernoff_log_p(v3, 0)) == pytest.approx(0.021, abs=0.001)
+                assert tails.p_value(n, n, int(u), "gdp", mu, log=True) >= b - 1e-12
+    v3 = tails.v_vector("gdp", 3.0, 50, 50)
+    assert math.exp(tails.chernoff_log_p(v3, 0)) == pytest.approx(0.021, abs=0.001)
     assert stats.binom.cdf(0, 50, special.ndtr(-1.5)) == pytest.approx(0.031, abs=0.001)
     mu = 3.25
-    assert math.exp(F.chernoff_log_p(F.v_vector("gdp", mu, 50, 50), 0)) < 0.05
+    assert math.exp(tails.chernoff_log_p(tails.v_vector("gdp", mu, 50, 50), 0)) < 0.05
     assert stats.binom.cdf(0, 50, special.ndtr(-mu / 2)) > 0.065
-    assert F.param_lower_bound(50, 50, 0, "gdp", 0.95)[0] < mu
+    assert bound.param_lower_bound(50, 50, 0, "gdp", 0.95)[0] < mu
 
 
 def test_exact_tail_matches_the_simulated_law_with_abstention():
@@ -735,10 +741,10 @@ def test_exact_tail_matches_the_simulated_law_with_abstention():
     # at every u in the body of the law (4 sd), and their mean with sum_j v_j (Eq. 25).
     n, r, mu, reps = 400, 100, 1.0, 12_000
     w = _gdp_wrong_counts(n, r, mu, reps, seed=91)
-    v = F.v_vector("gdp", mu, n, r)
+    v = tails.v_vector("gdp", mu, n, r)
     assert w.mean() == pytest.approx(v.sum(), abs=4 * w.std() / math.sqrt(reps))
     for u in range(3, 20):
-        p = F.p_value(n, r, u, "gdp", mu, tail="exact")
+        p = tails.p_value(n, r, u, "gdp", mu, tail="exact")
         assert np.mean(w <= u) == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / reps) + 1e-4)
 
 
@@ -752,7 +758,7 @@ def test_exact_tail_valid_with_abstention_monte_carlo():
     n, r, mu, reps = 600, 300, 1.5, 24_000
     w = _gdp_wrong_counts(n, r, mu, reps, seed=92)
     freq = {u: float(np.mean(w <= u)) for u in range(0, 60)}
-    v = F.v_vector("gdp", mu, n, r)
+    v = tails.v_vector("gdp", mu, n, r)
 
     def worst_excess(log_p) -> float:
         """max over u with p(u) in [0.005, 0.3] of (frequency - p(u)) / sd."""
@@ -763,18 +769,18 @@ def test_exact_tail_valid_with_abstention_monte_carlo():
                 out = max(out, (f - p) / math.sqrt(p * (1 - p) / reps))
         return out
 
-    assert worst_excess(lambda u: F.exact_log_cdf("gdp", mu, n, r, u)) <= 3
-    assert worst_excess(lambda u: F.p_value(n, r, u, "gdp", mu, log=True)) <= 3
-    assert worst_excess(lambda u: F.poisson_binomial_log_cdf(v, u)) > 3
-    assert worst_excess(lambda u: F.exact_log_cdf("gdp", 0.95 * mu, n, r, u)) > 3
+    assert worst_excess(lambda u: tails.exact_log_cdf("gdp", mu, n, r, u)) <= 3
+    assert worst_excess(lambda u: tails.p_value(n, r, u, "gdp", mu, log=True)) <= 3
+    assert worst_excess(lambda u: tails.poisson_binomial_log_cdf(v, u)) > 3
+    assert worst_excess(lambda u: tails.exact_log_cdf("gdp", 0.95 * mu, n, r, u)) > 3
     # the 95% bound exceeds the true mu in at most 5% (+ 3 sd) of the runs; the bound is
     # nonincreasing in u, so it exceeds mu exactly for u <= u_cut
     log_alpha = math.log(0.05)
-    u_cut = max(u for u in freq if F.exact_log_cdf("gdp", mu, n, r, u) <= log_alpha)
-    for tail in F.TAILS:
-        above = F.param_lower_bound(n, r, u_cut + 1, "gdp", 0.95, tail=tail)[0]
+    u_cut = max(u for u in freq if tails.exact_log_cdf("gdp", mu, n, r, u) <= log_alpha)
+    for tail in tails.TAILS:
+        above = bound.param_lower_bound(n, r, u_cut + 1, "gdp", 0.95, tail=tail)[0]
         assert above <= mu
-    assert F.param_lower_bound(n, r, u_cut, "gdp", 0.95, tail="exact")[0] > mu
+    assert bound.param_lower_bound(n, r, u_cut, "gdp", 0.95, tail="exact")[0] > mu
     rate = freq[u_cut]
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
 
@@ -795,20 +801,20 @@ def test_threshold_error_rate_quadrature(family, theta, q):
     # covered by the rounding M_ROUND_DOWN; m(1) = p_min (Eq. 14).
     from scipy import integrate
 
-    kink = F.laplace_kink(theta) if family == "laplace" else None
+    kink = families.laplace_kink(theta) if family == "laplace" else None
     if family == "subsampled_gaussian":
-        kink = F.sgm_kink(theta, q)
+        kink = families.sgm_kink(theta, q)
     for t in (1e-6, 0.05, 0.7, 0.9999):
 
         def h(x: float) -> float:
-            return float(F.error_quantile(family, theta, np.array([x]), q)[0])
+            return float(families.error_quantile(family, theta, np.array([x]), q)[0])
 
         pts = [kink] if kink is not None and kink < t else None
         ref = integrate.quad(h, 0, t, points=pts, limit=200, epsabs=0, epsrel=1e-10)[0] / t
-        got = F.threshold_error_rate(family, theta, np.array([t]), q=q)[0]
-        assert abs(got / ref - 1) <= 1e-5 < F.M_ROUND_DOWN
-    got1 = F.threshold_error_rate(family, theta, np.array([1.0]), q=q)[0]
-    assert got1 == pytest.approx(F.p_min(family, theta, q=q), rel=1e-5)
+        got = tails.threshold_error_rate(family, theta, np.array([t]), q=q)[0]
+        assert abs(got / ref - 1) <= 1e-5 < tails.M_ROUND_DOWN
+    got1 = tails.threshold_error_rate(family, theta, np.array([1.0]), q=q)[0]
+    assert got1 == pytest.approx(families.p_min(family, theta, q=q), rel=1e-5)
 
 
 def test_sgm_quantile_at_q1_is_gdp():
@@ -817,10 +823,10 @@ def test_sgm_quantile_at_q1_is_gdp():
     # the median).
     t = np.array([1e-9, 0.1, 0.5, 0.7, 0.9, 0.99, 0.9999])
     for mu in (0.3, 2.0, 6.0):
-        sgm = F.error_quantile("subsampled_gaussian", mu, t, 1.0)
-        assert sgm == pytest.approx(F.error_quantile("gdp", mu, t), rel=1e-9)
-    v_sgm = F.v_vector("subsampled_gaussian", 2.0, 100, 100, q=1.0).sum()
-    assert v_sgm == pytest.approx(F.v_vector("gdp", 2.0, 100, 100).sum(), rel=1e-6)
+        sgm = families.error_quantile("subsampled_gaussian", mu, t, 1.0)
+        assert sgm == pytest.approx(families.error_quantile("gdp", mu, t), rel=1e-9)
+    v_sgm = tails.v_vector("subsampled_gaussian", 2.0, 100, 100, q=1.0).sum()
+    assert v_sgm == pytest.approx(tails.v_vector("gdp", 2.0, 100, 100).sum(), rel=1e-6)
 
 
 @pytest.mark.slow
@@ -835,10 +841,10 @@ def test_exact_tail_no_nan_on_large_r():
         r = int(rng.integers(n // 10, n // 2))
         cases.append((n, r, int(rng.integers(int(0.05 * r), int(0.35 * r)))))
     for n, r, wrong in cases:
-        b = F.epsilon_lower_bound(n, r, wrong, "gdp", tail="exact")
+        b = bound.epsilon_lower_bound(n, r, wrong, "gdp", tail="exact")
         assert math.isfinite(b.epsilon) and b.param >= 0 and 0.0 <= b.p_value <= 1.0
     assert bound._normal_score(1e-17) == bound._normal_score(0.0) < 0
-    assert F.poisson_binomial_log_cdf(np.full(50, 1e-18), 3) <= 0.0
+    assert tails.poisson_binomial_log_cdf(np.full(50, 1e-18), 3) <= 0.0
 
 
 def test_cli_exact_tail_issue_example(capsys):
@@ -847,7 +853,7 @@ def test_cli_exact_tail_issue_example(capsys):
     assert cli.main([*argv.split(), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tail"] == "exact" and math.isfinite(out["epsilon"]) and out["p_value"] <= 0.05
-    assert F.p_value(100_000, 25_000, 7545, "gdp", out["mu"], tail="exact") <= 0.05
+    assert tails.p_value(100_000, 25_000, 7545, "gdp", out["mu"], tail="exact") <= 0.05
 
 
 def test_subsampled_gaussian_few_guesses_below_the_kink():
@@ -855,5 +861,5 @@ def test_subsampled_gaussian_few_guesses_below_the_kink():
     # the quantile of an empty set of levels used to crash (zero-size array); tie-aware cuts
     # make such small r common
     for q in (0.1, 0.5):
-        b = F.epsilon_lower_bound(300, 9, 1, "subsampled_gaussian", delta=1e-5, q=q)
+        b = bound.epsilon_lower_bound(300, 9, 1, "subsampled_gaussian", delta=1e-5, q=q)
         assert 0.0 <= b.epsilon < 1.0 and b.r == 9

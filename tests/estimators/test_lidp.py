@@ -14,9 +14,10 @@ import pytest
 from scipy import optimize, special, stats
 
 from dpaudit.audit import audit
-from dpaudit.estimators import lidp, xbern
-from dpaudit.estimators.lidp_audit import split_in_out
-from dpaudit.estimators.xbern import XBernInputError, XBernSummary
+from dpaudit.estimators.lidp import bound as lidp
+from dpaudit.estimators.lidp import xbern
+from dpaudit.estimators.lidp.audit import split_in_out
+from dpaudit.estimators.lidp.xbern import XBernInputError, XBernSummary
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 BETA = 0.05
@@ -568,9 +569,9 @@ def test_cli_lidp_bound(tmp_path, capsys):
 
 
 def test_threshold_modes_are_the_shared_strategies():
-    """Fixed / heldout / in_sample map to Explicit / Split / Uncorrected (selection_rules), and
+    """Fixed / heldout / in_sample map to Explicit / Split / Uncorrected (selection.rules), and
     each row's validity is the strategy's."""
-    from dpaudit.estimators import selection_rules as rules
+    from dpaudit.estimators.selection import rules
 
     assert lidp.threshold_rule(0.5, 0.5, 0) == rules.Explicit(0.5)
     assert lidp.threshold_rule("heldout", 0.3, 2) == rules.Split(2, 0.3)

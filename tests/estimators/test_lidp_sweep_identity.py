@@ -1,4 +1,4 @@
-"""The fast threshold sweep of the LiDP estimator (:mod:`dpaudit.estimators.lidp`) against the
+"""The fast threshold sweep of the LiDP estimator (:mod:`dpaudit.estimators.lidp.bound`) against the
 implementation it replaced (binary search per score, ``np.quantile``, per-row histograms):
 identical grids, identical integer count tables, identical eps_hat curves, the same tau* and
 the same audit rows, on random inputs with many ties (scores on the grid points included).
@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.estimators import lidp, xbern
-from dpaudit.estimators.xbern import XBernSummary
+from dpaudit.estimators.lidp import bound as lidp
+from dpaudit.estimators.lidp import xbern
+from dpaudit.estimators.lidp.xbern import XBernSummary
 
 CASES = [("wilson", 1), ("wilson", 2), ("wilson", 4), ("bernstein", 2), ("clopper_pearson", 1)]
 
@@ -157,7 +158,7 @@ def test_split_in_out_identical_to_boolean_masks():
     """The column fast path of split_in_out (one membership pattern for all rows: contiguous
     or interleaved columns) returns what the boolean masks return; mixed patterns still go
     through the masks."""
-    from dpaudit.estimators.lidp_audit import split_in_out
+    from dpaudit.estimators.lidp.audit import split_in_out
     from dpaudit.scores import ScoreFile
 
     rng = np.random.default_rng(12)

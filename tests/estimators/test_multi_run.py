@@ -1,4 +1,4 @@
-"""Tests of the multi-run estimators (dpaudit/estimators/multi_run.py, multi_run_audit.py).
+"""Tests of the multi-run estimators (dpaudit/estimators/multi_run/).
 
 Paper: Annamalai, Balle, Hayes, De Cristofaro, "To Shuffle or not to Shuffle" (arXiv:2411.10614),
 §3.2 Eq. 1 and Appendix B Algorithm 5; Xiang, Wang, Wang 2024 (arXiv:2402.13087) §2.2, App. A.3.
@@ -15,9 +15,8 @@ from scipy import stats
 from dpaudit import audit as audit_mod
 from dpaudit.accounting.gaussian import gdp_delta, gdp_epsilon, gdp_mu_from_rates
 from dpaudit.estimators import METHODS
-from dpaudit.estimators import multi_run as mr
-from dpaudit.estimators import multi_run_definition as definition
-from dpaudit.estimators import multi_run_search as search
+from dpaudit.estimators.multi_run import bound as mr
+from dpaudit.estimators.multi_run import definition, search
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 DELTA = 1e-5
@@ -63,8 +62,8 @@ def _mc_slack(p: float, reps: int) -> float:
 def test_cp_upper_closed_form_at_zero_and_full(n):
     # One-sided CP at k = 0 solves (1 - u)^n = 1 - level; at k = n it is 1.
     level = 0.975
-    assert mr.cp_upper(0, n, level) == pytest.approx(1 - (1 - level) ** (1 / n), rel=1e-10)
-    assert mr.cp_upper(n, n, level) == 1.0
+    assert definition.cp_upper(0, n, level) == pytest.approx(1 - (1 - level) ** (1 / n), rel=1e-10)
+    assert definition.cp_upper(n, n, level) == 1.0
 
 
 @pytest.mark.parametrize("k,n", [(0, 20), (3, 20), (17, 20), (250, 1000), (999, 1000)])
@@ -72,7 +71,7 @@ def test_cp_upper_matches_scipy_exact_interval(k, n):
     # The upper end of the two-sided exact interval at level 2l - 1 is the one-sided l bound.
     level = 0.975
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=2 * level - 1, method="exact")
-    assert mr.cp_upper(k, n, level) == pytest.approx(ci.high, rel=1e-9)
+    assert definition.cp_upper(k, n, level) == pytest.approx(ci.high, rel=1e-9)
 
 
 LOWER_NS = [1, 2, 3, 10, 37, 100, 1000, 10**4, 5 * 10**5, 10**7, 10**9]
@@ -97,7 +96,7 @@ def test_cp_lower_is_certified_below_the_exact_bound(level):
             ]
         ).astype(float)
         lower, approx = search._cp_lower(k, n, level)
-        exact = mr.cp_upper(k, n, level)
+        exact = definition.cp_upper(k, n, level)
         assert np.all(lower <= exact), (n, level, k[lower > exact][:5])
         assert np.all(lower >= search._cp_floor(k, n, level))
         assert np.all((approx >= 0) & (approx <= 1))
@@ -118,7 +117,7 @@ def test_cp_lower_is_close_for_large_counts():
     for n in (10**5, 5 * 10**5, 10**7):
         k = np.linspace(0.1 * n, 0.9 * n, 301).round()
         lower, approx = search._cp_lower(k, n, level)
-        exact = mr.cp_upper(k, n, level)
+        exact = definition.cp_upper(k, n, level)
         assert np.all((exact - lower) * n < 9.0)
         assert np.all(np.abs(approx - exact) * n < 1.0)
 
@@ -130,7 +129,7 @@ def test_bound_blocks_drops_only_what_exact_bounds_drop(estimate):
     it lets the caller drop (bound below the best value) has its exact bound below that value,
     and the best value is an exact value attained at some point, at most the maximum."""
     objective = (
-        (lambda a, b: mr.epsilon_from_rates(a, b, DELTA))
+        (lambda a, b: definition.epsilon_from_rates(a, b, DELTA))
         if estimate == "cp"
         else (gdp_mu_from_rates)
     )
@@ -139,10 +138,11 @@ def test_bound_blocks_drops_only_what_exact_bounds_drop(estimate):
     skipped = 0
     for n, shift in [(50000, 1.0), (5000, 0.2), (250000, 2.0)]:
         s, m = _gauss(rng, shift, n)
-        sw = mr.sweep(s, m)
+        sw = definition.sweep(s, m)
         k0, k1 = sw.false_pos.astype(float), sw.false_neg.astype(float)
         exact = objective(
-            mr.cp_upper(k0, sw.n_nonmembers, level), mr.cp_upper(k1, sw.n_members, level)
+            definition.cp_upper(k0, sw.n_nonmembers, level),
+            definition.cp_upper(k1, sw.n_members, level),
         )
         for width in (7, 64, 1000):
             starts = np.arange(0, k0.size - width, width)
@@ -153,8 +153,8 @@ def test_bound_blocks_drops_only_what_exact_bounds_drop(estimate):
                 assert best <= exact.max()
                 assert best == floor or np.any(exact == best)
                 exact_ub = objective(
-                    mr.cp_upper(k0[ends - 1], sw.n_nonmembers, level),
-                    mr.cp_upper(k1[starts], sw.n_members, level),
+                    definition.cp_upper(k0[ends - 1], sw.n_nonmembers, level),
+                    definition.cp_upper(k1[starts], sw.n_members, level),
                 )
                 dropped = ub < best
                 assert np.all(exact_ub[dropped] < best)
@@ -165,14 +165,14 @@ def test_bound_blocks_drops_only_what_exact_bounds_drop(estimate):
 
 def test_eq1_closed_form_at_counts():
     # Eq. 1 at FP = 5 of 100 and FN = 0 of 100, per-rate one-sided 97.5% CP.
-    eps, a, b = mr.epsilon_from_counts(5, 100, 0, 100, DELTA, confidence=0.95)
+    eps, a, b = definition.epsilon_from_counts(5, 100, 0, 100, DELTA, confidence=0.95)
     a_ref = stats.beta.ppf(0.975, 6, 95)
     b_ref = 1 - 0.025 ** (1 / 100)
     assert a == pytest.approx(a_ref, rel=1e-9) and b == pytest.approx(b_ref, rel=1e-9)
     ref = max(math.log((1 - a_ref - DELTA) / b_ref), math.log((1 - b_ref - DELTA) / a_ref), 0)
     assert eps == pytest.approx(ref, rel=1e-12)
     # Symmetric in (FPR, FNR) (the privacy region is symmetric).
-    assert mr.epsilon_from_counts(0, 100, 5, 100, DELTA)[0] == pytest.approx(eps)
+    assert definition.epsilon_from_counts(0, 100, 5, 100, DELTA)[0] == pytest.approx(eps)
 
 
 @pytest.mark.parametrize("runs", [10**3, 10**4, 10**6])
@@ -203,8 +203,8 @@ def _algorithm5_literal(s: np.ndarray, s_prime: np.ndarray, level: float, delta:
             fnr += 1
         else:
             fpr -= 1
-        a = float(mr.cp_upper(fpr, r, level))
-        b = float(mr.cp_upper(fnr, r, level))
+        a = float(definition.cp_upper(fpr, r, level))
+        b = float(definition.cp_upper(fnr, r, level))
         terms = [0.0]
         if 1 - a - delta > 0:
             terms.append(math.log((1 - a - delta) / b))
@@ -218,14 +218,16 @@ def _algorithm5_literal(s: np.ndarray, s_prime: np.ndarray, level: float, delta:
 def test_same_data_equals_algorithm5(seed):
     rng = np.random.default_rng(seed)
     s, m = _gauss(rng, 1.5, 200)
-    ref = _algorithm5_literal(s[m == 1], s[m == 0], mr.rate_level(0.95), DELTA)
+    ref = _algorithm5_literal(s[m == 1], s[m == 0], definition.rate_level(0.95), DELTA)
     res = mr.threshold_audit(s, m, DELTA, 0.95, selection="same_data")
     assert res.epsilon == pytest.approx(ref, rel=1e-12)
     assert res.valid is False and res.selection == "same_data"
     # The reported counts reproduce the reported threshold and bounds.
     assert res.false_pos == int(np.sum((s > res.threshold) & (m == 0)))
     assert res.false_neg == int(np.sum((s <= res.threshold) & (m == 1)))
-    assert mr.epsilon_from_rates(res.fpr_upper, res.fnr_upper, DELTA) == pytest.approx(res.epsilon)
+    assert definition.epsilon_from_rates(res.fpr_upper, res.fnr_upper, DELTA) == pytest.approx(
+        res.epsilon
+    )
 
 
 def test_pruned_search_equals_full_sweep():
@@ -261,7 +263,7 @@ def _small_grid():
 
 @pytest.mark.parametrize("estimate", ["cp", "gdp"])
 def test_fast_search_equals_the_plain_definition_bit_for_bit(estimate):
-    """The search of multi_run_search (branch and bound, bound-order search) returns exactly the
+    """The search of multi_run.search (branch and bound, bound-order search) returns exactly the
     value of the plain definition (every Clopper-Pearson bound, then the maximum), the same
     index where the maximum is attained once and a maximising index otherwise, with plain and
     projected counts; threshold_audit (same_data) reports that value."""
@@ -331,7 +333,7 @@ def test_ties_are_never_split():
     # Binary scores: only thresholds -inf and 0 exist, so counts come from whole tie groups.
     s = np.array([1, 1, 1, 0, 1, 0, 0, 0], dtype=float)
     m = _labels(4, 4)
-    sw = mr.sweep(s, m)
+    sw = definition.sweep(s, m)
     assert sw.threshold.tolist() == [-np.inf, 0.0, 1.0]
     assert sw.false_pos.tolist() == [4, 1, 0] and sw.false_neg.tolist() == [0, 1, 4]
     # All scores equal: no threshold separates anything, the bound is 0.
@@ -342,7 +344,7 @@ def test_ties_are_never_split():
         np.zeros(50), _labels(25, 25), DELTA, selection="same_data", estimate="gdp"
     )
     assert fit.epsilon == 0 and fit.false_pos + fit.false_neg == 25
-    assert fit.fpr_upper == mr.cp_upper(fit.false_pos, 25, fit.rate_confidence)
+    assert fit.fpr_upper == definition.cp_upper(fit.false_pos, 25, fit.rate_confidence)
 
 
 def test_heldout_uses_disjoint_parts():
@@ -421,8 +423,8 @@ def test_mc_validity_randomized_response(eps):
     for r in range(reps):
         s, m = _rr(rng, eps, n)
         held.append(mr.threshold_audit(s, m, DELTA, conf, "heldout", split_seed=r).epsilon)
-        sw = mr.sweep(s, m)
-        plug.append(mr.epsilon_from_rates(sw.false_pos / n, sw.false_neg / n, DELTA).max())
+        sw = definition.sweep(s, m)
+        plug.append(definition.epsilon_from_rates(sw.false_pos / n, sw.false_neg / n, DELTA).max())
     held, plug = np.array(held), np.array(plug)
     assert np.mean(held > eps) <= (1 - conf) + _mc_slack(1 - conf, reps)
     assert np.mean(plug > eps) > 0.3  # negative control: no CI is not valid
@@ -630,7 +632,7 @@ def test_bad_options():
             s[[0, 1, 10, 11]], m[[0, 1, 10, 11]], DELTA, selection="heldout", select_fraction=0.1
         )
     with pytest.raises(ValueError, match="false positives"):
-        mr.epsilon_from_counts(11, 10, 0, 10, DELTA)
+        definition.epsilon_from_counts(11, 10, 0, 10, DELTA)
 
 
 def test_runner_rejects_wrong_shape():
@@ -681,7 +683,7 @@ def test_cli_multi_run_bound(capsys):
         == 0
     )
     out = json.loads(capsys.readouterr().out)
-    assert out["epsilon"] == pytest.approx(mr.epsilon_from_counts(5, 100, 0, 100, DELTA)[0])
+    assert out["epsilon"] == pytest.approx(definition.epsilon_from_counts(5, 100, 0, 100, DELTA)[0])
     assert (
         main(
             [
@@ -722,7 +724,7 @@ def test_one_threshold_audit_for_both_estimates():
 
 
 def test_threshold_choice_uses_the_shared_strategies():
-    from dpaudit.estimators import selection_rules as rules
+    from dpaudit.estimators.selection import rules
 
     assert isinstance(mr.threshold_rule("same_data", 0.5, 0), rules.Uncorrected)
     assert mr.threshold_rule("heldout", 0.3, 4) == rules.Split(4, 0.3)
@@ -743,21 +745,21 @@ def test_check_scores_on_every_membership_dtype(dtype):
     passed on unchanged (the caller's array is never written)."""
     s = np.array([0.5, -1.0, 2.0, 0.0])
     m = np.array([0, 1, 1, 0]).astype(dtype)
-    score, member = mr.check_scores(s, m)
+    score, member = definition.check_scores(s, m)
     assert member.dtype == np.int8 and member.tolist() == [0, 1, 1, 0]
     assert np.array_equal(score, s)
     for bad_value in (np.nan, np.inf, -np.inf):
         bad = s.copy()
         bad[2] = bad_value
         with pytest.raises(ValueError, match=r"not finite \(NaN or inf\) at trial 2 \(1 non"):
-            mr.check_scores(bad, m)
+            definition.check_scores(bad, m)
     if dtype is not bool:
         for bad_member in (2, 255) if dtype == np.uint8 else (2, -1):
             wrong = m.copy()
             wrong[1] = bad_member
             with pytest.raises(ValueError, match="membership must be 0 or 1"):
-                mr.check_scores(s, wrong)
+                definition.check_scores(s, wrong)
     with pytest.raises(ValueError, match="no non-members"):
-        mr.check_scores(s, np.ones(4, dtype=dtype))
+        definition.check_scores(s, np.ones(4, dtype=dtype))
     with pytest.raises(ValueError, match="no members"):
-        mr.check_scores(s, np.zeros(4, dtype=dtype))
+        definition.check_scores(s, np.zeros(4, dtype=dtype))

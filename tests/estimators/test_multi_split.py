@@ -1,4 +1,4 @@
-"""The multi_split selection (selection_rules.MultiSplit, estimators.multi_split): the
+"""The multi_split selection (selection.rules.MultiSplit, selection.multi_split): the
 combination against its definition, its wiring into one_run, fdp_one_run and multi_run_cp, and
 Monte Carlo validity on mechanisms with known epsilon (small here; benchmarks/validity.py runs
 the full check)."""
@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 
 from dpaudit.config import validate_config
-from dpaudit.estimators import METHODS, fdp_one_run_audit, multi_run, one_run
-from dpaudit.estimators import selection_rules as rules
+from dpaudit.estimators import METHODS
+from dpaudit.estimators.fdp_one_run import audit as fdp_one_run_audit
+from dpaudit.estimators.multi_run import bound as multi_run
+from dpaudit.estimators.one_run import bound as one_run
+from dpaudit.estimators.selection import rules
 from dpaudit.scores import ScoreFile
 
 DELTA = 1e-5
@@ -174,7 +177,7 @@ def test_one_run_multi_split_validity_and_null():
     for t in range(reps):
         s = rng.integers(0, 2, size=m)
         rule = rules.MultiSplit(splits=3, seed=t)
-        from dpaudit.estimators.multi_split import one_run_row
+        from dpaudit.estimators.selection.multi_split import one_run_row
 
         real = one_run_row(mu * s + rng.normal(size=m), s, DELTA, 0.95, grid, rule)
         null = one_run_row(rng.normal(size=m), s, DELTA, 0.95, grid, rule)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from dpaudit.estimators import one_run as orb
+from dpaudit.estimators.one_run import bound as orb
 
 
 @pytest.mark.parametrize(
@@ -190,8 +190,8 @@ def test_unknown_selection():
 def test_fixed_fraction_guesses_the_same_r_as_fdp_balanced():
     """fixed_fraction 0.5 on m canaries: r = m/2 guesses, the r/2 highest IN and the r/2 lowest
     OUT (Xiang et al., Fig. 6), the same guesses as fdp_one_run's balanced r_fraction 0.5."""
-    from dpaudit.estimators.fdp_one_run import released_guesses
-    from dpaudit.estimators.one_run_audit import run_one_run
+    from dpaudit.estimators.fdp_one_run.guesses import released_guesses
+    from dpaudit.estimators.one_run.audit import run_one_run
     from dpaudit.scores import FORMAT_VERSION, ScoreFile
 
     rng = np.random.default_rng(5)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpaudit.estimators.multi_run import epsilon_from_counts
+from dpaudit.estimators.multi_run.definition import epsilon_from_counts
 
 #: (false positives, non-members, false negatives, members, delta, confidence, the peer's
 #: eps_lo), recorded with privacy-estimates 0.1.0.post1 and statsmodels 0.15.0.

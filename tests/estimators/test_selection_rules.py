@@ -1,11 +1,11 @@
-"""The shared threshold / guess-count selection strategies (dpaudit.estimators.selection_rules)."""
+"""The shared threshold / guess-count selection strategies (dpaudit.estimators.selection.rules)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dpaudit.estimators import selection_rules as rules
+from dpaudit.estimators.selection import rules
 
 
 def _bound(calls: list):
@@ -95,7 +95,8 @@ def test_strategy_names_and_errors():
 
 def test_one_run_estimators_use_the_shared_strategies():
     """The one-run and tight one-run audits label their rows from the shared rules."""
-    from dpaudit.estimators import fdp_one_run_audit, one_run
+    from dpaudit.estimators.fdp_one_run import audit as fdp_one_run_audit
+    from dpaudit.estimators.one_run import bound as one_run
 
     rng = np.random.default_rng(0)
     member = rng.integers(0, 2, 400)

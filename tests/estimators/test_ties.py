@@ -3,7 +3,7 @@
 A guesser that breaks ties by position makes its guesses depend on the file order: a file with
 constant scores and its IN canaries first got valid-looking one-run bounds of 4 to 18. Every
 estimator must give the same rows for every order of the canaries, and nothing from constant
-scores (:mod:`dpaudit.estimators.ties`).
+scores (:mod:`dpaudit.estimators.common.ties`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pytest
 
 from dpaudit.audit import run_estimator
 from dpaudit.defaults import estimator_methods
-from dpaudit.estimators import fdp_one_run, one_run
-from dpaudit.estimators.fdp_one_run_audit import audit_scores as fdp_audit_scores
-from dpaudit.estimators.ties import Cut
+from dpaudit.estimators.common.ties import Cut
+from dpaudit.estimators.fdp_one_run import guesses as fdp_one_run
+from dpaudit.estimators.fdp_one_run.audit import audit_scores as fdp_audit_scores
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.scores import ScoreFile
 
 SELECTIONS = ["grid_max_uncorrected", "bonferroni", "sample_split", "multi_split", "fixed"]

@@ -18,7 +18,7 @@ from dpaudit.accounting.shuffling import poisson_reference_epsilon
 from dpaudit.analyses import shuffling as sh
 from dpaudit.audit import audit
 from dpaudit.estimators import METHODS
-from dpaudit.estimators import multi_run as mr
+from dpaudit.estimators.multi_run import bound as mr
 from dpaudit.mechanisms import batched_gaussian as bg
 from dpaudit.mechanisms import shuffle_reference as ref
 

@@ -187,7 +187,7 @@ def test_lidp_second_order_wilson_reproduces_fig3_left_at_n1024():
     """Section 4: "eps_hat = 0.67 with n = 1024" for LiDP + 2nd-order Wilson (eps = 2,
     delta = 1e-5, beta = 0.05; K = sqrt(n) = 32, d = 10^4 inferred by our calibration):
     threshold tuned on n held-out trials, bound on n fresh trials, mean of 8 repetitions."""
-    from dpaudit.estimators import lidp
+    from dpaudit.estimators.lidp import bound as lidp
 
     sigma = lg.sigma_for_epsilon(2.0, 1e-5)
     rng = np.random.default_rng(2024)

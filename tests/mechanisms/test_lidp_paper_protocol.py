@@ -19,9 +19,10 @@ from dpaudit import analyses
 from dpaudit.analyses import lidp_gaussian as al
 from dpaudit.audit import audit
 from dpaudit.config import load_schema, validate_config
-from dpaudit.estimators import lidp, xbern
-from dpaudit.estimators.lidp_audit import run_lidp, split_in_out
-from dpaudit.estimators.xbern import XBernInputError
+from dpaudit.estimators.lidp import bound as lidp
+from dpaudit.estimators.lidp import xbern
+from dpaudit.estimators.lidp.audit import run_lidp, split_in_out
+from dpaudit.estimators.lidp.xbern import XBernInputError
 from dpaudit.mechanisms import lidp_gaussian as lg
 from dpaudit.pipeline.settings import simulate_settings
 

@@ -55,7 +55,7 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
 
 def test_an_estimator_edit_changes_the_audit_param_and_not_the_training_one(copy):
     before = _hashes(copy)
-    module = copy / "dpaudit/estimators/one_run.py"
+    module = copy / "dpaudit/estimators/one_run/bound.py"
     module.write_text(module.read_text() + "\nCHANGED = 1\n")
     assert _changed(before, _hashes(copy)) == ESTIMATOR_EDIT
 
@@ -68,13 +68,13 @@ def test_a_training_edit_changes_the_training_param_only(copy):
 
 
 def test_modules_imported_inside_functions_and_by_name_count(copy):
-    """fdp_one_run_audit is reached only through the registry's import_module; the one_run
+    """fdp_one_run.audit is reached only through the registry's import_module; the one_run
     runner imports it by name at run time, so the whole estimators package counts."""
     mods = library_modules(copy / "scripts/audit.py", copy / "dpaudit")
-    assert {"dpaudit.estimators.fdp_one_run_audit", "dpaudit.estimators.xbern"} <= set(mods)
+    assert {"dpaudit.estimators.fdp_one_run.audit", "dpaudit.estimators.lidp.xbern"} <= set(mods)
     assert not any(m.startswith("dpaudit.training") for m in mods)
     before = _hashes(copy)
-    module = copy / "dpaudit/estimators/fdp_one_run_audit.py"
+    module = copy / "dpaudit/estimators/fdp_one_run/audit.py"
     module.write_text(module.read_text() + "\nCHANGED = 1\n")
     assert _changed(before, _hashes(copy)) == ESTIMATOR_EDIT
 
@@ -170,7 +170,7 @@ def test_snakemake_reruns_the_audit_after_an_estimator_edit(tmp_path):
 
     dry_run()  # the real run
     assert dry_run("-n") == {}
-    module = tree / "dpaudit/estimators/one_run.py"
+    module = tree / "dpaudit/estimators/one_run/bound.py"
     module.write_text(module.read_text() + "\nCHANGED = 1\n")
     counts = dry_run("-n")
     assert counts.get("audit") == 1 and counts.get("audit_table") == 1, counts

@@ -13,7 +13,7 @@ import pytest
 from dpaudit.accounting.dpsgd import dpsgd_tradeoff, eps_delta_tradeoff, epsilon_pld
 from dpaudit.accounting.gaussian import gdp_tradeoff
 from dpaudit.config import ConfigError, load_schema, validate_config
-from dpaudit.estimators.multi_run import threshold_audit
+from dpaudit.estimators.multi_run.bound import threshold_audit
 from dpaudit.pipeline import targets
 from dpaudit.plots.labels import internal_names
 from dpaudit.plots.style import fits_canvas

@@ -247,7 +247,7 @@ def test_checker_sees_function_local_and_relative_imports(tmp_path: Path) -> Non
         ("dpaudit.analyses.selection", "dpaudit.mechanisms.selection_game", True),
         ("dpaudit.mechanisms.registry", "dpaudit.analyses.selection", False),
         ("dpaudit.training.shard", "dpaudit.mechanisms.registry", False),
-        ("dpaudit.estimators.lidp", "dpaudit.estimators.xbern", True),
+        ("dpaudit.estimators.lidp.bound", "dpaudit.estimators.lidp.xbern", True),
         ("dpaudit.commands.audit", "dpaudit.cli", False),
     ],
 )

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from dpaudit import scores
-from dpaudit.estimators.one_run import audit_scores
+from dpaudit.estimators.one_run.bound import audit_scores
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_CONFIG = REPO / "config" / "test.yaml"

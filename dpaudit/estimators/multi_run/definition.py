@@ -1,6 +1,6 @@
 """Multi-run audits as the paper defines them: Clopper-Pearson rates, Eq. 1, Algorithm 5.
 
-The reference of :mod:`.multi_run` (Annamalai, Balle, Hayes, De Cristofaro 2024, "To Shuffle
+The reference of :mod:`.bound` (Annamalai, Balle, Hayes, De Cristofaro 2024, "To Shuffle
 or not to Shuffle: Auditing DP-SGD with Shuffling", arXiv:2411.10614): one target per training
 run, in the training set (``membership`` 1) or not (0), one score per run thresholded. The
 false positive rate alpha (non-members called IN) and the false negative rate beta (members
@@ -14,7 +14,7 @@ called OUT) are bounded from above by one-sided Clopper-Pearson intervals
 Algorithm 5, evaluates Eq. 1 at every threshold of one sorted sweep of the scores
 (:func:`sweep`, :func:`sweep_epsilons`) and reports the maximum; :func:`plain_argmax` is that
 maximum computed literally, bound by bound. It is the definition the fast search of
-:mod:`.multi_run_search` must reproduce bit for bit (tests/estimators/test_multi_run.py).
+:mod:`.search` must reproduce bit for bit (tests/estimators/test_multi_run.py).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def plain_argmax(
     ``k0`` (of ``n0``) and false-negative counts ``k1`` (of ``n1``) at every threshold, the
     ``objective`` (Eq. 1, or the GDP mu) at each, and the first index of the largest value.
     Returns (index, value, fpr_upper, fnr_upper). The reference of
-    :func:`.multi_run_search.argmax_over_thresholds`, which returns the same value (and the
+    :func:`.search.argmax_over_thresholds`, which returns the same value (and the
     same index where the maximum is attained once) without computing every bound."""
     a = cp_upper(np.asarray(k0, dtype=np.float64), n0, level)
     b = cp_upper(np.asarray(k1, dtype=np.float64), n1, level)

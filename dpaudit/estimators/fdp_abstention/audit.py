@@ -1,10 +1,10 @@
-"""Applies the f-DP audit in one run with abstention (:mod:`.fdp_abstention`; Mahloujifar,
+"""Applies the f-DP audit in one run with abstention (:mod:`.bound`; Mahloujifar,
 Melis and Chaudhuri 2025, arXiv:2410.22235) to single-model score files.
 
 Per trial, the auditor guesses on r canaries and abstains on the rest (rule ``guess``, as the
 tight one-run audit: ``balanced``, ``top_in`` or ``centered``); the recursion bounds the number
 of correct guesses under the null family. r is chosen by the same selection rules as the tight
-one-run audit (:mod:`.fdp_one_run_audit`: ``fixed``, ``grid_max_uncorrected`` (NOT valid),
+one-run audit (:mod:`.fdp_one_run.audit`: ``fixed``, ``grid_max_uncorrected`` (NOT valid),
 ``bonferroni``, ``sample_split``, ``multi_split``), which this runner shares.
 
 Family ``subsampled_gaussian`` (the paper's DP-SGD curves, Sec. 3.1: fixed sampling rate q and
@@ -21,8 +21,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from dpaudit.estimators import fdp_abstention
-from dpaudit.estimators.fdp_one_run_audit import run_released_guess_audit
+from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
+from dpaudit.estimators.fdp_one_run.audit import run_released_guess_audit
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 #: Score-file metadata key of DP-SGD's Poisson sampling rate q (the training job's schedule).

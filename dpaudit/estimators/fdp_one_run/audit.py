@@ -1,4 +1,5 @@
-"""Applies the tight one-run f-DP audit (:mod:`.fdp_one_run`) to single-model score files.
+"""Applies the tight one-run f-DP audit (:mod:`dpaudit.estimators.fdp_one_run`) to single-model
+score files.
 
 Per trial, r guesses are released (rule ``guess``: ``balanced`` = the paper's general case,
 IN for the ceil(r/2) highest scores and OUT for the floor(r/2) lowest; ``top_in``; ``centered``
@@ -24,11 +25,14 @@ from typing import Any
 import numpy as np
 
 from dpaudit.defaults import estimator_defaults, fill_defaults
-from dpaudit.estimators import fdp_abstention, multi_split
-from dpaudit.estimators import fdp_one_run as fdp
-from dpaudit.estimators import selection_rules as rules
+from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.ties import in_id_order
+from dpaudit.estimators.fdp_abstention import bound as fdp_abstention
+from dpaudit.estimators.fdp_one_run import bound as fdp_bound
+from dpaudit.estimators.fdp_one_run import families, tails
+from dpaudit.estimators.fdp_one_run import guesses as fdp
 from dpaudit.estimators.registry import assumes
-from dpaudit.estimators.ties import in_id_order
+from dpaudit.estimators.selection import multi_split, rules
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 SELECTIONS = rules.ONE_RUN_SELECTIONS
@@ -42,7 +46,7 @@ def default_r_grid(n: int) -> list[int]:
 
 def _row(
     sel: str,
-    bound: fdp.FdpBound,
+    bound: fdp_bound.FdpBound,
     kp: int,
     km: int,
     confidence: float,
@@ -88,7 +92,7 @@ def audit_scores(
     r_grid: list[int] | None = None,
     split_seed: int = 0,
     claimed_epsilon: float = math.inf,
-    bound: Callable[..., fdp.FdpBound] = fdp.epsilon_lower_bound,
+    bound: Callable[..., fdp_bound.FdpBound] = fdp_bound.epsilon_lower_bound,
 ) -> list[dict[str, Any]]:
     """Rows of the tight one-run audit for one trial's scores, one per selection rule.
 
@@ -97,22 +101,21 @@ def audit_scores(
     finite claim), at the selected r; Bonferroni-adjusted (times |grid|) for ``bonferroni``.
 
     ``bound`` is the test run at each r (the signature of
-    :func:`dpaudit.estimators.fdp_one_run.epsilon_lower_bound`): another test on the same
+    :func:`dpaudit.estimators.fdp_one_run.bound.epsilon_lower_bound`): another test on the same
     released guesses (:mod:`.fdp_abstention`) reuses the selection rules; its rows carry
     ``p_value`` NaN (the test reports no p-value).
     """
-    family = fdp.canonical_family(family)
+    family = families.canonical_family(family)
     score = np.asarray(score, dtype=float).ravel()
     membership = np.asarray(membership).ravel()
     n = len(score)
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_confidence(confidence)
     grid = sorted({int(r) for r in (r_grid or default_r_grid(n)) if 1 <= int(r) <= n})
     if not grid:
         raise ValueError(f"the r grid has no value in [1, n={n}]")
     theta_claim = (
-        fdp.from_epsilon(family, claimed_epsilon, delta, q)
-        if math.isfinite(claimed_epsilon) and bound is fdp.epsilon_lower_bound
+        families.from_epsilon(family, claimed_epsilon, delta, q)
+        if math.isfinite(claimed_epsilon) and bound is fdp_bound.epsilon_lower_bound
         else math.nan
     )
 
@@ -162,22 +165,26 @@ def _bounds_on(
     delta: float,
     q: float | None,
     tail: str,
-    bound: Callable[..., fdp.FdpBound],
+    bound: Callable[..., fdp_bound.FdpBound],
     tail_of_bound: str,
 ) -> Callable[[slice | np.ndarray], tuple[rules.BoundAt, rules.Maximiser | None]]:
     """part -> (the test at each r on the canaries ``part`` of :func:`audit_scores`, a
     maximiser over the grid or None): the guesses released at r (ties straddling a cut abstain,
-    :mod:`.ties`) and ``bound`` on them (``tail_of_bound``: the tail a row without guesses
+    :mod:`.common.ties`) and ``bound`` on them (``tail_of_bound``: the tail a row without guesses
     reports)."""
 
     def bound_on(part: slice | np.ndarray) -> tuple[rules.BoundAt, rules.Maximiser | None]:
         sc = score[part]
         counts = fdp.guess_counter(sc, membership[part], guess)
 
-        def bound_at(r: int, level: float) -> tuple[fdp.FdpBound, int, int]:
+        def bound_at(r: int, level: float) -> tuple[fdp_bound.FdpBound, int, int]:
             kp, km, wrong = counts(r)  # kp + km <= r: ties straddling a cut abstain (.ties)
             if kp + km == 0:
-                return fdp.no_guess_bound(len(sc), family, delta, level, tail_of_bound), kp, km
+                return (
+                    fdp_bound.no_guess_bound(len(sc), family, delta, level, tail_of_bound),
+                    kp,
+                    km,
+                )
             b = bound(len(sc), kp + km, wrong, family, delta, level, q, tail)
             return b, kp, km
 
@@ -201,16 +208,16 @@ def _claimed_p(
     delta: float,
     q: float | None,
     tail: str,
-    bound: Callable[..., fdp.FdpBound],
+    bound: Callable[..., fdp_bound.FdpBound],
 ) -> float:
     """The p-value of the claimed null f_theta_claim at the released guesses (NaN without a
-    finite claim or for another test than :func:`.fdp_one_run.epsilon_lower_bound`; 1 when
+    finite claim or for another test than :func:`.bound.epsilon_lower_bound`; 1 when
     any theta is allowed or no guess was released)."""
-    if math.isnan(theta_claim) or bound is not fdp.epsilon_lower_bound:
+    if math.isnan(theta_claim) or bound is not fdp_bound.epsilon_lower_bound:
         return math.nan
     if math.isinf(theta_claim) or r == 0:  # any theta allowed, or no guess: no rejection
         return 1.0
-    return fdp.p_value(n, r, wrong, family, theta_claim, delta, q, tail)
+    return tails.p_value(n, r, wrong, family, theta_claim, delta, q, tail)
 
 
 def _rescale(r: int, n_from: int, n_to: int) -> int:
@@ -218,25 +225,25 @@ def _rescale(r: int, n_from: int, n_to: int) -> int:
     return max(1, min(n_to, round(r * n_to / n_from)))
 
 
-def _epsilon_of(bound: tuple[fdp.FdpBound, int, int]) -> float:
+def _epsilon_of(bound: tuple[fdp_bound.FdpBound, int, int]) -> float:
     return bound[0].epsilon
 
 
 def run_fdp_one_run(sf: ScoreFile, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Tight one-run f-DP audit (Xiang et al. 2025: Theorem 3, Proposition 1, Algorithm 2),
     per trial, per selection rule of r."""
-    return run_released_guess_audit(sf, params, "fdp_one_run", fdp.epsilon_lower_bound)
+    return run_released_guess_audit(sf, params, "fdp_one_run", fdp_bound.epsilon_lower_bound)
 
 
 def run_released_guess_audit(
     sf: ScoreFile,
     params: dict[str, Any],
     method: str,
-    bound: Callable[..., fdp.FdpBound],
+    bound: Callable[..., fdp_bound.FdpBound],
 ) -> list[dict[str, Any]]:
     """Estimator ``method``'s rows: the test ``bound`` on the r released guesses of each trial,
     per selection rule of r (shared by :func:`run_fdp_one_run` and the f-DP abstention audit of
-    Mahloujifar et al., :mod:`.fdp_abstention_audit`)."""
+    Mahloujifar et al., :mod:`.fdp_abstention.audit`)."""
     if sf.meta["design"] != "one_run":
         raise ScoreFileError(f"{sf.source}: {method} applies to one-run designs only")
     known = sorted(estimator_defaults(method))
@@ -245,7 +252,7 @@ def run_released_guess_audit(
         raise ValueError(f"{method}: unknown parameter(s) {unknown}; allowed: {known}")
     # A config loader may fill schema defaults with null: null means "not given".
     p = fill_defaults(method, {k: v for k, v in params.items() if v is not None})
-    family = fdp.canonical_family(p["family"])
+    family = families.canonical_family(p["family"])
     delta = float(sf.delta if p["delta"] is None else p["delta"])  # null: the file's delta
     q = p.get("q")
     if family == "subsampled_gaussian" and q is None:

@@ -1,6 +1,6 @@
 """Confidence intervals of the attack metrics for independent canaries (or runs), each computed
 from one sort of the scores, in O(m log m) (the bootstrap over m canaries costs O(m) per
-resample; see :mod:`.attack_metrics`).
+resample; see :mod:`.metrics`).
 
 IN scores X_1..X_n1 and OUT scores Y_1..Y_n0 are independent samples of two distributions; the
 rule is "score >= t means IN". Each interval has two-sided confidence ``1 - alpha``:
@@ -24,7 +24,7 @@ rule is "score >= t means IN". Each interval has two-sided confidence ``1 - alph
   sqrt(log(4 / alpha) / (2 n)) with probability 1 - alpha/2, so |D_hat - D| is at most the sum
   of the two. Finite-sample and valid for any distributions, conservative.
 * The raw-count epsilon (a maximum of ratios over thresholds chosen on the data): no exact
-  interval; the percentile bootstrap of :mod:`.attack_metrics` (IN and OUT resampled
+  interval; the percentile bootstrap of :mod:`.metrics` (IN and OUT resampled
   separately, ``resamples`` times), drawn here in two stages so that a resample costs far less
   than m (:func:`epsilon_bootstrap`).
 """
@@ -139,7 +139,7 @@ def epsilon_bootstrap(
     # Long (110 lines): one chunk's two-stage draw (block totals, then the expanded blocks) takes
     # the generator's numbers in this fixed order (a split that reorders the draws changes every
     # interval), and a third of the body is the tests' ``counts`` branch and _spread's arguments.
-    """``resamples`` bootstrap draws of the raw-count epsilon (:mod:`.attack_metrics`), the IN
+    """``resamples`` bootstrap draws of the raw-count epsilon (:mod:`.metrics`), the IN
     and the OUT scores each resampled with replacement (n1 and n0 draws).
 
     Two stages, exactly the same law as drawing the n1 (n0) indices: the pooled scores are

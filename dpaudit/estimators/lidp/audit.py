@@ -1,4 +1,4 @@
-"""Applies the LiDP estimator (:mod:`.lidp`) to score files of design ``lidp``.
+"""Applies the LiDP estimator (:mod:`.bound`) to score files of design ``lidp``.
 
 Mapping of a LiDP trial to the ``(trials, canaries)`` arrays of :mod:`dpaudit.scores`:
 
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.defaults import estimator_defaults, fill_defaults
-from dpaudit.estimators import lidp
+from dpaudit.estimators.lidp import bound as lidp
 from dpaudit.estimators.registry import FAMILY_FREE
 from dpaudit.scores import ScoreFile, ScoreFileError
 
@@ -156,7 +156,7 @@ def _audit(
     confidence: float,
     heldout_trials: int,
 ) -> lidp.LiDPAudit:
-    """:func:`.lidp.audit_scores` with the estimator's filled parameters ``p``."""
+    """:func:`.bound.audit_scores` with the estimator's filled parameters ``p``."""
     return lidp.audit_scores(
         score_in,
         score_out,

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from dpaudit.estimators import selection_rules as rules
-from dpaudit.estimators import xbern
-from dpaudit.estimators.xbern import XBernInputError, XBernSummary
+from dpaudit.estimators.lidp import xbern
+from dpaudit.estimators.lidp.xbern import XBernInputError, XBernSummary
+from dpaudit.estimators.selection import rules
 
 #: Grid size and quantiles of the released code (App. E.1 leaves the grid open).
 GRID_SIZE = 500
@@ -497,9 +497,9 @@ def audit_scores(
 def threshold_rule(
     threshold: float | str, heldout_fraction: float, split_seed: int
 ) -> rules.Strategy:
-    """The selection strategy (:mod:`.selection_rules`) of a threshold mode: a number is
-    :class:`~.selection_rules.Explicit`, ``heldout`` a :class:`~.selection_rules.Split` and
-    ``in_sample`` the :class:`~.selection_rules.Uncorrected` maximum over the grid."""
+    """The selection strategy (:mod:`.selection.rules`) of a threshold mode: a number is
+    :class:`~.selection.rules.Explicit`, ``heldout`` a :class:`~.selection.rules.Split` and
+    ``in_sample`` the :class:`~.selection.rules.Uncorrected` maximum over the grid."""
     if isinstance(threshold, str):
         if threshold == "heldout":
             return rules.Split(split_seed, heldout_fraction)

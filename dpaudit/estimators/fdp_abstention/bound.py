@@ -38,14 +38,9 @@ import math
 import numpy as np
 from scipy import special
 
-from dpaudit.estimators.fdp_one_run import (
-    FAMILIES,
-    PARAM_MAX,
-    FdpBound,
-    canonical_family,
-    no_guess_bound,
-    to_epsilon,
-)
+from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.fdp_one_run.bound import PARAM_MAX, FdpBound, no_guess_bound
+from dpaudit.estimators.fdp_one_run.families import FAMILIES, canonical_family, to_epsilon
 
 #: The null families this test supports.
 ABSTENTION_FAMILIES = ("gdp", "laplace", "approx_dp", "subsampled_gaussian")
@@ -289,8 +284,7 @@ def param_lower_bound(
     elif q is not None or steps != 1:
         raise ValueError(f"q and steps belong to family subsampled_gaussian, not {family!r}")
     tol = SGM_PARAM_TOL if family == "subsampled_gaussian" else PARAM_TOL
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_confidence(confidence)
     tau = 1.0 - confidence
 
     def rejected(theta: float) -> bool:
@@ -331,7 +325,7 @@ def epsilon_lower_bound(
     k: int = 2,
 ) -> FdpBound:
     """The audit's lower bound for r released guesses on n canaries, ``wrong`` of them wrong
-    (the signature of :func:`dpaudit.estimators.fdp_one_run.epsilon_lower_bound`, so that the
+    (the signature of :func:`dpaudit.estimators.fdp_one_run.bound.epsilon_lower_bound`, so that the
     same selection rules run it). ``delta`` is the delta of the f_{eps,delta} null and the
     delta of the (epsilon, delta) report; ``q`` and ``steps`` are the sampling rate and the
     number of steps of the ``subsampled_gaussian`` family (its epsilon: :func:`sgm_epsilon`);
@@ -372,7 +366,7 @@ def best_over_grid(
     delta: float = 1e-5,
     k: int = 2,
 ) -> tuple[int, tuple[FdpBound, int, int]]:
-    """The result of ``selection_rules.best_of`` over the guess counts ``grid`` (the first r,
+    """The result of ``selection.rules.best_of`` over the guess counts ``grid`` (the first r,
     in grid order, with the largest epsilon of :func:`epsilon_lower_bound` at ``level``;
     ``counts(r)`` gives (k_plus, k_minus, wrong)), without running every bisection.
 
@@ -401,7 +395,7 @@ def best_over_grid(
     z = float(special.ndtri(level))
     proxy = []
     for r, _, _, wrong in cands:
-        if r == 0:  # no guess made (:mod:`.ties`): bound 0, visited last
+        if r == 0:  # no guess made (:mod:`.common.ties`): bound 0, visited last
             proxy.append(-math.inf)
             continue
         p = (r - wrong) / r
@@ -439,7 +433,7 @@ def _bound_or_none(
     n: int, r: int, wrong: int, family: str, delta: float, level: float, k: int = 2
 ) -> FdpBound:
     """:func:`epsilon_lower_bound`, or the bound of no guess where every guess was abstained
-    on (r = 0, :mod:`.ties`)."""
+    on (r = 0, :mod:`.common.ties`)."""
     if r == 0:
         return no_guess_bound(n, family, delta, level, TAIL)
     return epsilon_lower_bound(n, r, wrong, family, delta, level, k=k)

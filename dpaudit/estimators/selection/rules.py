@@ -35,6 +35,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from dpaudit.estimators.common.checks import check_confidence
+
 C = TypeVar("C")  # a candidate: a threshold, a (k+, k-) pair, a guess count r, ...
 R = TypeVar("R")  # what the bound function returns for a candidate
 
@@ -239,8 +241,7 @@ def combine_splits(
     """Run ``run_split(split, level)`` on each of ``rule``'s splits at ``rule.level(confidence)``
     and report the ``rule.rank()``-th largest ``key`` (see :class:`MultiSplit` for why this is a
     valid lower bound at ``confidence``)."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_confidence(confidence)
     level = rule.level(confidence)
     results = [run_split(rule.split(s), level) for s in range(int(rule.splits))]
     order = sorted(range(len(results)), key=lambda i: key(results[i]), reverse=True)
@@ -278,6 +279,6 @@ def strategy(name: str, grid: Sequence[C], fixed: C | None, split_seed: int, wha
     if name == "multi_split":
         raise ValueError(
             "multi_split combines several sample splits: run it with combine_splits "
-            "(dpaudit.estimators.multi_split), not as a single strategy"
+            "(dpaudit.estimators.selection.multi_split), not as a single strategy"
         )
     raise ValueError(f"unknown selection {name!r}; allowed: {', '.join(ONE_RUN_SELECTIONS)}")

@@ -1,8 +1,8 @@
 """The lower bound of the tight one-run audit: the least private null still rejected.
 
 Xiang, Wang, Xiao, Tian, Wang 2025, "Tight Privacy Audit in One Run", arXiv:2509.08704,
-Section 5.4: the p-value of :mod:`.fdp_one_run_tails` is computed for the nulls f_theta of a
-family (:mod:`.fdp_one_run_families`), the largest rejected theta is found by root finding on the
+Section 5.4: the p-value of :mod:`.tails` is computed for the nulls f_theta of a
+family (:mod:`.families`), the largest rejected theta is found by root finding on the
 family parameter (the rejected, conservative end is returned), and it is reported as
 (epsilon, delta) by Algorithm 2.
 """
@@ -15,13 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from dpaudit.estimators.fdp_one_run_families import (
+from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.fdp_one_run.families import (
     FAMILIES,
     canonical_family,
     check_family_args,
     to_epsilon,
 )
-from dpaudit.estimators.fdp_one_run_tails import (
+from dpaudit.estimators.fdp_one_run.tails import (
     check_counts,
     check_tail,
     chernoff_log_p,
@@ -36,11 +37,6 @@ PARAM_MAX = 200.0
 PARAM_TOL = 1e-7
 #: Bound on the normal score the exact-tail search solves (p between about e^-1250 and 1).
 Z_CLIP = 50.0
-
-
-def check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
 
 
 @dataclass
@@ -64,7 +60,7 @@ def no_guess_bound(
     n: int, family: str, delta: float, confidence: float, tail: str = "chernoff"
 ) -> FdpBound:
     """The result of a guess count r at which every guess was abstained on (a tie straddling
-    the cut, :mod:`.ties`): no guess released, nothing rejected, epsilon 0 (p-value 1).
+    the cut, :mod:`.common.ties`): no guess released, nothing rejected, epsilon 0 (p-value 1).
     :func:`epsilon_lower_bound` itself needs r >= 1."""
     return FdpBound(
         family=family,

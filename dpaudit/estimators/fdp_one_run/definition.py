@@ -3,14 +3,14 @@
 Xiang, Wang, Xiao, Tian, Wang 2025, "Tight Privacy Audit in One Run", arXiv:2509.08704. Each
 function is one formula of the paper, evaluated by a fine fixed quadrature rule, a bounded
 minimisation or a bisection: slow, but with no caching, rank interpolation, rounding or root
-finding on a transformed statistic. The fast code (:mod:`.fdp_one_run_tails`,
-:mod:`.fdp_one_run_bound`) is tested against it (tests/estimators/test_fdp_one_run.py): its
+finding on a transformed statistic. The fast code (:mod:`.tails`,
+:mod:`.bound`) is tested against it (tests/estimators/test_fdp_one_run.py): its
 v_j are at most
 these and within 5e-5 (relative), its tail is at least this one (a larger p-value) and close, and
 its bound is at most :func:`param_lower_bound`'s (to its bisection tolerance) and within 2e-4.
 
 * Theorem 3, Eq. (25): v_j = E[h(U_(j))], U_(j) ~ Beta(j, n - j + 1), with h the error quantile
-  of :mod:`.fdp_one_run_families` (:func:`v_vector`).
+  of :mod:`.families` (:func:`v_vector`).
 * Eq. (19), the exact tail of the dominating audit: P[W <= u] = E_T[BinomCDF(u; r, m(T))],
   T = U_(r+1) ~ Beta(r + 1, n - r), m(t) the mean of h over [0, t] (:func:`exact_log_cdf`).
 * Proposition 1, Eq. (26): min over lambda < 0 of exp(-lambda u + sum_k ln(1 - v_k + v_k
@@ -30,7 +30,7 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
-from dpaudit.estimators.fdp_one_run_families import canonical_family, error_quantile, p_min
+from dpaudit.estimators.fdp_one_run.families import canonical_family, error_quantile, p_min
 
 #: Families whose h this module integrates by quadrature, and the one it integrates exactly.
 SMOOTH_FAMILIES = ("gdp", "subsampled_gaussian")

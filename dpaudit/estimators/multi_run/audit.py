@@ -1,4 +1,4 @@
-"""Applies the multi-run estimators (:mod:`.multi_run`) to score files of design ``multi_run``.
+"""Applies the multi-run estimators (:mod:`.bound`) to score files of design ``multi_run``.
 
 A ``multi_run`` score file has one row per trial (one training run or one simulated run) and
 one column, the target canary; ``membership`` says whether the target was in that run's
@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.defaults import fill_defaults
-from dpaudit.estimators import multi_run, multi_split
+from dpaudit.estimators.multi_run import bound as multi_run
 from dpaudit.estimators.registry import assumes
+from dpaudit.estimators.selection import multi_split
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 

@@ -4,7 +4,7 @@ Each estimator's ``sample_split`` / ``heldout`` selection chooses its guess coun
 on one random part of the data and bounds on the rest. ``multi_split`` runs that K times with
 K different random splits, each at confidence 1 - gamma (1 - confidence), and reports the
 ceil(gamma K)-th largest bound: valid at ``confidence`` under any dependence between the splits
-(:class:`~dpaudit.estimators.selection_rules.MultiSplit` derives it; the quantile aggregation of
+(:class:`~dpaudit.estimators.selection.rules.MultiSplit` derives it; the quantile aggregation of
 p-values of Meinshausen, Meier and Buehlmann 2009, Theorem 3.1). One split's luck no longer
 decides the bound, which is what a single ``sample_split`` suffers from.
 
@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.estimators import multi_run, one_run
-from dpaudit.estimators import selection_rules as rules
+from dpaudit.estimators.multi_run import bound as multi_run
+from dpaudit.estimators.one_run import bound as one_run
+from dpaudit.estimators.selection import rules
 
 NAME = "multi_split"
 
@@ -84,7 +85,7 @@ def fdp_one_run_row(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """The f-DP one-run bound (Xiang et al.) under ``multi_split``, ``audit_scores`` being
-    :func:`dpaudit.estimators.fdp_one_run_audit.audit_scores` (passed in: that module runs this
+    :func:`dpaudit.estimators.fdp_one_run.audit.audit_scores` (passed in: that module runs this
     one); its ``p_value`` column (of the claimed epsilon) is the quantile aggregation of the
     splits' p-values."""
 

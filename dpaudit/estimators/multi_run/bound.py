@@ -32,10 +32,10 @@ epsilon (private selection's max-of-K, and randomized response in
 tests/estimators/test_multi_run.py), so
 it is an estimate, never a valid bound.
 
-Where each part lives: :mod:`.multi_run_definition` (Clopper-Pearson, Eq. 1, the sweep and
-Algorithm 5's maximum computed bound by bound: the reference of the tests),
-:mod:`.multi_run_search` (the same maximum found by branch and bound); this module: the threshold
-choice (``same_data`` / ``heldout``), the split and the result row.
+Where each part lives: :mod:`.definition` (Clopper-Pearson, Eq. 1, the sweep and Algorithm 5's
+maximum computed bound by bound: the reference of the tests), :mod:`.search` (the same maximum
+found by branch and bound); this module: the threshold choice (``same_data`` / ``heldout``), the
+split and the result row; :mod:`.audit`: the runner over a score file.
 """
 
 from __future__ import annotations
@@ -45,44 +45,18 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from dpaudit.accounting.gaussian import gdp_epsilon, gdp_mu_from_rates
-from dpaudit.estimators import selection_rules as rules
-from dpaudit.estimators.multi_run_definition import (
+from dpaudit.estimators.multi_run.definition import (
     Sweep,
     check_level,
-    check_scores,
     check_scores_range,
     cp_upper,
     epsilon_from_counts,
     epsilon_from_rates,
     rate_level,
     sweep,
-    sweep_epsilons,
 )
-from dpaudit.estimators.multi_run_search import argmax_over_thresholds, binned_argmax
-
-#: The definitions (:mod:`.multi_run_definition`) and the search (:mod:`.multi_run_search`) are
-#: re-exported: ``dpaudit.estimators.multi_run`` stays the one import path of the estimator.
-__all__ = [
-    "ESTIMATES",
-    "SELECTIONS",
-    "MultiRunResult",
-    "Sweep",
-    "argmax_over_thresholds",
-    "check_level",
-    "check_scores",
-    "cp_upper",
-    "epsilon_from_counts",
-    "epsilon_from_rates",
-    "gdp_epsilon",
-    "gdp_mu_from_rates",
-    "max_attainable",
-    "rate_level",
-    "stratified_split",
-    "sweep",
-    "sweep_epsilons",
-    "threshold_audit",
-    "threshold_rule",
-]
+from dpaudit.estimators.multi_run.search import argmax_over_thresholds, binned_argmax
+from dpaudit.estimators.selection import rules
 
 SELECTIONS = ("same_data", "heldout")
 
@@ -204,7 +178,7 @@ def _content_order(score: np.ndarray) -> np.ndarray:
 
 
 def threshold_rule(selection: str, select_fraction: float, split_seed: int) -> rules.Strategy:
-    """The selection strategy (:mod:`.selection_rules`) behind a selection name: ``same_data``
+    """The selection strategy (:mod:`.selection.rules`) behind a selection name: ``same_data``
     is the uncorrected maximum over every threshold (filled in by the caller), ``heldout`` a
     split."""
     if selection == "same_data":

@@ -3,7 +3,7 @@ Training Run".
 
 m canaries are included by independent fair coins (their Algorithm 1); the auditor guesses IN
 for the k+ highest scores, OUT for the k- lowest, and abstains on the rest (and on a tied block
-of scores that straddles a cut, so that the guesses depend on the scores only: :mod:`.ties`).
+of scores that straddles a cut, so that the guesses depend on the scores only: :mod:`.common.ties`).
 Theorem 3.1: if the algorithm is (epsilon, delta)-DP, the number W of correct guesses out of
 the r (= k+ + k- without such a tie) guesses obeys
 
@@ -31,8 +31,9 @@ from functools import partial
 import numpy as np
 from scipy import special, stats
 
-from dpaudit.estimators import selection_rules as rules
-from dpaudit.estimators.ties import Cut
+from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.ties import Cut
+from dpaudit.estimators.selection import rules
 
 # The Boost routines behind scipy.stats.binom.sf / .pmf, called directly: the distribution
 # object's argument handling costs more than the evaluation (same values, bit for bit).
@@ -60,8 +61,7 @@ def _check_counts(m: int, r: int, v: int) -> None:
 
 
 def _check_level(confidence: float, delta: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_confidence(confidence)
     if not 0.0 <= delta <= 1.0:
         raise ValueError(f"delta must lie in [0, 1], got {delta}")
 
@@ -205,7 +205,7 @@ def best_over_rows(
     rows: Sequence[tuple[int, int, int, int]], level: float, *, mm: int, delta: float
 ) -> tuple[tuple[int, int, int, int], tuple[float, int, int, int]]:
     """The row of largest :func:`epsilon_lower_bound` (the first in ``rows`` on ties), as
-    :func:`selection_rules.best_of` over ``rows`` returns it, with fewer bisections.
+    :func:`selection.rules.best_of` over ``rows`` returns it, with fewer bisections.
 
     Rows are visited in decreasing order of a cheap score (the Clopper-Pearson lower bound of
     their precision v / r). A row is skipped when the test does not reject at the best epsilon
@@ -241,7 +241,7 @@ def guess_counts(
 ) -> tuple[int, int]:
     """(r, correct) when guessing IN for the ``k_plus`` highest scores and OUT for the
     ``k_minus`` lowest (Algorithm 1, step 7), abstaining on a tied block that straddles either
-    cut (:mod:`.ties`): r <= k_plus + k_minus, and the counts do not depend on the order of
+    cut (:mod:`.common.ties`): r <= k_plus + k_minus, and the counts do not depend on the order of
     the canaries."""
     n = len(score)
     if k_plus < 0 or k_minus < 0 or k_plus + k_minus > n:
@@ -256,8 +256,8 @@ def _guess_table(
     score: np.ndarray, membership: np.ndarray, grid: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int, int, int]]:
     """(k+, k-, r, correct) for every grid point that fits (0 < k+ + k- <= m), from one sort;
-    r counts the guesses actually made (:mod:`.ties`: a tie straddling a cut is abstained on).
-    """
+    r counts the guesses actually made (:mod:`.common.ties`: a tie straddling a cut is abstained
+    on)."""
     n = len(score)
     member = np.asarray(membership, dtype=np.int64).ravel()
     cut = Cut(score, member)
@@ -289,7 +289,7 @@ def default_grid(m: int, ks: Iterable[int] | None = None) -> list[tuple[int, int
 class OneRunResult:
     """One row of the audit table for the one-run estimator: ``k_plus``/``k_minus`` the chosen
     grid point, ``r`` the guesses made there (fewer than k_plus + k_minus when a tie straddles a
-    cut, :mod:`.ties`), ``correct`` how many of them were right."""
+    cut, :mod:`.common.ties`), ``correct`` how many of them were right."""
 
     selection: str
     epsilon: float
@@ -318,7 +318,7 @@ def audit_scores(
     split_seed: int = 0,
 ) -> list[OneRunResult]:
     """One-run lower bounds for one model's canary scores, one result per selection rule
-    (strategies of :mod:`.selection_rules`).
+    (strategies of :mod:`.selection.rules`).
 
     ``score`` and ``membership`` are 1-D over the m randomized canaries (higher score = IN).
     """

@@ -1,4 +1,4 @@
-"""Applies the attack metrics (:mod:`.attack_metrics`) to score files of every design.
+"""Applies the attack metrics (:mod:`.metrics`) to score files of every design.
 
 What one row describes and what the bootstrap resamples, per design:
 
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.defaults import fill_defaults
-from dpaudit.estimators import attack_metrics
+from dpaudit.estimators.attack_metrics import metrics as attack_metrics
 from dpaudit.estimators.registry import FAMILY_FREE
 from dpaudit.scores import ScoreFile, ScoreFileError
 

@@ -1,4 +1,4 @@
-"""Applies the one-run estimator (:mod:`.one_run`) to single-model score files.
+"""Applies the one-run estimator (:mod:`.bound`) to single-model score files.
 
 A parameter left out takes the schema's default (:func:`dpaudit.defaults.fill_defaults`).
 """
@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.defaults import fill_defaults
-from dpaudit.estimators import multi_split, one_run
+from dpaudit.estimators.common.ties import in_id_order
+from dpaudit.estimators.one_run import bound as one_run
 from dpaudit.estimators.registry import FAMILY_FREE
-from dpaudit.estimators.ties import in_id_order
+from dpaudit.estimators.selection import multi_split
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 

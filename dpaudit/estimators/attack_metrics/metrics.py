@@ -18,7 +18,7 @@ The metrics practitioners read beside epsilon, computed from the scores of IN ca
 
 Every metric here but AUROC is a maximum over thresholds chosen on the same data, so an
 interval at the chosen threshold as if fixed in advance would ignore the choice. For independent
-canaries (runs) the intervals are those of :mod:`.attack_metrics_ci`: DeLong for AUROC, exact
+canaries (runs) the intervals are those of :mod:`.ci`: DeLong for AUROC, exact
 order-statistic + Clopper-Pearson intervals for the TPR at a fixed FPR, the DKW-Massart band for
 balanced accuracy, and a percentile bootstrap (Efron and Tibshirani 1993, Ch. 13) re-choosing the
 threshold in every resample for the raw-count epsilon. For LiDP files, whose canaries share a
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpaudit.estimators import attack_metrics_ci as ci
+from dpaudit.estimators.attack_metrics import ci
 
 #: The bootstrap resamples are processed in blocks of this many (memory: block x m); the block
 #: size does not change the resamples.
@@ -454,7 +454,7 @@ def attack_metrics(
     """Metrics of the scores and their two-sided ``confidence`` intervals.
 
     ``cluster`` (same shape as ``score``), if given: every interval is a percentile bootstrap
-    over whole clusters (trials). Otherwise the intervals of :mod:`.attack_metrics_ci` (the
+    over whole clusters (trials). Otherwise the intervals of :mod:`.ci` (the
     epsilon's a bootstrap with IN and OUT scores resampled separately). ``resamples`` = 0
     gives no interval (NaN bounds).
     """
@@ -495,7 +495,7 @@ def attack_metrics(
 
 
 #: The ``ci`` column of independent canaries (runs): each metric's interval
-#: (:mod:`.attack_metrics_ci`).
+#: (:mod:`.ci`).
 EXACT_CI = (
     "auroc: DeLong; tpr_at_fpr: order statistic + Clopper-Pearson; "
     "balanced_accuracy: DKW-Massart; epsilon: bootstrap_percentile"
@@ -503,7 +503,7 @@ EXACT_CI = (
 
 
 def _exact_intervals(score, member, estimate, fprs, confidence, resamples):
-    """The intervals of :mod:`.attack_metrics_ci` for independent canaries; NaN without
+    """The intervals of :mod:`.ci` for independent canaries; NaN without
     resamples (no intervals asked for); the epsilon's is filled in by the caller."""
     nan = dict.fromkeys(estimate, float("nan"))
     lower, upper = dict(nan), dict(nan)

@@ -4,7 +4,7 @@ Xiang, Wang, Xiao, Tian, Wang 2025, "Tight Privacy Audit in One Run", arXiv:2509
 
 * Theorem 3, Eq. (25): the k-th best released guess of the dominating channels errs with
   probability v_k; with u = 1 - F_Y, v_j = E[h(U_(j))], U_(j) ~ Beta(j, n - j + 1), h the
-  error quantile of :mod:`.fdp_one_run_families` (:func:`v_vector`, by composite Gauss-Legendre
+  error quantile of :mod:`.families` (:func:`v_vector`, by composite Gauss-Legendre
   quadrature on the probability scale of U_(j), rounded down by ``V_ROUND_DOWN``).
 * Proposition 1, Eq. (26): the Chernoff bound on P[at most u errors] for independent
   Bernoulli(v_k) (:func:`chernoff_log_p`).
@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special, stats
 
-from dpaudit.estimators.fdp_one_run_families import (
+from dpaudit.estimators.fdp_one_run.families import (
     canonical_family,
     check_family_args,
     error_prob,

@@ -3,7 +3,7 @@
 Xiang, Wang, Xiao, Tian, Wang 2025, "Tight Privacy Audit in One Run", arXiv:2509.08704. The
 null hypothesis is "the mechanism is f-DP" for f in a one-parameter family: mu-GDP (Def. 5),
 Laplace (Lemma 1), f_{eps,delta} and the subsampled Gaussian (Eq. 29). For each, this module
-gives what :mod:`.fdp_one_run_tails` integrates: h, the quantile function of the MAP decoder's
+gives what :mod:`.tails` integrates: h, the quantile function of the MAP decoder's
 error probability g(|L|) = 1 / (1 + e^{|L|}) (Eq. 16) under the mixture (P + Q)/2 (the
 integrand of Eq. 25; the closed forms of the survival functions are ours), the minimum bit-error
 probability p_min of Lemma 2 (Eq. 14), and Algorithm 2's conversion of f_theta-DP to

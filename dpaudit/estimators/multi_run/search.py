@@ -1,6 +1,6 @@
-"""The fast search behind :mod:`.multi_run`: the threshold of largest Eq. 1 without every bound.
+"""The fast search behind :mod:`.bound`: the threshold of largest Eq. 1 without every bound.
 
-:func:`.multi_run_definition.plain_argmax` computes a Clopper-Pearson bound at every threshold
+:func:`.definition.plain_argmax` computes a Clopper-Pearson bound at every threshold
 of the sweep and takes the maximum (Annamalai, Balle, Hayes, De Cristofaro 2024,
 arXiv:2411.10614, Appendix B, Algorithm 5). This module finds the same maximum with far fewer
 Beta quantiles: :func:`argmax_over_thresholds` by branch and bound over blocks of thresholds
@@ -19,7 +19,7 @@ import math
 import numpy as np
 from scipy import special
 
-from dpaudit.estimators.multi_run_definition import cp_upper
+from dpaudit.estimators.multi_run.definition import cp_upper
 
 
 def _cp_floor(k: np.ndarray, n: float, level: float) -> np.ndarray:
@@ -96,7 +96,7 @@ def argmax_over_thresholds(
     """argmax_j objective(cp_upper(k0[j]), cp_upper(k1[j])) for an objective that decreases
     in both rates (Eq. 1, or the GDP mu), without computing every Clopper-Pearson bound.
 
-    Along a sweep (:func:`.multi_run_definition.sweep`) the false-positive counts ``k0`` never
+    Along a sweep (:func:`.definition.sweep`) the false-positive counts ``k0`` never
     increase and the false-negative counts ``k1`` never decrease, and so do their Clopper-Pearson
     bounds; on a
     block of thresholds j in [lo, hi) the objective is therefore at most
@@ -383,11 +383,11 @@ def binned_argmax(
     codes: np.ndarray | None = None,
     score_range: tuple[float, float] | None = None,
 ) -> tuple[float, int, int, float, float, float, int, int] | None:
-    """The threshold of :func:`.multi_run_definition.sweep` that
+    """The threshold of :func:`.definition.sweep` that
     :func:`argmax_over_thresholds` picks, found without sorting all scores: (threshold,
     false_pos, false_neg, value, fpr_upper, fnr_upper, other_false_pos, other_false_neg), or
     None where that search must decide (a tie, no finite value, scores that cannot be binned).
-    With ``codes`` (:func:`.multi_run.stratified_split` as int8 codes: the membership plus 2 for
+    With ``codes`` (:func:`.bound.stratified_split` as int8 codes: the membership plus 2 for
     a score in the group), the sweep is that of the scores in the group (the held-out selection
     part), and the last two entries are the error counts of the other scores at the chosen
     threshold (the evaluation part; else 0, 0). ``score_range``: the scores' (min, max) when
