@@ -404,7 +404,9 @@ def _conformance(g: pd.DataFrame) -> dict[str, Any]:
         values = pd.to_numeric(files[column], errors="coerce")
         return float(values.max()) if values.notna().any() else float("nan")
 
-    first = pd.to_numeric(files.get("conformance_first_step"), errors="coerce")
+    # an audit table written before the checks were anytime-valid has no first-step column
+    column = "conformance_first_step"
+    first = pd.to_numeric(files[column], errors="coerce") if column in files else pd.Series()
 
     return {
         "conformance_departs": _joined(files["conformance_departs"]),
@@ -453,8 +455,9 @@ def verdict_table(
     check departed, the earliest over the files) and ``measured_epsilon`` /
     ``measured_epsilon_lower`` (the measured mechanism's epsilon, the largest over the files,
     beside ``claimed_epsilon``). ``estimator`` keeps the rows of one estimator block (``None``:
-    all); ``flagged`` is 1 where the verdict is :data:`FLAGGED`. A table with a bound above what its canaries can certify is refused,
-    naming ``source`` and the row (:func:`check_certifiable`)."""
+    all); ``flagged`` is 1 where the verdict is :data:`FLAGGED`. A table with a bound above what
+    its canaries can certify is refused, naming ``source`` and the row
+    (:func:`check_certifiable`)."""
     check_certifiable(table, source)
     missing = [
         c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table

@@ -461,6 +461,8 @@ def test_issue37_the_verdict_table_shows_the_conformance_report_beside_the_bound
     assert v["measured_epsilon"] == 9.0 and v["measured_epsilon_lower"] == 8.5
     assert v["conformance_alpha"] == 0.01 and "epsilon_lower_bound" in v
     assert v["conformance_first_step"] == 7
+    older = rows.drop(columns="conformance_first_step")  # an audit table from before the steps
+    assert np.isnan(verdict_table(older, ["setting"]).iloc[0]["conformance_first_step"])
     plain = randomized_response_score_file(100, 2.0, 1e-6, seed=0, setting="eps2")
     bare = verdict_table(audit([plain], {"one_run": SPEC}), ["setting"])
     assert not set(CONFORMANCE_COLUMNS) & set(bare)
