@@ -106,6 +106,7 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     if sf.meta.get("test_accuracy") is not None:
         # the trained models' mean test accuracy (train experiments; the papers report it)
         ident["test_accuracy"] = float(sf.meta["test_accuracy"])
+    ident.update(conformance_columns(sf))
     bound = shuffle_lower_bound(sf)
     if bound is not None:  # beside the verdict of a trained shuffle (dpaudit.tables)
         ident["shuffle_lower_bound"] = bound
@@ -114,6 +115,45 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         ident[f"reference_{name}"] = float("nan") if value is None else float(value)
     frame = pd.DataFrame([{**ident, **row} for row in rows])
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
+
+
+#: The audit-table columns of a score file's conformance report (written into its metadata by
+#: :meth:`dpaudit.attach.conformance.ConformanceReport.score_meta`), beside the bound.
+CONFORMANCE_COLUMNS = (
+    "conformance_departs",
+    "conformance_unseen",
+    "conformance_alpha",
+    "conformance_first_step",
+    "measured_epsilon",
+    "measured_epsilon_lower",
+)
+
+
+def conformance_columns(sf: ScoreFile) -> dict[str, Any]:
+    """The columns :data:`CONFORMANCE_COLUMNS` of a score file whose metadata has a conformance
+    report (an audited training of :mod:`dpaudit.attach`): the departing stages and those the
+    run could not see (``"; "``-joined, ``"none"`` when empty), the stages' error probability,
+    the first noisy step at which a check departed (NaN: none departed, or the report does not
+    say) and the measured mechanism's epsilon (estimate, and at the rate's lower confidence bound;
+    NaN where it was not measured). Empty for a file without one."""
+    report = sf.meta.get("conformance")
+    if not isinstance(report, Mapping):
+        return {}
+    measured = sf.meta.get("measured_mechanism") or {}
+
+    def number(key: str) -> float:
+        value = measured.get(key)
+        return float("nan") if value is None else float(value)
+
+    steps = [v for v in (report.get("first_flagged_step") or {}).values() if v is not None]
+    return {
+        "conformance_departs": "; ".join(report.get("departs") or []) or "none",
+        "conformance_unseen": "; ".join(report.get("unseen") or []) or "none",
+        "conformance_alpha": float(report["alpha"]),
+        "conformance_first_step": float(min(steps)) if steps else float("nan"),
+        "measured_epsilon": number("epsilon_estimate"),
+        "measured_epsilon_lower": number("epsilon_lower"),
+    }
 
 
 def _naming_the_file(exc: ValueError, sf: ScoreFile, name: str) -> ValueError:

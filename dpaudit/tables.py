@@ -14,6 +14,7 @@ import csv
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -383,6 +384,40 @@ def _shuffle_bound(g: pd.DataFrame) -> float:
     return float(values.max()) if values is not None and values.notna().any() else float("nan")
 
 
+def _joined(values: pd.Series) -> str:
+    """The distinct ``"; "``-joined names of a group's files, in order, ``none`` when none."""
+    names = [n for v in values.dropna() for n in str(v).split("; ") if n and n != "none"]
+    return "; ".join(dict.fromkeys(names)) or "none"
+
+
+def _conformance(g: pd.DataFrame) -> dict[str, Any]:
+    """The conformance columns of a verdict group (:data:`dpaudit.audit.CONFORMANCE_COLUMNS`),
+    over its distinct score files: the stages any of them departs at, those some left unseen,
+    the earliest step a check departed at, the largest measured epsilon; empty where no file of
+    the group has a conformance report."""
+    if "conformance_departs" not in g or g["conformance_departs"].isna().all():
+        return {}
+    keys = [c for c in ("experiment", "setting", "seed") if c in g]
+    files = g[g["conformance_departs"].notna()].drop_duplicates(keys)
+
+    def largest(column: str) -> float:
+        values = pd.to_numeric(files[column], errors="coerce")
+        return float(values.max()) if values.notna().any() else float("nan")
+
+    # an audit table written before the checks were anytime-valid has no first-step column
+    column = "conformance_first_step"
+    first = pd.to_numeric(files[column], errors="coerce") if column in files else pd.Series()
+
+    return {
+        "conformance_departs": _joined(files["conformance_departs"]),
+        "conformance_unseen": _joined(files["conformance_unseen"]),
+        "conformance_alpha": largest("conformance_alpha"),
+        "conformance_first_step": float(first.min()) if first.notna().any() else float("nan"),
+        "measured_epsilon": largest("measured_epsilon"),
+        "measured_epsilon_lower": largest("measured_epsilon_lower"),
+    }
+
+
 def verdict_table(
     table: pd.DataFrame,
     by: list[str],
@@ -411,10 +446,18 @@ def verdict_table(
     ``not_covered`` column, e.g. the partially-informed adversary under Poisson sampling), and
     the rows left without a bound because their file's membership is not a fair coin
     (:data:`dpaudit.audit.NOT_FAIR_COIN`), with their verdict text; an implementation with only
-    such rows gets a row with no bound and that text as its verdict. ``estimator`` keeps the
-    rows of one estimator block (``None``: all); ``flagged`` is 1 where the verdict is
-    :data:`FLAGGED`. A table with a bound above what its canaries can certify is refused,
-    naming ``source`` and the row (:func:`check_certifiable`)."""
+    such rows gets a row with no bound and that text as its verdict. Where the score files carry
+    a conformance report (an audited training of :mod:`dpaudit.attach`,
+    :data:`dpaudit.audit.CONFORMANCE_COLUMNS`), the conformance columns stand beside the bound:
+    ``conformance_departs`` (the stages any of the group's files departs at, ``none``),
+    ``conformance_unseen`` (the stages a file could not see), ``conformance_alpha`` (each
+    stage's error probability), ``conformance_first_step`` (the first noisy step at which a
+    check departed, the earliest over the files) and ``measured_epsilon`` /
+    ``measured_epsilon_lower`` (the measured mechanism's epsilon, the largest over the files,
+    beside ``claimed_epsilon``). ``estimator`` keeps the rows of one estimator block (``None``:
+    all); ``flagged`` is 1 where the verdict is :data:`FLAGGED`. A table with a bound above what
+    its canaries can certify is refused, naming ``source`` and the row
+    (:func:`check_certifiable`)."""
     check_certifiable(table, source)
     missing = [
         c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
@@ -462,7 +505,7 @@ def verdict_table(
                 flagged=int(flagged),
                 verdict=FLAGGED if flagged else not_flagged(n, design),
             )
-        rec.update(shuffle_lower_bound=_shuffle_bound(g), excluded=excluded)
+        rec.update(shuffle_lower_bound=_shuffle_bound(g), excluded=excluded, **_conformance(g))
         out.append(rec)
     verdicts = pd.DataFrame(out)
     if len(verdicts):

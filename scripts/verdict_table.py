@@ -25,3 +25,10 @@ for r in verdicts.itertuples():
         r.joint_confidence,
         r.verdict,
     )
+    if "conformance_departs" in verdicts and isinstance(r.conformance_departs, str):
+        log.info(
+            "  conformance: departs at %s; measured epsilon %.4g; unseen: %s",
+            r.conformance_departs,
+            r.measured_epsilon,
+            r.conformance_unseen,
+        )

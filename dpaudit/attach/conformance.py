@@ -40,6 +40,10 @@ STAGES = ("sampling", "steps", "sensitivity", "noise", "accounting")
 #: Default error probability of each stage's checks together (Bonferroni within the stage).
 DEFAULT_ALPHA = 0.01
 
+#: The score-file metadata keys of a conformance report (:meth:`ConformanceReport.score_meta`):
+#: the auditor's facts, never a user's.
+SCORE_META_KEYS = ("measured_mechanism", "conformance")
+
 #: What a stage that no check measured leaves unseen (shown in the verdict text).
 UNSEEN_TEXT = {
     "sampling": "sampling (which records each step received; give the training's DataLoader)",
@@ -121,6 +125,25 @@ class ConformanceReport:
         """The stages some check measured, in the order of :data:`STAGES`."""
         have = {c.stage for c in self.checks}
         return [s for s in STAGES if s in have]
+
+    def score_meta(self) -> dict[str, Any]:
+        """The auditor's facts for the score file's metadata (:data:`SCORE_META_KEYS`): the measured
+        mechanism (``measured_mechanism``) and the departing, seen and unseen stages at ``alpha``
+        (``conformance``), which the audit table and the verdict table carry beside the bound."""
+        measured_key, report_key = SCORE_META_KEYS
+        return {
+            measured_key: dict(self.measured),
+            report_key: {
+                "departs": self.departing_stages,
+                "seen": self.seen,
+                "unseen": self.unseen,
+                "alpha": self.alpha,
+                # the first noisy step at which each departing check departed (anytime-valid)
+                "first_flagged_step": {
+                    f"{c.stage}: {c.name}": c.first_flagged_step for c in self.checks if c.departs
+                },
+            },
+        }
 
     def raise_if_departs(self) -> None:
         """Raise :class:`ConformanceError` (an ``AssertionError``, so a failing test in the

@@ -142,19 +142,7 @@ class _Audited:
         result.conformance = self._conformance(sf, kwargs, conformance_alpha)
         if result.conformance is not None:
             result.unseen_stages = unseen_after(result.conformance.seen, result.unseen_stages)
-            sf.meta["measured_mechanism"] = result.conformance.measured
-            sf.meta["conformance"] = {
-                "departs": result.conformance.departing_stages,
-                "seen": result.conformance.seen,
-                "unseen": result.conformance.unseen,
-                "alpha": conformance_alpha,
-                # the first noisy step at which each departing check departed (anytime-valid)
-                "first_flagged_step": {
-                    f"{c.stage}: {c.name}": c.first_flagged_step
-                    for c in result.conformance.checks
-                    if c.departs
-                },
-            }
+            sf.meta.update(result.conformance.score_meta())
         return result
 
     def _conformance(

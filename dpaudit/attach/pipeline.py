@@ -30,7 +30,10 @@ What the function returns adds facts, never the claim, the design or the identit
 key the pipeline owns (:func:`owned_meta`) or a value JSON cannot hold is an error; the claim
 settings are numbers of their kind (:func:`dpaudit.attach.verdict.check_claim_settings`) and
 ``steps`` is the count the canaries observed (:data:`OBSERVED_SETTINGS`). Every check runs
-before the score file is written.
+before the score file is written. The score file carries the auditor's conformance report
+(``measured_mechanism``, ``conformance``; :mod:`dpaudit.attach.conformance`), as
+``audit()`` of :mod:`dpaudit.attach` writes it, so the audit and verdict tables show it beside
+the bound.
 
 Errors name the config key ``experiments.<name>.train.entry_point``: a function that cannot be
 imported or has the wrong signature (:func:`check_entry_points`, from
@@ -53,6 +56,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from dpaudit.attach.conformance import DEFAULT_ALPHA, SCORE_META_KEYS
 
 #: The parameters the entry point is called with, by keyword.
 PARAMETERS = ("data", "audit", "seed", "device")
@@ -327,8 +332,9 @@ def _check_observed(result: Mapping[str, Any], canaries: Any, key: str) -> None:
 def owned_meta(pipeline_meta: Mapping[str, Any]) -> frozenset[str]:
     """The metadata keys an entry point's ``meta`` may not set: those the pipeline wrote into
     this file (``pipeline_meta``), every required key of a score file, the claim's, the
-    storage keys, those that change the file's audit rows and the keys of the returned dict
-    itself (:data:`RETURN_KEYS`)."""
+    storage keys, those that change the file's audit rows, the auditor's conformance facts
+    (:data:`dpaudit.attach.conformance.SCORE_META_KEYS`, also where the canaries measure none)
+    and the keys of the returned dict itself (:data:`RETURN_KEYS`)."""
     from dpaudit import scores
     from dpaudit.attach.verdict import claim_meta_keys
     from dpaudit.audit import DECLARED_META
@@ -338,6 +344,7 @@ def owned_meta(pipeline_meta: Mapping[str, Any]) -> frozenset[str]:
         claim_meta_keys(),
         scores.STORAGE_META,
         DECLARED_META,
+        SCORE_META_KEYS,
         RETURN_KEYS,
     )
 
@@ -419,8 +426,13 @@ def run_entry_point(
     except (ValueError, TypeError) as exc:
         raise EntryPointError(f"config key {key}: {spec!r}: {exc}") from exc
     acc = result.get("test_accuracy")
+    # the auditor's conformance report, as EntryPointAudit's audit() writes it: its facts are
+    # the pipeline's (owned, never the user's meta), carried into the audit and verdict tables
+    given = {k: v for k, v in settings.items() if v is not None}
+    conformance = audit.made._conformance(sf, given, DEFAULT_ALPHA)
     ours = {
         **sf.meta,
+        **(conformance.score_meta() if conformance is not None else {}),
         "entry_point": spec,
         "shard": shard,
         "target_epsilon": audit.target_epsilon,

@@ -434,3 +434,23 @@ def test_an_entry_point_experiment_runs_end_to_end(tmp_path: Path) -> None:
     assert bad.returncode != 0
     assert "experiments.own.points[1].train.entry_point" in bad.stdout + bad.stderr
     assert "has no attribute 'gone'" in bad.stdout + bad.stderr
+
+
+def test_issue37_the_entry_point_writes_the_auditors_conformance_report(user_module) -> None:
+    """Issue 37, "train.entry_point runs the same checks": the score file of an entry point
+    carries the conformance report ``audit()`` writes (``measured_mechanism``, ``conformance``),
+    the measured epsilon beside the claim and the departing stages: a loop that claims noise
+    multiplier 0.5 and adds no noise departs at ``noise``; the auditor's facts are the
+    pipeline's, so the user's ``meta`` cannot set them."""
+    good = _run("dpaudit_user_train:train")
+    report = good.meta["conformance"]
+    assert report["departs"] == [] and "steps" in report["seen"] and report["alpha"] > 0
+    assert "noise" in report["seen"] and "sampling" in report["unseen"]
+    measured = good.meta["measured_mechanism"]
+    assert measured["noise_multiplier"] <= 0.5 and measured["steps"] == 3
+    assert measured["epsilon_lower"] > 0
+    silent = _returning()  # claims sigma 0.5, adds no noise
+    assert "noise" in silent.meta["conformance"]["departs"]
+    for name in ("conformance", "measured_mechanism"):
+        with pytest.raises(EntryPointError, match=f"meta sets {name!r}, which the pipeline owns"):
+            _returning(meta={name: {"departs": []}})

@@ -429,3 +429,40 @@ def test_issue36_item4_a_zero_bound_from_few_canaries_is_certifiable():
 
     assert one_run_ceiling(4, 0.975) == 0.0
     assert one_run_ceiling(100, 0.95) > 3
+
+
+def test_issue37_the_verdict_table_shows_the_conformance_report_beside_the_bound():
+    """Issue 37, "the report shows the conformance table beside the bounds": the conformance
+    report a score file carries (``ConformanceReport.score_meta``) becomes audit-table columns
+    and, per implementation, verdict-table columns beside the bound: the departing stages (their
+    union over the seeds), the unseen ones, the measured epsilon (largest) beside the claim; a
+    file without a report gets none of them."""
+    from dpaudit.attach.conformance import Check, report
+    from dpaudit.audit import CONFORMANCE_COLUMNS, audit
+    from dpaudit.tables import verdict_table
+
+    def with_report(seed: int, departs: bool, eps: float):
+        sf = randomized_response_score_file(100, 2.0, 1e-6, seed=seed, setting="eps2")
+        sf.meta["seed"] = seed
+        step = 7 if departs else None
+        check = Check("noise", "scale", "0.1", "0.5", departs, 0.01, "chi-square",
+                      first_flagged_step=step)
+        facts = {"epsilon_estimate": eps, "epsilon_lower": eps - 0.5}
+        sf.meta.update(report([check], 0.01, facts).score_meta())
+        return sf
+
+    files = [with_report(0, False, 1.5), with_report(1, True, 9.0)]
+    rows = audit(files, {"one_run": SPEC})
+    assert set(CONFORMANCE_COLUMNS) <= set(rows)
+    assert sorted(rows["conformance_departs"].unique()) == ["noise", "none"]
+    v = verdict_table(rows, ["setting"]).iloc[0]
+    assert v["conformance_departs"] == "noise"
+    assert v["conformance_unseen"] == "sampling; steps; sensitivity; accounting"
+    assert v["measured_epsilon"] == 9.0 and v["measured_epsilon_lower"] == 8.5
+    assert v["conformance_alpha"] == 0.01 and "epsilon_lower_bound" in v
+    assert v["conformance_first_step"] == 7
+    older = rows.drop(columns="conformance_first_step")  # an audit table from before the steps
+    assert np.isnan(verdict_table(older, ["setting"]).iloc[0]["conformance_first_step"])
+    plain = randomized_response_score_file(100, 2.0, 1e-6, seed=0, setting="eps2")
+    bare = verdict_table(audit([plain], {"one_run": SPEC}), ["setting"])
+    assert not set(CONFORMANCE_COLUMNS) & set(bare)

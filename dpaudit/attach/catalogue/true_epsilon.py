@@ -298,14 +298,15 @@ def catalogue_table(
         TrueEpsilon(layer.value, "at least", f"batch b >= {b_low} (all but 1e-6): {layer.how}"),
     )
     add("noise:noise_for_mean_on_sum", "noise", claim, dpsgd(sigma, q, steps, delta, q * n))
-    s_v1 = noise.opacus_v1_noise_multiplier(target, delta, q, steps, accountant)
+    t_v1, a_v1 = noise.ABOVE_TARGET_EPSILON, noise.ABOVE_TARGET_ACCOUNTANT
+    s_v1 = noise.opacus_v1_noise_multiplier(t_v1, delta, q, steps, a_v1)
     v1 = dpsgd(s_v1, q, steps, delta)
-    own = claimed(s_v1, q, steps, delta, accountant)
+    own = claimed(s_v1, q, steps, delta, a_v1)
     add(
         "noise:noise_multiplier_above_target",
         "noise",
-        target,
-        TrueEpsilon(v1.value, v1.kind, f"{v1.how}; its own {accountant} accountant: {own:.3f}"),
+        t_v1,
+        TrueEpsilon(v1.value, v1.kind, f"{v1.how}; its own {a_v1} accountant: {own:.4f}"),
     )
     s_few = calibrate_noise(target, delta, q, per_epoch, accountant)
     add("accounting:fewer_steps_claimed", "accounting", target, dpsgd(s_few, q, steps, delta))
