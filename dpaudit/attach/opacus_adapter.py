@@ -120,12 +120,13 @@ class OpacusAuditor(GradientCanaries):
         self.data_loader: Any = None  # the observed loader (:func:`opacus`), if any
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
-        # the divisor scale_grad applies, at the first canary parameter's canary coordinates:
-        # its smallest and largest over the noisy steps, kept on the device (no host sync)
-        self._divisor_at = next(iter(self._group_of.values()))[:2]
-        self._divisor_range = torch.tensor(
-            [math.inf, -math.inf], dtype=torch.float64, device=self._divisor_at[0].device
-        )
+        # the divisor scale_grad applies, at (up to 16 of) the first canary parameter's canary
+        # coordinates: its smallest and largest over the noisy steps, kept on the device (no
+        # host sync)
+        first, at, _ = next(iter(self._group_of.values()))
+        self._divisor_at = (first, at[:16])
+        self._divisor_low = torch.full((), math.inf, dtype=torch.float64, device=first.device)
+        self._divisor_high = torch.full((), -math.inf, dtype=torch.float64, device=first.device)
         self._divisor_steps = 0
         self._original_scale_grad = optimizer.scale_grad
         optimizer.scale_grad = self._scale_grad
@@ -173,13 +174,12 @@ class OpacusAuditor(GradientCanaries):
 
     def _scale_grad(self) -> None:
         p, at = self._divisor_at
-        before = p.grad.view(-1).index_select(0, at).double().square().sum()
+        before = p.grad.view(-1).index_select(0, at).norm(dtype=torch.float64)
         self._original_scale_grad()
-        after = p.grad.view(-1).index_select(0, at).double().square().sum()
-        ratio = (before / after).sqrt()  # NaN where both are 0 (ignored by fmin / fmax)
-        rng = self._divisor_range
-        rng[0] = torch.fmin(rng[0], ratio)
-        rng[1] = torch.fmax(rng[1], ratio)
+        ratio = before / p.grad.view(-1).index_select(0, at).norm(dtype=torch.float64)
+        # NaN where both are 0: ignored by fmin / fmax
+        torch.fmin(self._divisor_low, ratio, out=self._divisor_low)
+        torch.fmax(self._divisor_high, ratio, out=self._divisor_high)
         self._divisor_steps += 1
 
     def _normalisation_measured(self) -> Normalisation | None:
@@ -190,7 +190,7 @@ class OpacusAuditor(GradientCanaries):
             n_records = len(self.data_loader.dataset)
         except (AttributeError, TypeError):
             return None
-        low, high = (float(v) for v in self._divisor_range.cpu())
+        low, high = float(self._divisor_low), float(self._divisor_high)
         measured = self._divisor_steps > 0 and math.isfinite(low) and math.isfinite(high)
         expected = getattr(self.optimizer, "expected_batch_size", None)
         return Normalisation(
