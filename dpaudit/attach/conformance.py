@@ -11,6 +11,8 @@ multiplier), never from an argument only the author of a bug could give:
                the noisy steps (:mod:`dpaudit.attach.step_checks`);
 ``noise``      the noise at the canary coordinates no canary touched vs sigma C
                (:mod:`dpaudit.attach.noise_checks`);
+``normalisation`` the divisor of the released update vs one that does not depend on the
+               (private) dataset size (:mod:`dpaudit.attach.normalisation_checks`);
 ``accounting`` the epsilon of the *measured* mechanism (its noise multiplier, the largest
                per-record rate measured, the steps taken) through the library's accountant,
                beside the claim (:mod:`dpaudit.attach.measured_accounting`).
@@ -35,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 #: The DP-SGD stages, in the order of the training's path.
-STAGES = ("sampling", "steps", "sensitivity", "noise", "accounting")
+STAGES = ("sampling", "steps", "sensitivity", "noise", "normalisation", "accounting")
 
 #: Default error probability of each stage's checks together (Bonferroni within the stage).
 DEFAULT_ALPHA = 0.01
@@ -50,6 +52,8 @@ UNSEEN_TEXT = {
     "steps": "steps (the noisy steps taken against the claim's)",
     "sensitivity": "sensitivity (per-example clipping of the gradient actually used)",
     "noise": "noise (its scale, independence and Gaussian law)",
+    "normalisation": "normalisation (the update's divisor against the dataset size; seen for an "
+    "Opacus optimizer given data_loader=)",
     "accounting": "accounting (the measured mechanism's epsilon; give noise_multiplier=)",
 }
 

@@ -380,7 +380,14 @@ class GradientCanaries(_Audited):
             given=given,
             alpha=alpha,
             sensitivity=self._sensitivity_measured(),
+            normalisation=self._normalisation_measured(),
         )
+
+    def _normalisation_measured(self) -> Any:
+        """The update's divisor as measured (:class:`~dpaudit.attach.normalisation_checks.
+        Normalisation`); None here: a hand-written loop divides after :meth:`observe`, where
+        the canaries cannot see it (normalisation unseen)."""
+        return None
 
     #: What the probe's value is read from (the check's text).
     _probe_read_from = "the noisy sum observed, noise included"

@@ -1,9 +1,9 @@
 """Build the conformance report of an audited gradient-canary training from what it measured.
 
-Gathers the step, sampling, sensitivity, noise and accounting checks
+Gathers the step, sampling, sensitivity, noise, normalisation and accounting checks
 (:mod:`dpaudit.attach.step_checks`, :mod:`dpaudit.attach.sampling_checks`,
 :mod:`dpaudit.attach.sensitivity_checks`, :mod:`dpaudit.attach.noise_checks`,
-:mod:`dpaudit.attach.measured_accounting`) into a
+:mod:`dpaudit.attach.normalisation_checks`, :mod:`dpaudit.attach.measured_accounting`) into a
 :class:`~dpaudit.attach.conformance.ConformanceReport`. The claimed sampling is Poisson at the
 rate the claim's settings name (``sample_rate=``) or, without one, the rate the canaries were
 given (the Opacus adapter takes it from the loader as Opacus' accountant does).
@@ -18,6 +18,7 @@ from typing import Any
 from dpaudit.attach.conformance import ConformanceReport, report
 from dpaudit.attach.measured_accounting import accounting_check
 from dpaudit.attach.noise_checks import noise_check, noise_upper_bound
+from dpaudit.attach.normalisation_checks import Normalisation, normalisation_check
 from dpaudit.attach.sampling_checks import largest_rate_lower_bound, sampling_checks
 from dpaudit.attach.sampling_record import SamplingRecord
 from dpaudit.attach.sensitivity_checks import sensitivity_check
@@ -38,6 +39,7 @@ def measure(
     noise: tuple[float, int, float] | None = None,
     noise_path: Sequence[tuple[float, int]] | None = None,
     sensitivity: tuple[Any, float, str] | None = None,
+    normalisation: Normalisation | None = None,
 ) -> ConformanceReport:
     """The report: ``steps_taken`` noise calls, the loader's ``record`` (None: not observed),
     the claim (``claimed_rate``, ``claimed_epsilon`` at ``delta``, the settings ``given`` to
@@ -45,7 +47,8 @@ def measure(
     checks at error probability ``alpha``; ``noise``: the noise check's running sums (sum of
     squares, coordinate-steps, C) at the end, ``noise_path``: the same sums after each noisy
     step where the loop kept them (the noise check's first flagged step); ``sensitivity``: the
-    sensitivity probes' (contributions, clipping norm, where read; None: unseen)."""
+    sensitivity probes' (contributions, clipping norm, where read; None: unseen);
+    ``normalisation``: the update's divisor as measured (None: unseen)."""
     q = float(given["sample_rate"]) if given.get("sample_rate") is not None else claimed_rate
     steps = given.get("steps")
     checks = step_checks(steps_taken, None if steps is None else int(steps), record)
@@ -54,6 +57,10 @@ def measure(
         checks += sampling_checks(record, q, alpha)  # type: ignore[arg-type]
     if sensitivity is not None:
         checks.append(sensitivity_check(*sensitivity[:2], alpha, sensitivity[2]))
+    leaks_n = False
+    if normalisation is not None:
+        checks.append(normalisation_check(normalisation))
+        leaks_n = checks[-1].departs
     measured: dict[str, Any] = {"steps_taken": int(steps_taken)}
     if record is not None and record.unobservable is not None:
         measured["sampling_unobservable"] = record.unobservable
@@ -90,6 +97,12 @@ def measure(
                 note=f"noise multiplier: the measured upper bound {sigma_used:.4g}, below the "
                 f"{sigma:.4g} claimed (noise check)",
             )
+        if leaks_n:  # the Poisson mechanism's epsilon omits the dataset size the scale reveals
+            leak = (
+                "a lower bound only: the update's divisor reveals the dataset size "
+                "(normalisation check), a loss no accountant here models"
+            )
+            check = replace(check, note=f"{check.note}; {leak}" if check.note else leak)
         checks.append(check)
         measured.update(facts)
     return report(checks, alpha, measured)

@@ -9,11 +9,14 @@ noise``) and ``scale_grad``. The auditor wraps ``add_noise`` of this one optimiz
 once per *logical* step: before it, the gradients of the IN canaries sampled this step
 (:meth:`GradientCanaries.draw_step`) are added to ``p.summed_grad``; after it, the noisy sum at
 the canary coordinates is observed (before ``scale_grad`` and the learning rate). See
-:mod:`dpaudit.attach.core` for the score.
+:mod:`dpaudit.attach.core` for the score. It also wraps ``scale_grad`` to measure the divisor
+the noisy sum is really divided by (the normalisation check,
+:mod:`dpaudit.attach.normalisation_checks`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,7 @@ import torch
 
 from dpaudit.attach.core import GradientCanaries, check_rate
 from dpaudit.attach.loader_probe import check_observable, observe_loader, release
+from dpaudit.attach.normalisation_checks import Normalisation
 from dpaudit.attach.probes import OpacusProbeHook
 from dpaudit.opacus_import import import_opacus
 
@@ -116,6 +120,16 @@ class OpacusAuditor(GradientCanaries):
         self.data_loader: Any = None  # the observed loader (:func:`opacus`), if any
         self._original_add_noise = optimizer.add_noise
         optimizer.add_noise = self._add_noise
+        # the divisor scale_grad applies, at (up to 16 of) the first canary parameter's canary
+        # coordinates: its smallest and largest over the noisy steps, kept on the device (no
+        # host sync)
+        first, at, _ = next(iter(self._group_of.values()))
+        self._divisor_at = (first, at[:16])
+        self._divisor_low = torch.full((), math.inf, dtype=torch.float64, device=first.device)
+        self._divisor_high = torch.full((), -math.inf, dtype=torch.float64, device=first.device)
+        self._divisor_steps = 0
+        self._original_scale_grad = optimizer.scale_grad
+        optimizer.scale_grad = self._scale_grad
         optimizer._dpaudit_auditor = self
         # sensitivity probes in Opacus' per-example gradient rows, before its clipping
         # (dpaudit.attach.probes); not with ghost clipping, which has no rows
@@ -158,6 +172,36 @@ class OpacusAuditor(GradientCanaries):
             mask = torch.from_numpy(free[ids]).to(vals.device, non_blocking=True)
             sq += torch.where(mask, vals.double(), 0.0).square().sum()
 
+    def _scale_grad(self) -> None:
+        p, at = self._divisor_at
+        before = p.grad.view(-1).index_select(0, at).norm(dtype=torch.float64)
+        self._original_scale_grad()
+        ratio = before / p.grad.view(-1).index_select(0, at).norm(dtype=torch.float64)
+        # NaN where both are 0: ignored by fmin / fmax
+        torch.fmin(self._divisor_low, ratio, out=self._divisor_low)
+        torch.fmax(self._divisor_high, ratio, out=self._divisor_high)
+        self._divisor_steps += 1
+
+    def _normalisation_measured(self) -> Normalisation | None:
+        """The optimizer's ``loss_reduction`` and ``expected_batch_size``, the size of the
+        dataset the observed loader draws from, Opacus' sample rate and the divisor measured
+        in ``scale_grad``; None without ``data_loader=`` (the dataset size unseen)."""
+        try:
+            n_records = len(self.data_loader.dataset)
+        except (AttributeError, TypeError):
+            return None
+        low, high = float(self._divisor_low), float(self._divisor_high)
+        measured = self._divisor_steps > 0 and math.isfinite(low) and math.isfinite(high)
+        expected = getattr(self.optimizer, "expected_batch_size", None)
+        return Normalisation(
+            str(getattr(self.optimizer, "loss_reduction", "mean")),
+            None if expected is None else float(expected),
+            int(n_records),
+            self.sample_rate,
+            (low, high) if measured else None,
+            self._divisor_steps,
+        )
+
     @property
     def scores(self) -> np.ndarray:
         """The scores so far (m,), gathered from the devices (see the core)."""
@@ -180,6 +224,7 @@ class OpacusAuditor(GradientCanaries):
                 "its scores stay readable, call detach() once"
             )
         self.optimizer.add_noise = self._original_add_noise
+        self.optimizer.scale_grad = self._original_scale_grad
         if self._probe_hook is not None:
             self._probe_hook.release()
         del self.optimizer._dpaudit_auditor

@@ -20,7 +20,8 @@ evidence; how much it *could* show is said here in two numbers.
   DP-SGD at (sigma, q, T) (:mod:`dpaudit.accounting.dpsgd`). The training is assumed to run
   with too little noise (sigma scaled down) and nothing else wrong, and the data's gradients
   never to move a canary's coordinate: a real run can only do worse, and a bug upstream of the
-  noise call (sampling, clipping, duplication, accumulation) is a different law altogether.
+  noise call (sampling, clipping, duplication, accumulation) or in the normalisation after it
+  is a different law altogether.
 
 The power is a Monte Carlo estimate over ``replicates`` runs drawn once from a fixed seed
 (common random numbers: the same coins, hits and noise at every sigma). With these draws a
@@ -55,10 +56,11 @@ TOLERANCE = 0.02
 #: The noise multipliers the bisection searches between (an unflagged run at the smallest is
 #: reported as "no true epsilon reaches the power").
 SIGMA_RANGE = (1e-3, 1e3)
-#: The stages of a DP-SGD step upstream of the noise call, which canaries added to the clipped
-#: sum before the noise (:class:`dpaudit.attach.core.GradientCanaries`, the Opacus adapter)
-#: cannot see.
-UPSTREAM_STAGES = ("sampling", "clipping", "duplication", "accumulation")
+#: The stages of a DP-SGD step that canaries added to the clipped sum before the noise and read
+#: from the noisy sum (:class:`dpaudit.attach.core.GradientCanaries`, the Opacus adapter) cannot
+#: see: those upstream of the noise call, and the normalisation after it (the update's division
+#: by a batch size, applied after the canaries are read).
+UPSTREAM_STAGES = ("sampling", "clipping", "duplication", "accumulation", "normalisation")
 
 #: The conformance stages (:data:`dpaudit.attach.conformance.STAGES`) whose checks together
 #: cover each upstream stage (accumulation: the logical batches the loader delivered per noisy
@@ -69,6 +71,7 @@ UPSTREAM_COVERED_BY: dict[str, tuple[str, ...]] = {
     "clipping": ("sensitivity",),
     "duplication": (),
     "accumulation": ("sampling", "steps"),
+    "normalisation": ("normalisation",),
 }
 
 
@@ -412,7 +415,7 @@ def power_text(result_power: Power | None, unseen: Sequence[str] = ()) -> str:
         stages = list(unseen)
         named = stages[0] if len(stages) == 1 else ", ".join(stages[:-1]) + " and " + stages[-1]
         parts.append(
-            f"it cannot see {named} (upstream of where its canaries enter): a departure there "
-            "is not flagged however large"
+            f"it cannot see {named} (outside the noisy sum its canaries are read from): a "
+            "departure there is not flagged however large"
         )
     return "; ".join(parts)

@@ -264,7 +264,7 @@ def test_correct_opacus_poisson_conforms(memory_manager) -> None:
     rep = res.conformance
     assert not rep.departs, str(rep)
     rep.raise_if_departs()  # conforms: nothing raised
-    assert rep.seen == ["sampling", "steps", "sensitivity", "noise", "accounting"]
+    assert rep.seen == ["sampling", "steps", "sensitivity", "noise", "normalisation", "accounting"]
     assert rep.unseen == []
     assert "clipping" not in res.unseen_stages  # the sensitivity probes covered it
     assert aud.sampling_record.steps == aud.steps == 12  # logical steps, also through BMM

@@ -147,7 +147,13 @@ def test_issue37_item3_not_flagged_is_no_clean_bill() -> None:
     _simulate(c, 5, sigma=3.0)
     honest = c.audit(delta=1e-5, accountant="rdp", noise_multiplier=3.0)
     assert not honest.flagged
-    assert honest.unseen_stages == ("sampling", "clipping", "duplication", "accumulation")
+    assert honest.unseen_stages == (
+        "sampling",
+        "clipping",
+        "duplication",
+        "accumulation",
+        "normalisation",
+    )
     p = honest.power
     assert p is not None and p.m == 1000 and p.steps == 5 and p.sample_rate == 1.0
     assert p.claimed_epsilon == pytest.approx(honest.verdict["claimed_epsilon"].iloc[0])
@@ -155,7 +161,7 @@ def test_issue37_item3_not_flagged_is_no_clean_bill() -> None:
     text = str(honest)
     assert f"flags a true epsilon >= {p.epsilon:.3g} with 80% probability" in text
     assert "not a clean bill" in text
-    assert "cannot see sampling, clipping, duplication and accumulation" in text
+    assert "cannot see sampling, clipping, duplication, accumulation and normalisation" in text
     covered = audit_file(honest.score_file, unseen_stages=["sampling"])
     assert "cannot see sampling (" in str(covered)
     member = np.arange(20) % 2

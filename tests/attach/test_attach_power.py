@@ -154,7 +154,7 @@ def test_issue37_item3_ceiling_bounds_every_run_whatever_its_coins() -> None:
 def test_power_text_names_the_unseen_stages() -> None:
     text = power_text(None, UPSTREAM_STAGES)
     assert "power unknown" in text
-    assert "sampling, clipping, duplication and accumulation" in text
+    assert "sampling, clipping, duplication, accumulation and normalisation" in text
     assert "cannot see clipping (" in power_text(None, ["clipping"])
     assert "cannot see" not in power_text(None, ())
 
@@ -186,6 +186,8 @@ def test_stages_a_conformance_check_measured_leave_the_unseen_list():
     assert unseen_after(["sampling", "steps", "noise", "accounting"]) == (
         "clipping",
         "duplication",
+        "normalisation",
     )
+    assert "normalisation" not in unseen_after(["normalisation"])
     assert "clipping" not in unseen_after(["sensitivity"])
     assert unseen_after(["steps"]) == UPSTREAM_STAGES  # batches per step need the loader

@@ -188,11 +188,13 @@ def floored_normalisation(
     larger of the DP-SGD epsilon (exact, :func:`dpsgd`) and the threshold test on the squared
     norm of the updates at the ``noise_coordinates`` coordinates no record's gradient reaches,
     over ``steps`` steps."""
-    ratio = int(n * q) / int((n - 1) * q)
-    scale = scale_lower_bound(ratio, noise_coordinates * steps, delta)
+    from dpaudit.attach.normalisation_checks import opacus_divisor
+
+    here, fewer = opacus_divisor(n, q), opacus_divisor(n - 1, q)
+    scale = scale_lower_bound(here / fewer, noise_coordinates * steps, delta)
     base = dpsgd(sigma, q, steps, delta)
     how = (
-        f"scale {int(n * q)} / {int((n - 1) * q)} seen on {noise_coordinates} x {steps} "
+        f"scale {here} / {fewer} seen on {noise_coordinates} x {steps} "
         f"pure-noise coordinates (threshold test on their squared norm: {scale:.3g}); "
         f"the Poisson mechanism alone: {base.value:.3g}"
     )
