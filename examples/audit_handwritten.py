@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--m", type=int, default=1000, help="canaries")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--sample-rate", type=float, default=0.3)
+    p.add_argument(
+        "--batch-size", type=float, default=539.0, help="the update divisor, a constant"
+    )
     p.add_argument("--noise-multiplier", type=float, default=3.0)
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=2.0)
@@ -67,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         summed += torch.from_numpy(canaries.canary_gradient(draw)).float()  # dpaudit
         noisy = summed + sigma * c * torch.randn(n_params)
         canaries.observe(noisy.numpy())  # dpaudit
-        update, offset = noisy / (q * n), 0
+        # divide by a constant: a divisor computed from the data (q * n) would reveal n
+        update, offset = noisy / args.batch_size, 0
         for k, v in params.items():
             params[k] = v - args.lr * update[offset : offset + v.numel()].view_as(v)
             offset += v.numel()

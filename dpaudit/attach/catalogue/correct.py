@@ -42,7 +42,8 @@ def opacus_batch_memory_manager(
 
 def handwritten(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
     """Plain PyTorch DP-SGD (examples/audit_handwritten.py): Poisson sampling, per-example
-    clipping, noise sigma C on the sum, update divided by the expected batch size."""
+    clipping, noise sigma C on the sum, update divided by the batch size B the script chose: a
+    public constant (a divisor computed from the dataset size, as q n, would reveal n)."""
     import torch
 
     run = digits_mlp(data, audit, seed, device)
@@ -59,6 +60,6 @@ def handwritten(data: dict[str, np.ndarray], audit: Any, seed: int, device: str)
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
         canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / (q * run.n), run.lr)
+        sgd_step(params, noisy / run.batch, run.lr)
     load_params(run.model, params)
     return claim_settings(sigma, q, run.steps, run, "none")
