@@ -229,34 +229,44 @@ class OpacusProbeHook:
             rows = [p.grad_sample for p in self._params]
             rows = [g[0] if isinstance(g, list) else g for g in rows]
             if rows and all(g is not None and len(g) > 0 for g in rows):
-                import torch
-
-                at, coords, values = self.probes.draw(len(rows[0]))
-                at_t = torch.as_tensor(at, device=rows[0].device)
-                for g in rows:
-                    g[at_t] = 0
-                for k, pos, local in self._split(coords):
-                    g = rows[k]
-                    idx = np.unravel_index(local, tuple(g.shape[1:]))
-                    where = (at[pos], *idx)
-                    g[tuple(torch.as_tensor(i, device=g.device) for i in where)] = (
-                        torch.as_tensor(values[pos], dtype=g.dtype, device=g.device)
-                    )
+                self._place(rows)
         self._original()
 
+    def _place(self, rows: list[Any]) -> None:
+        """Zero the step's probe rows of every parameter's per-example gradients and write
+        each probe's value at its coordinate (one indexed write per parameter)."""
+        import torch
+
+        at, coords, values = self.probes.draw(len(rows[0]))
+        for g in rows:
+            g.index_fill_(0, torch.as_tensor(at, device=g.device), 0)
+        for k, pos, local in self._split(coords):
+            g = rows[k]
+            at_k = at[pos]
+            if g.is_contiguous():
+                target, idx = g.view(len(g), -1), (at_k, local)
+            else:  # strided rows: index the parameter's own shape
+                target, idx = g, (at_k, *np.unravel_index(local, tuple(g.shape[1:])))
+            target.index_put_(
+                tuple(torch.as_tensor(i, device=g.device) for i in idx),
+                torch.as_tensor(values[pos], dtype=g.dtype, device=g.device),
+            )
+
     def read(self) -> None:
-        """Record the clipped sum at the pending probes' coordinates (before the noise)."""
+        """Record the clipped sum at the pending probes' coordinates (before the noise), in the
+        probes' order, kept on the device."""
         import torch
 
         _, coords, _, _ = self.probes.pending  # type: ignore[misc]
-        got = torch.zeros(len(coords), dtype=torch.float64, device=self._params[0].device)
+        parts, order = [], []
         for k, pos, local in self._split(coords):
-            p = self._params[k]
-            flat = p.summed_grad.detach().reshape(-1)
-            got[torch.as_tensor(pos, device=got.device)] = flat[
-                torch.as_tensor(local, device=flat.device)
-            ].to(got)
-        self.probes.measure(got)
+            flat = self._params[k].summed_grad.detach().reshape(-1)
+            parts.append(flat[torch.as_tensor(local, device=flat.device)].double())
+            order.append(pos)
+        device = parts[0].device
+        got = torch.cat([v.to(device) for v in parts])
+        back = torch.as_tensor(np.argsort(np.concatenate(order)), device=device)
+        self.probes.measure(got[back])
 
     def release(self) -> None:
         """The optimizer's own ``clip_and_accumulate`` again."""
