@@ -26,6 +26,17 @@ Two likelihood-ratio martingales are used:
   chi-square(k), so a test supermartingale under the claim whatever the data add; averaged over
   a grid of rho < 1. It depends on the running sums only, so any read of them is valid.
 
+One more, for a mean: :func:`symmetric_mean_log_e`: given the past, each value w = z + c where z
+is symmetric and c an unknown offset in [-tol, tol] (the sensitivity probes' deficit below C and
+the rounding of the clipping). For a symmetric z and any lambda,
+E exp(lambda z - lambda^2 z^2 / 2) = E cosh(lambda z) exp(-lambda^2 z^2 / 2) <= 1, so
+exp(lambda S_z - lambda^2 V_z^2 / 2) over the running sum S_z and sum of squares V_z^2 of the z
+is a test supermartingale (de la Pena 1999, "A general class of exponential inequalities for
+martingales and ratios", Annals of Probability 27(1): conditionally symmetric increments).
+For lambda >= 0 the computable lambda (S_w - n tol) - lambda^2 sum (|w| + tol)^2 / 2 (n values
+so far) is at most that, since S_z >= S_w - n tol and |z| <= |w| + tol; averaged over a grid of
+lambda.
+
 Each function returns log E_t for t = 1..T; :func:`first_crossing` gives the first step at which
 E_t >= 1 / level (the check's first flagged step) and the anytime p-value min(1, 1 / sup E).
 """
@@ -41,6 +52,8 @@ from scipy.special import logsumexp
 RATE_LOG_RATIOS = np.geomspace(0.01, 4.0, 24)
 #: Alternatives of the noise-scale mixture: rho = exp(-u) for these u (too little noise).
 SCALE_LOG_RATIOS = np.geomspace(1e-3, 4.0, 32)
+#: Bets of the symmetric-mean mixture, in units of 1 / the deficit's unit (one-sided: > 0).
+MEAN_BETS = np.geomspace(1e-3, 1e3, 25)
 #: Alternatives of a Bernoulli event's probability (the batch-size law).
 EVENT_RATES = np.linspace(0.05, 0.95, 19)
 
@@ -88,6 +101,19 @@ def gaussian_scale_log_e(sum_sq: np.ndarray, df: np.ndarray) -> np.ndarray:
         return np.zeros(0)
     u = SCALE_LOG_RATIOS[:, None]
     return _mix(k * u - y * np.expm1(2 * u) / 2)
+
+
+def symmetric_mean_log_e(values: list[np.ndarray], tol: float) -> np.ndarray:
+    """log E after each group of ``values`` (one array per step, any length) of the one-sided
+    test that their mean is above 0 when each is, given the past, symmetric about a centre within
+    ``tol`` of 0 (the module docstring); the mixture over lambda in :data:`MEAN_BETS`."""
+    if not values:
+        return np.zeros(0)
+    w = [np.asarray(v, dtype=np.float64).ravel() for v in values]
+    s = np.cumsum([float(v.sum()) - tol * v.size for v in w])
+    v2 = np.cumsum([float(((np.abs(v) + tol) ** 2).sum()) for v in w])
+    lam = MEAN_BETS[:, None]
+    return _mix(lam * s - lam**2 * v2 / 2)
 
 
 def first_crossing(log_e: np.ndarray, level: float, start: int = 1) -> tuple[int | None, float]:

@@ -224,8 +224,8 @@ class GradientCanaries(_Audited):
         self.noise_sum_sq = 0.0
         self.noise_df = 0
         self.noise_path: list[tuple[float, int]] = []  # the two after each observed step
-        # one sensitivity probe per step on coordinates no canary uses, placed only when the
-        # loop asks (probe_rows; the Opacus adapter places it itself): dpaudit.attach.probes
+        # a few sensitivity probes per step on coordinates no canary uses, placed only when the
+        # loop asks (probe_rows; the Opacus adapter places them itself): dpaudit.attach.probes
         self.probes = SensitivityProbes(
             probe_coordinates(self.n_params, self.coordinates, self.seed), self.clip_norm, seed
         )
@@ -277,11 +277,13 @@ class GradientCanaries(_Audited):
 
     def probe_rows(self, per_example_grads: Any) -> Any:
         """This step's per-example gradients (b, n_params) (NumPy or torch), *before* the
-        loop's clipping, with a sensitivity probe (a Dirac of norm
-        :data:`~dpaudit.attach.probes.PROBE_SCALE` C with a random sign) in place of row 0 (a
-        new row when b = 0); a copy. Clip and sum the returned rows, then :meth:`observe` the
-        whole noisy sum: the audit's conformance report checks what the clipping let through
-        against C (:mod:`dpaudit.attach.probes`). At most once per logical step."""
+        loop's clipping, with sensitivity probes (Diracs of norm
+        :data:`~dpaudit.attach.probes.PROBE_SCALE` C or larger, random signs) in place of a few
+        rows (:func:`~dpaudit.attach.probes.probe_layout`: adjacent rows and rows half a batch
+        apart; a new row when b = 0); a copy. Clip and sum the returned rows, then
+        :meth:`observe` the whole noisy sum: the audit's conformance report checks what the
+        clipping let through against C, and that each row was clipped on its own
+        (:mod:`dpaudit.attach.probes`). At most once per logical step."""
         if not self.probes.active:
             raise ValueError(
                 f"probe_rows(): every one of the {self.n_params} coordinates holds a canary, none "
@@ -297,8 +299,8 @@ class GradientCanaries(_Audited):
             raise ValueError(
                 f"the noisy sum must have n_params = {self.n_params} entries, got {flat.size}"
             )
-        if self.probes.pending is not None:  # the step's probe, read off the noisy sum
-            self.probes.measure(flat[self.probes.pending[0]])
+        if self.probes.pending is not None:  # the step's probes, read off the noisy sum
+            self.probes.measure(flat[self.probes.pending[1]])
         self.observe_values(flat[self.coordinates])
 
     def observe_values(self, values: Any) -> None:
@@ -392,12 +394,13 @@ class GradientCanaries(_Audited):
     #: What the probe's value is read from (the check's text).
     _probe_read_from = "the noisy sum observed, noise included"
 
-    def _sensitivity_measured(self) -> tuple[np.ndarray, float, str] | None:
-        """The probes' contributions, the clipping norm and where they were read; None when
-        no probe was placed (sensitivity unseen)."""
+    def _sensitivity_measured(self) -> tuple[np.ndarray, list, float, str] | None:
+        """The probes' contributions, the small probes' per step, the clipping norm and where
+        they were read; None when no probe was placed (sensitivity unseen)."""
         if not self.probes.values:
             return None
-        return self.probes.contributions(), self.clip_norm, self._probe_read_from
+        probes = self.probes
+        return probes.contributions(), probes.small_by_step(), self.clip_norm, self._probe_read_from
 
     @property
     def scores(self) -> np.ndarray:

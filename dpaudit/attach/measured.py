@@ -21,7 +21,7 @@ from dpaudit.attach.noise_checks import noise_check, noise_upper_bound
 from dpaudit.attach.normalisation_checks import Normalisation, normalisation_check
 from dpaudit.attach.sampling_checks import largest_rate_lower_bound, sampling_checks
 from dpaudit.attach.sampling_record import SamplingRecord
-from dpaudit.attach.sensitivity_checks import sensitivity_check
+from dpaudit.attach.sensitivity_checks import sensitivity_checks
 from dpaudit.attach.step_checks import step_checks
 
 
@@ -38,7 +38,7 @@ def measure(
     alpha: float,
     noise: tuple[float, int, float] | None = None,
     noise_path: Sequence[tuple[float, int]] | None = None,
-    sensitivity: tuple[Any, float, str] | None = None,
+    sensitivity: tuple[Any, Any, float, str] | None = None,
     normalisation: Normalisation | None = None,
 ) -> ConformanceReport:
     """The report: ``steps_taken`` noise calls, the loader's ``record`` (None: not observed),
@@ -47,8 +47,8 @@ def measure(
     checks at error probability ``alpha``; ``noise``: the noise check's running sums (sum of
     squares, coordinate-steps, C) at the end, ``noise_path``: the same sums after each noisy
     step where the loop kept them (the noise check's first flagged step); ``sensitivity``: the
-    sensitivity probes' (contributions, clipping norm, where read; None: unseen);
-    ``normalisation``: the update's divisor as measured (None: unseen)."""
+    sensitivity probes' (contributions, the small probes' per step, clipping norm, where read;
+    None: unseen); ``normalisation``: the update's divisor as measured (None: unseen)."""
     q = float(given["sample_rate"]) if given.get("sample_rate") is not None else claimed_rate
     steps = given.get("steps")
     checks = step_checks(steps_taken, None if steps is None else int(steps), record)
@@ -56,7 +56,8 @@ def measure(
     if sampled:
         checks += sampling_checks(record, q, alpha)  # type: ignore[arg-type]
     if sensitivity is not None:
-        checks.append(sensitivity_check(*sensitivity[:2], alpha, sensitivity[2]))
+        contributions, small, clip_norm, where = sensitivity
+        checks += sensitivity_checks(contributions, small, clip_norm, alpha, where)
     leaks_n = False
     if normalisation is not None:
         checks.append(normalisation_check(normalisation))

@@ -1,32 +1,45 @@
 """Sensitivity probes: oversized Dirac gradients placed *before* the user's per-example clipping,
 and their contribution to what reaches the update measured against the clipping norm C.
 
-At each logical step one probe is placed: the per-example gradient row of one record of the
-step is replaced by ``s_t B C e_{j_t}`` (B = :data:`PROBE_SCALE`, far above 1; ``j_t`` one of a
-few probe coordinates, drawn from the seed among the coordinates no canary uses; ``s_t`` a fair
-random sign, drawn from the seed, fresh each step). The user's clipping then processes the row
-like any other: under per-example clipping at C (the claim's sensitivity) it leaves at most C at
-``j_t``, whatever it does to the other rows. After the step the value ``v_t`` at ``j_t`` of what
-reaches the update (Opacus: the summed clipped gradient before the noise; a hand-written loop:
-the noisy sum it observes) is read and ``x_t = s_t v_t`` is the probe's measured contribution
-plus ``s_t`` times the data's and the noise's at ``j_t``.
+At each logical step up to :data:`PROBES_PER_STEP` probes are placed (:func:`probe_layout`):
+the per-example gradient rows of a few records of the step are replaced, row ``r`` by
+``s B_r C e_j`` (``j`` its own coordinate, distinct within the step, drawn from the seed among
+the coordinates no canary uses; ``s`` a fair random sign, drawn from the seed, fresh for every
+probe). Half the probes are *small* (B_r = :data:`PROBE_SCALE`, far above 1) and half *large*
+(B_r = PROBE_SCALE x :data:`PARTNER_RATIO`), laid out so that every small probe sits next to a
+large one both in the adjacent row and half a batch away: rows 0, 1, 2, ... (small, large,
+small, ...) and rows b/2, b/2 + 1, ... (large, small, ...). The user's clipping then processes
+the rows like any other: under per-example clipping at C (the claim's sensitivity) each probe
+row is clipped on its own and leaves exactly C at its coordinate, whatever its size and
+whatever the clipping does to the other rows. After the step the value ``v`` at each probe's
+coordinate of what reaches the update (Opacus: the summed clipped gradient before the noise; a
+hand-written loop: the noisy sum it observes) is read and ``x = s v`` is the probe's measured
+contribution plus ``s`` times the data's and the noise's at its coordinate: under the claim
+``x - C = s (d + n)`` up to the rounding of the clipping factor (:data:`TOLERANCE`), where the
+data's clipped gradient ``d`` and the noise ``n`` at the coordinate do not depend on the fresh
+sign, so ``x - C`` is conditionally symmetric given the past.
 
-The test (:func:`dpaudit.attach.sensitivity_checks.sensitivity_check`) counts the steps with
-``x_t > C (1 + tol)``. Under the claim, ``x_t - C <= s_t (d_t + n_t)`` where the data's
-clipped gradient ``d_t`` and the noise ``n_t`` at ``j_t`` do not depend on the fresh sign
-(given the past and the step's batch) and the noise is symmetric, so each step exceeds with
-probability at most 1/2 given the past, and the count is stochastically below Binomial(T, 1/2)
-whatever the data do: an exact one-sided sign test. A clipping that lets the probe through with
-more than C (fast clipping ignoring ``max_grad_norm``, Opacus PR #664; clipping the gradient of
-the mean loss and scaling it back by the batch size, Tramer et al. 2022, arXiv:2202.12219) makes
-``x_t - C`` about the excess on every step and departs. The replaced record's own gradient is
-dropped from that step (one record per step); ``tol`` (:data:`TOLERANCE`) absorbs the rounding
-of the clipping factor.
+Two checks (:mod:`dpaudit.attach.sensitivity_checks`) read them:
 
-Not seen: a bug that needs two records to show (microbatches clipped together, TF Privacy #620:
-the probe alone is still clipped to C), clipping that holds on the rows but not on the gradient
-used elsewhere (e.g. ghost clipping, which never materialises the rows: there is no place to put
-a probe), and an excess below what the noise and the data at ``j_t`` hide.
+- *more than C*: a clipping that lets a record through with more than C (fast clipping ignoring
+  ``max_grad_norm``, Opacus PR #664; clipping the gradient of the mean loss and scaling it back
+  by the batch size, Tramer et al. 2022, arXiv:2202.12219) makes every ``x - C`` about the
+  excess: a sign test of the probes above C.
+- *clipped one by one*: rows clipped together (microbatches whose mean gradient is clipped, TF
+  Privacy #620; batch clipping of the sum) share one clip of norm C among their probes. A small
+  probe grouped with a large one then receives about C / PARTNER_RATIO instead of C (two equal
+  probes would still receive C / sqrt(2) each), so the small probes' mean deficit below C is
+  about C per grouped probe: a one-sided test of that mean
+  (:func:`dpaudit.attach.anytime.symmetric_mean_log_e`). Grouping makes each contribution
+  smaller, which the first check cannot see, while one record can then move its group's clipped
+  gradient, and the update, by up to 2C (groups of two).
+
+The replaced records' own gradients are dropped from that step (a few records per step).
+
+Not seen: clipping that holds on the rows but not on the gradient used elsewhere (e.g. ghost
+clipping, which never materialises the rows: there is no place to put a probe), a grouping of
+rows that pairs no small probe with a larger one (neither adjacent rows nor rows half a batch
+apart share a group), and an excess or a deficit below what the noise and the data hide.
 """
 
 from __future__ import annotations
@@ -37,14 +50,19 @@ import numpy as np
 
 from dpaudit.seeding import derive_seed
 
-#: The probe's norm in units of the clipping norm C (B >> 1: any clipping at a threshold below
-#: B C shows its threshold).
+#: A small probe's norm in units of the clipping norm C (B >> 1: any clipping at a threshold
+#: below B C shows its threshold).
 PROBE_SCALE = 1000.0
-#: Relative slack above C for the rounding of the clipping factor (Opacus divides by the norm
+#: A large probe's norm over a small one's: a small probe clipped together with a large one
+#: keeps about 1 / PARTNER_RATIO of the shared clip.
+PARTNER_RATIO = 1000.0
+#: Relative slack around C for the rounding of the clipping factor (Opacus divides by the norm
 #: plus 1e-6; float32 rounding).
 TOLERANCE = 1e-3
-#: Probe coordinates drawn per auditor (one is used per step).
-N_PROBE_COORDINATES = 16
+#: Probes placed per logical step (at most; a quarter of the step's rows, at least 2).
+PROBES_PER_STEP = 32
+#: Probe coordinates drawn per auditor (each step's probes take distinct ones among them).
+N_PROBE_COORDINATES = 2 * PROBES_PER_STEP
 
 
 def probe_coordinates(
@@ -65,76 +83,128 @@ def probe_coordinates(
     return np.sort(np.array(out, dtype=np.int64))
 
 
-class SensitivityProbes:
-    """One probe per logical step on ``coordinates`` with clipping norm ``clip_norm`` (see the
-    module docstring). :meth:`draw` gives the step's (coordinate, sign); :meth:`measure`
-    records the value read at that coordinate after the user's clipping."""
+def probe_layout(b: int, k: int = PROBES_PER_STEP) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, large) of a step of ``b`` records with at most ``k`` probes: the rows that carry a
+    probe and which of them carry a large one. min(k, max(2, b // 4)) probes (all ``b`` rows
+    when b <= 2; row 0 alone when b = 0): half from row 0 on, alternating small, large, ...,
+    half from row b // 2 on, alternating large, small, ..., so that a small probe has a large one
+    in an adjacent row and half a batch away (module docstring)."""
+    n = 1 if b == 0 else min(b, k, max(2, b // 4))
+    if n >= b or n < 2:
+        rows = np.arange(n, dtype=np.int64)
+        return rows, rows % 2 == 1
+    first = np.arange(n // 2, dtype=np.int64)
+    second = np.arange(n - n // 2, dtype=np.int64)
+    rows = np.concatenate([first, b // 2 + second])
+    return rows, np.concatenate([first % 2 == 1, second % 2 == 0])
 
-    def __init__(self, coordinates: np.ndarray, clip_norm: float, seed: int) -> None:
+
+class SensitivityProbes:
+    """The probes of each logical step on ``coordinates`` with clipping norm ``clip_norm`` (see
+    the module docstring). :meth:`draw` gives the step's probes; :meth:`measure` records the
+    values read at their coordinates after the user's clipping."""
+
+    def __init__(
+        self, coordinates: np.ndarray, clip_norm: float, seed: int, per_step: int = PROBES_PER_STEP
+    ) -> None:
         self.coordinates = np.asarray(coordinates, dtype=np.int64)
         self.clip_norm = float(clip_norm)
+        self.per_step = int(per_step)
         self._rng = np.random.default_rng(derive_seed(seed, "attach", "probes"))
-        self.pending: tuple[int, float] | None = None  # (coordinate, sign) placed, not read
-        self.values: list[Any] = []  # s_t v_t per measured step (floats or 0-d tensors)
+        # (rows, coordinates, signs, large) placed, not read
+        self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.values: list[Any] = []  # s v per measured step (arrays or 1-d tensors)
+        self.large: list[np.ndarray] = []  # which of the step's probes were large
 
     @property
     def active(self) -> bool:
         """Whether there is a coordinate to probe."""
         return self.coordinates.size > 0
 
-    def draw(self) -> tuple[int, float]:
-        """The step's probe: (flat coordinate, sign); it is pending until :meth:`measure`."""
+    def draw(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The probes of a step of ``b`` records: (rows, flat coordinates, signed values); they
+        are pending until :meth:`measure`."""
         if self.pending is not None:
             raise ValueError(
                 "a sensitivity probe was placed twice in one step: place it once per logical "
                 "step (probe_rows() before the clipping), then observe the step"
             )
-        j = int(self.coordinates[self._rng.integers(self.coordinates.size)])
-        sign = 1.0 if self._rng.random() < 0.5 else -1.0
-        self.pending = (j, sign)
-        return self.pending
+        rows, large = probe_layout(b, min(self.per_step, self.coordinates.size))
+        coords = self._rng.choice(self.coordinates, size=rows.size, replace=False)
+        signs = np.where(self._rng.random(rows.size) < 0.5, 1.0, -1.0)
+        self.pending = (rows, coords, signs, large)
+        scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE)
+        return rows, coords, signs * scale * self.clip_norm
 
-    def measure(self, value: Any) -> None:
-        """Record the value at the pending probe's coordinate (after the clipping), times its
-        sign; a 0-d tensor is kept on its device (no host sync per step)."""
+    def measure(self, values: Any) -> None:
+        """Record the values at the pending probes' coordinates (after the clipping), times
+        their signs; a tensor is kept on its device (no host sync per step)."""
         assert self.pending is not None
-        self.values.append(value * self.pending[1])
+        _, _, signs, large = self.pending
+        if hasattr(values, "new_tensor"):  # torch
+            self.values.append(values * values.new_tensor(signs))
+        else:
+            self.values.append(np.asarray(values, dtype=np.float64) * signs)
+        self.large.append(large)
         self.pending = None
 
     def contributions(self) -> np.ndarray:
-        """The measured ``s_t v_t`` of every probed step, on the host."""
-        return np.array([float(v) for v in self.values], dtype=np.float64)
+        """The measured ``s v`` of every probe, step after step, on the host."""
+        if not self.values:
+            return np.zeros(0)
+        return np.concatenate([_host(v) for v in self.values])
+
+    def small_by_step(self) -> list[np.ndarray]:
+        """Per measured step, the measured ``s v`` of its small probes (the ones a grouping of
+        rows would starve: module docstring)."""
+        return [_host(v)[~large] for v, large in zip(self.values, self.large, strict=True)]
 
     def probe_rows(self, rows: Any) -> Any:
-        """``rows`` (b, n_params) per-example gradients (NumPy or torch) with the step's probe
-        in row 0 (a new row when b = 0); a copy, the input is unchanged."""
-        j, sign = self.draw()
-        value = sign * PROBE_SCALE * self.clip_norm
+        """``rows`` (b, n_params) per-example gradients (NumPy or torch) with the step's probes
+        in place of a few rows (:func:`probe_layout`; one new row when b = 0); a copy, the input
+        is unchanged."""
         if hasattr(rows, "clone"):  # torch
             out = rows.clone() if len(rows) else rows.new_zeros((1, *rows.shape[1:]))
         else:
             rows = np.asarray(rows, dtype=np.float64)
             out = rows.copy() if len(rows) else np.zeros((1, *rows.shape[1:]))
-        if out.ndim != 2 or j >= out.shape[1]:
+        if out.ndim != 2 or (self.coordinates.size and self.coordinates.max() >= out.shape[1]):
             raise ValueError(
                 f"probe_rows() needs the (batch, n_params) per-example gradients, got shape "
                 f"{tuple(out.shape)}"
             )
-        out[0] = 0
-        out[0, j] = value
+        at, coords, values = self.draw(len(rows))
+        if hasattr(out, "clone"):
+            import torch
+
+            at_t = torch.as_tensor(at, device=out.device)
+            out[at_t] = 0
+            out[at_t, torch.as_tensor(coords, device=out.device)] = torch.as_tensor(
+                values, dtype=out.dtype, device=out.device
+            )
+        else:
+            out[at] = 0
+            out[at, coords] = values
         return out
+
+
+def _host(values: Any) -> np.ndarray:
+    """A step's measured values as a float64 NumPy vector."""
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().double().numpy()
+    return np.asarray(values, dtype=np.float64).ravel()
 
 
 class OpacusProbeHook:
     """Places ``probes`` in an Opacus ``DPOptimizer``'s per-example gradient rows before its
-    clipping, and reads the clipped sum at the probe's coordinate before the noise.
+    clipping, and reads the clipped sum at the probes' coordinates before the noise.
 
     It wraps ``clip_and_accumulate`` on this one optimizer object (whatever method the object
     has: Opacus' own or a user's replacement): on the first call of a logical step with a
-    non-empty batch, row 0 of every parameter's ``grad_sample`` is zeroed in place and the
-    probe's value written at its coordinate (``offsets``: the flat offsets of
-    ``optimizer.params``), then the original runs. :meth:`read` (called by the auditor before
-    the noise) takes ``p.summed_grad`` at that coordinate, kept on its device.
+    non-empty batch, the probe rows (:func:`probe_layout`) of every parameter's ``grad_sample``
+    are zeroed in place and each probe's value written at its coordinate (``offsets``: the flat
+    offsets of ``optimizer.params``), then the original runs. :meth:`read` (called by the
+    auditor before the noise) takes ``p.summed_grad`` at those coordinates, kept on its device.
     """
 
     def __init__(self, optimizer: Any, probes: SensitivityProbes, offsets: np.ndarray) -> None:
@@ -145,29 +215,58 @@ class OpacusProbeHook:
         self._original = optimizer.clip_and_accumulate
         optimizer.clip_and_accumulate = self._clip_and_accumulate
 
-    def _locate(self, j: int) -> tuple[Any, tuple[int, ...]]:
-        k = int(np.searchsorted(self._offsets, j, side="right") - 1)
-        p = self._params[k]
-        return p, tuple(int(i) for i in np.unravel_index(j - int(self._offsets[k]), p.shape))
+    def _split(self, coords: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """(parameter index, positions among ``coords``, flat index within the parameter) for
+        each parameter holding some of ``coords``."""
+        which = np.searchsorted(self._offsets, coords, side="right") - 1
+        return [
+            (int(k), np.flatnonzero(which == k), coords[which == k] - int(self._offsets[k]))
+            for k in np.unique(which)
+        ]
 
     def _clip_and_accumulate(self) -> None:
         if self.probes.pending is None:
             rows = [p.grad_sample for p in self._params]
             rows = [g[0] if isinstance(g, list) else g for g in rows]
             if rows and all(g is not None and len(g) > 0 for g in rows):
-                j, sign = self.probes.draw()
-                for g in rows:
-                    g[0].zero_()
-                p, at = self._locate(j)
-                k = next(i for i, q in enumerate(self._params) if q is p)
-                rows[k][(0, *at)] = sign * PROBE_SCALE * self.probes.clip_norm
+                self._place(rows)
         self._original()
 
+    def _place(self, rows: list[Any]) -> None:
+        """Zero the step's probe rows of every parameter's per-example gradients and write
+        each probe's value at its coordinate (one indexed write per parameter)."""
+        import torch
+
+        at, coords, values = self.probes.draw(len(rows[0]))
+        for g in rows:
+            g.index_fill_(0, torch.as_tensor(at, device=g.device), 0)
+        for k, pos, local in self._split(coords):
+            g = rows[k]
+            at_k = at[pos]
+            if g.is_contiguous():
+                target, idx = g.view(len(g), -1), (at_k, local)
+            else:  # strided rows: index the parameter's own shape
+                target, idx = g, (at_k, *np.unravel_index(local, tuple(g.shape[1:])))
+            target.index_put_(
+                tuple(torch.as_tensor(i, device=g.device) for i in idx),
+                torch.as_tensor(values[pos], dtype=g.dtype, device=g.device),
+            )
+
     def read(self) -> None:
-        """Record the clipped sum at the pending probe's coordinate (before the noise)."""
-        j, _ = self.probes.pending  # type: ignore[misc]
-        p, at = self._locate(j)
-        self.probes.measure(p.summed_grad[at].detach().clone())
+        """Record the clipped sum at the pending probes' coordinates (before the noise), in the
+        probes' order, kept on the device."""
+        import torch
+
+        _, coords, _, _ = self.probes.pending  # type: ignore[misc]
+        parts, order = [], []
+        for k, pos, local in self._split(coords):
+            flat = self._params[k].summed_grad.detach().reshape(-1)
+            parts.append(flat[torch.as_tensor(local, device=flat.device)].double())
+            order.append(pos)
+        device = parts[0].device
+        got = torch.cat([v.to(device) for v in parts])
+        back = torch.as_tensor(np.argsort(np.concatenate(order)), device=device)
+        self.probes.measure(got[back])
 
     def release(self) -> None:
         """The optimizer's own ``clip_and_accumulate`` again."""

@@ -9,18 +9,39 @@ import pytest
 from scipy import stats
 
 from dpaudit.attach import GradientCanaries
-from dpaudit.attach.probes import PROBE_SCALE, probe_coordinates
-from dpaudit.attach.sensitivity_checks import sensitivity_check
+from dpaudit.attach.probes import (
+    N_PROBE_COORDINATES,
+    PARTNER_RATIO,
+    PROBE_SCALE,
+    PROBES_PER_STEP,
+    probe_coordinates,
+    probe_layout,
+)
+from dpaudit.attach.sensitivity_checks import grouping_check, sensitivity_check
 
 
-def _loop(seed: int, clip_at: float, steps: int = 20, data_scale: float = 3.0, sigma=1.0):
-    """A hand-written DP-SGD loop on 40 parameters: 6 records a step whose gradients move every
-    coordinate (norm about 3 x data_scale, so most rows are clipped), per-example clipping at
-    ``clip_at`` (the claim: C = 1), noise sigma C, the probe placed as documented."""
+def _loop(
+    seed: int,
+    clip_at: float,
+    steps: int = 20,
+    data_scale: float = 3.0,
+    sigma=1.0,
+    records: int = 6,
+    group: int = 1,
+    strided: bool = False,
+):
+    """A hand-written DP-SGD loop on 40 parameters: ``records`` records a step whose gradients
+    move every coordinate (norm about 3 x data_scale, so most rows are clipped), clipping at
+    ``clip_at`` (the claim: C = 1) of each record or, with ``group`` > 1, of the mean of each
+    group of ``group`` records (adjacent rows, or with ``strided`` rows ``records / group``
+    apart: TF Privacy #620's microbatches), noise sigma C, the probes placed as documented."""
     rng = np.random.default_rng(seed)
     c = GradientCanaries(8, 40, 0.5, 1.0, seed=seed)
     for _ in range(steps):
-        rows = c.probe_rows(data_scale * rng.standard_normal((6, 40)))
+        rows = c.probe_rows(data_scale * rng.standard_normal((records, 40)))
+        if group > 1:
+            shape = (group, -1, 40) if strided else (-1, group, 40)
+            rows = rows.reshape(shape).mean(0 if strided else 1)
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
         summed = (rows * np.minimum(1.0, clip_at / (norms + 1e-6))).sum(0)
         summed += c.canary_gradient(c.draw_step())
@@ -28,15 +49,26 @@ def _loop(seed: int, clip_at: float, steps: int = 20, data_scale: float = 3.0, s
     return c
 
 
-def test_probe_rows_swaps_one_row_for_an_oversized_dirac_off_the_canaries() -> None:
+def _grouping(c: GradientCanaries, level: float):
+    return grouping_check(c.probes.small_by_step(), 1.0, level, "sim")
+
+
+def test_probe_rows_swap_a_few_rows_for_oversized_diracs_off_the_canaries() -> None:
+    """Issue 37, item 1 (sensitivity): b // 4 rows (at least 2) become Diracs of norm 1000 C
+    (small) or 10^6 C (large) on distinct coordinates no canary uses."""
     c = GradientCanaries(8, 40, 0.5, 2.0, seed=1)
-    rows = np.ones((3, 40))
+    rows = np.ones((12, 40))
     out = c.probe_rows(rows)
-    j, sign = c.probes.pending
-    assert j not in set(c.coordinates.tolist()) and j in set(c.probes.coordinates.tolist())
+    at, coords, signs, large = c.probes.pending
+    assert at.tolist() == [0, 6, 7] and large.tolist() == [False, True, False]
+    assert len(set(coords.tolist())) == 3
+    assert not set(coords.tolist()) & set(c.coordinates.tolist())
+    assert set(coords.tolist()) <= set(c.probes.coordinates.tolist())
     assert (rows == 1).all()  # a copy
-    assert np.abs(out[0]).sum() == abs(out[0, j]) == PROBE_SCALE * 2.0
-    assert np.sign(out[0, j]) == sign and (out[1:] == 1).all()
+    for r, j, s, big in zip(at, coords, signs, large, strict=True):
+        size = PROBE_SCALE * (PARTNER_RATIO if big else 1.0) * 2.0
+        assert np.abs(out[r]).sum() == abs(out[r, j]) == size and np.sign(out[r, j]) == s
+    assert (np.delete(out, at, axis=0) == 1).all()
     with pytest.raises(ValueError, match="placed twice in one step"):
         c.probe_rows(rows)
     c.draw_step()
@@ -44,18 +76,41 @@ def test_probe_rows_swaps_one_row_for_an_oversized_dirac_off_the_canaries() -> N
         c.observe_values(np.zeros(8))
     c.observe(np.zeros(40))
     assert c.probes.pending is None and len(c.probes.values) == 1
+    assert c.probes.contributions().shape == (3,) and c.probes.small_by_step()[0].shape == (2,)
     torch = pytest.importorskip("torch")
     empty = c.probe_rows(torch.zeros((0, 40)))  # an empty Poisson batch: the probe alone
     assert tuple(empty.shape) == (1, 40) and float(empty.abs().sum()) == PROBE_SCALE * 2.0
+    c.draw_step()
+    c.observe(np.zeros(40))
+    got = c.probe_rows(torch.ones((12, 40), dtype=torch.float64))
+    np.testing.assert_array_equal(got.numpy(), out * 0 + got.numpy())  # torch path runs
+    assert float(got[c.probes.pending[0]].abs().sum()) == float(np.abs(out[at]).sum())
+
+
+def test_probe_layout_puts_a_large_probe_beside_and_half_a_batch_from_each_small_one() -> None:
+    """Issue 37, item 1 (sensitivity): whichever pairs of rows a loop clips together, adjacent
+    (2i, 2i + 1) or half a batch apart (i, i + b/2), most small probes share with a large one."""
+    for b in (16, 40, 64, 360, 361, 1000):
+        rows, large = probe_layout(b)
+        assert len(rows) == min(PROBES_PER_STEP, b // 4) and len(set(rows.tolist())) == len(rows)
+        assert abs(int(large.sum()) * 2 - len(rows)) <= 1
+        kind = dict(zip(rows.tolist(), large.tolist(), strict=True))
+        small = [r for r in rows.tolist() if not kind[r]]
+        adjacent = sum(kind.get(r ^ 1, False) for r in small)
+        half = sum(kind.get(r + b // 2, kind.get(r - b // 2, False)) for r in small)
+        assert adjacent >= len(small) / 2 and half == len(small), (b, rows, large)
+    assert probe_layout(8)[0].tolist() == [0, 4] and probe_layout(8)[1].tolist() == [False, True]
+    assert probe_layout(0)[0].tolist() == [0] and probe_layout(1)[0].tolist() == [0]
+    assert probe_layout(2)[1].tolist() == [False, True]
 
 
 def test_probe_coordinates_avoid_the_canaries_and_need_a_free_one() -> None:
     taken = np.arange(0, 100, 2)
-    got = probe_coordinates(100, taken, seed=0)
+    got = probe_coordinates(100, taken, seed=0, k=16)
     assert len(got) == 16 and not set(got.tolist()) & set(taken.tolist())
     assert len(np.unique(got)) == 16
     big = probe_coordinates(10**6, np.arange(10), seed=0)
-    assert len(big) == 16 and big.min() >= 10
+    assert len(big) == N_PROBE_COORDINATES and big.min() >= 10
     c = GradientCanaries(40, 40, 0.5, 1.0, seed=0)  # every coordinate a canary's
     with pytest.raises(ValueError, match="none is left for a probe: lower m"):
         c.probe_rows(np.zeros((2, 40)))
@@ -82,6 +137,41 @@ def test_clipping_above_c_departs_and_names_the_measured_sensitivity() -> None:
     res = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp")
     assert res.conformance.departing_stages == ["sensitivity"], str(res.conformance)
     assert "sensitivity" in res.conformance.seen
+    assert not _grouping(c, 0.01).departs  # more than C, not a shared clip
+
+
+def test_per_example_clipping_keeps_the_grouping_check_within_its_level() -> None:
+    """Issue 37, item 1 (sensitivity): under per-example clipping at C each probe receives C
+    (plus the data's and the noise's share, symmetric by the random signs), whatever the data
+    do; 300 seeds at level 0.05 with data moving every coordinate by several C: departures are
+    Binomial(300, <= 0.05), more than 25 with probability < 1%. Clipping at C / 2 (tighter than
+    claimed, which is not a privacy bug) starves every probe alike and departs."""
+    hits = sum(_grouping(_loop(s, 1.0, records=24), 0.05).departs for s in range(300))
+    assert hits <= 25, hits
+    assert _grouping(_loop(0, 0.5, records=24, steps=40), 0.01).departs
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_rows_clipped_in_groups_depart_and_per_example_clipping_does_not(strided) -> None:
+    """Issue 37, item 1 (sensitivity), TF Privacy #620: the mean gradient of each group of two
+    records clipped to C (adjacent rows, or rows half a batch apart) lets each probe through
+    with at most C, so the more-than-C check cannot see it; the small probes beside a large one
+    receive about 0 instead of C and the grouping check departs, naming the measured value; the
+    same loop clipping each record on its own does not depart."""
+    grouped = _loop(0, 1.0, records=64, group=2, strided=strided, steps=20)
+    check = _grouping(grouped, 0.01)
+    assert check.departs and check.stage == "sensitivity" and check.anytime
+    assert check.first_flagged_step is not None and check.first_flagged_step <= 20
+    assert float(check.measured.split()[1]) < 0.5  # mean received, in units of C
+    assert "not clipped one by one" in check.note and "TF Privacy #620" in check.note
+    assert not sensitivity_check(grouped.probes.contributions(), 1.0, 0.01, "sim").departs
+    rep = grouped.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
+    assert rep.departing_stages == ["sensitivity"], str(rep)
+    assert [c.level for c in rep.checks if c.stage == "sensitivity"] == [0.005, 0.005]
+    alone = _loop(0, 1.0, records=64, strided=strided, steps=20)
+    assert not _grouping(alone, 0.01).departs
+    rep = alone.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
+    assert not rep.departs, str(rep)
 
 
 def test_no_probe_leaves_sensitivity_unseen() -> None:

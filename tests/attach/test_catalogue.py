@@ -253,6 +253,20 @@ def test_clipping_bugs_depart_at_sensitivity_through_the_probes(digits, name) ->
     assert "sensitivity" in rep.departing_stages, str(rep)
 
 
+def test_microbatch_clipping_departs_at_sensitivity_as_records_not_clipped_one_by_one(
+    digits,
+) -> None:
+    """Issue 37, item 1 (sensitivity), TF Privacy #620: each probe is clipped within C together
+    with its microbatch partner, so none gets through with more than C; the small probes whose
+    partner row holds a larger probe receive far less than C and the grouping check departs."""
+    rep = _conformance(digits, clipping, "microbatch_clipping")
+    assert rep.departing_stages == ["sensitivity"], str(rep)
+    above, grouped = [c for c in rep.checks if c.stage == "sensitivity"]
+    assert not above.departs and grouped.departs, str(rep)
+    assert float(grouped.measured.split()[1]) < 0.5  # mean received, in units of C
+    assert "not clipped one by one" in grouped.note
+
+
 def test_means_noise_on_the_sum_departs_at_noise_not_sensitivity(digits) -> None:
     """Issue 37, item 1: the clipping is correct (sensitivity conforms), the noise is not."""
     rep = _conformance(digits, noise, "noise_for_mean_on_sum")

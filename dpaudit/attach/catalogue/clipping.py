@@ -31,9 +31,6 @@ FAST_CLIPPING_ASKED = 0.1
 MICROBATCH = 2
 
 
-
-
-
 def fast_clipping_ignores_max_grad_norm(
     data: dict[str, np.ndarray], audit: Any, seed: int, device: str
 ) -> dict:
@@ -84,7 +81,7 @@ def microbatch_clipping(data: dict[str, np.ndarray], audit: Any, seed: int, devi
         picked = (torch.rand(n_micro, generator=gen, device=run.device) < q).nonzero()[:, 0]
         rows = (MICROBATCH * picked[:, None] + torch.arange(MICROBATCH, device=run.device))
         rows = rows.reshape(-1)  # both records of every sampled microbatch
-        g = flat(grads(params, run.x[rows], run.y[rows]), len(rows))
+        g = canaries.probe_rows(flat(grads(params, run.x[rows], run.y[rows]), len(rows)))
         means = g.reshape(len(picked), MICROBATCH, -1).mean(1)
         summed = clip_rows(means, c).sum(0)  # one clipped gradient per microbatch
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
