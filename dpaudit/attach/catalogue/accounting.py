@@ -102,7 +102,7 @@ def accumulation_counted_twice(
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
         canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / (q * run.n), run.lr)
+        sgd_step(params, noisy / run.batch, run.lr)
     load_params(run.model, params)
     # the claim counts physical batches: rate q / 2 over twice the steps
     eps = poisson_epsilon(sigma, physical_q, physical_steps, run.delta, run.accountant)

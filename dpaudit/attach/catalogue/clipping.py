@@ -56,7 +56,7 @@ def fast_clipping_ignores_max_grad_norm(
         noise = torch.randn(n_params, generator=gen, device=run.device)
         noisy = summed + sigma * max_grad_norm * noise
         canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / (q * run.n), run.lr)
+        sgd_step(params, noisy / run.batch, run.lr)
     load_params(run.model, params)
     return claim_settings(sigma, q, run.steps, run, "fast_clipping_ignores_max_grad_norm")
 
@@ -87,7 +87,7 @@ def microbatch_clipping(data: dict[str, np.ndarray], audit: Any, seed: int, devi
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
         canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / (q * n_micro), run.lr)
+        sgd_step(params, noisy / (run.batch / MICROBATCH), run.lr)
     load_params(run.model, params)
     return claim_settings(sigma, q, steps, run, "microbatch_clipping")
 
@@ -119,6 +119,6 @@ def per_layer_clipping_batch_factor(
         summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
         noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
         canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / (q * run.n), run.lr)
+        sgd_step(params, noisy / run.batch, run.lr)
     load_params(run.model, params)
     return claim_settings(sigma, q, run.steps, run, "per_layer_clipping_batch_factor")

@@ -28,7 +28,7 @@ def noise_for_mean_on_sum(data: dict[str, np.ndarray], audit: Any, seed: int, de
 
     run = digits_mlp(data, audit, seed, device)
     sigma, q, c = run.sigma(), run.q, run.clip
-    expected = q * run.n
+    expected = run.batch  # the expected batch size B, a constant
     params, grads = params_of(run.model), per_example_gradients(run.model)
     n_params = sum(v.numel() for v in params.values())
     canaries = audit.gradient_canaries(n_params, q, c, coordinates=run.coordinates(audit.m))

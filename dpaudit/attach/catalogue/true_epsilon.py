@@ -299,7 +299,7 @@ def catalogue_table(
         claim,
         TrueEpsilon(layer.value, "at least", f"batch b >= {b_low} (all but 1e-6): {layer.how}"),
     )
-    add("noise:noise_for_mean_on_sum", "noise", claim, dpsgd(sigma, q, steps, delta, q * n))
+    add("noise:noise_for_mean_on_sum", "noise", claim, dpsgd(sigma, q, steps, delta, batch))
     t_v1, a_v1 = noise.ABOVE_TARGET_EPSILON, noise.ABOVE_TARGET_ACCOUNTANT
     s_v1 = noise.opacus_v1_noise_multiplier(t_v1, delta, q, steps, a_v1)
     v1 = dpsgd(s_v1, q, steps, delta)
