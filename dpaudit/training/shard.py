@@ -509,17 +509,19 @@ def data_gradient_mass(
     engine = FuncEngine(template)
     n_models = len(seeds)
     n_params = sum(v[0].numel() for v in params.values())
-    total = torch.zeros(n_params, dtype=torch.float64)
     xt, yt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
     chunk = max(1, budget // (n_models * n_params))
-    with torch.no_grad():
+
+    def chunks():  # (M, B, P) clipped as the trainer clips, in its float32
         for i in range(0, len(yt), chunk):
             xb = xt[i : i + chunk].unsqueeze(0).expand(n_models, *xt[i : i + chunk].shape)
             yb = yt[i : i + chunk].long().unsqueeze(0).expand(n_models, -1)
             g, factor = engine.grads_and_factors(params, buffers, xb, yb, max_grad_norm)
-            flat = torch.cat([v.reshape(*v.shape[:2], -1) for v in g.values()], dim=2)
-            total += torch.einsum("mb,mbp->p", factor, flat.abs()).double()
-    return (total / max(n_models * len(yt), 1)).numpy()
+            yield torch.cat([v.reshape(*v.shape[:2], -1) for v in g.values()], dim=2), factor
+
+    with torch.no_grad():
+        mass = gradient_space.gradient_mass(chunks())
+    return np.zeros(n_params) if mass is None else mass
 
 
 def _dpsgd_config(
