@@ -27,7 +27,9 @@ from dpaudit.plots.points import (
     natural_key,
     point_stats,
     repeated_rows,
+    rows_with,
     se_column,
+    standard_error,
 )
 from dpaudit.plots.series import (
     draw_paper_values,
@@ -111,21 +113,17 @@ def _draw_dots(
     step = 0.6 / max(len(hue_keys), 1)
     hi, lo = -np.inf, np.inf
     for j, hk in enumerate(hue_keys):
-        sel = table
-        for col, value in zip(hue_cols, hk, strict=True):
-            sel = sel[sel[col] == value]
+        sel = rows_with(table, hue_cols, hk)
         if sel.empty:
             continue
         valid = is_valid(sel, y)
         pos, means, ses = [], [], []
         for i, rk in enumerate(row_keys):
-            rows = sel
-            for col, value in zip(row_cols, rk, strict=True):
-                rows = rows[rows[col] == value]
+            rows = rows_with(sel, row_cols, rk)
             if rows.empty:
                 continue
             vals = pd.to_numeric(rows[y], errors="coerce").dropna()
-            se = float(vals.std() / np.sqrt(len(vals))) if len(vals) > 1 else 0.0
+            se = standard_error(vals)
             pos.append(i + (j - (len(hue_keys) - 1) / 2) * step)
             means.append(float(vals.mean()))
             ses.append(se)
@@ -255,19 +253,15 @@ def _draw_categories(
     repeated = repeated_rows(table, "analysis" if "seed" in table else "", [*cats, *series], y)
     hi, lo = -np.inf, 0.0
     for j, hk in enumerate(hue_keys):
-        sel = table
-        for col, value in zip(series, hk, strict=True):
-            sel = sel[sel[col] == value]
+        sel = rows_with(table, series, hk)
         pos, means, ses, printed = [], [], [], []
         for i, ck in enumerate(cat_keys):
-            rows = sel
-            for col, value in zip(cats, ck, strict=True):
-                rows = rows[rows[col] == value]
+            rows = rows_with(sel, cats, ck)
             vals = pd.to_numeric(rows[y], errors="coerce").dropna()
             if vals.empty:
                 continue
             if repeated:
-                se = float(vals.std() / np.sqrt(len(vals))) if len(vals) > 1 else 0.0
+                se = standard_error(vals)
             elif f"{y}_se" in rows:
                 se = float(pd.to_numeric(rows[f"{y}_se"], errors="coerce").mean())
             else:

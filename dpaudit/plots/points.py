@@ -72,3 +72,16 @@ def repeated_rows(table: pd.DataFrame, kind: str, by: Sequence[str], y: str) -> 
     if kind != "analysis" or "seed" not in table.columns or table.empty or not by:
         return False
     return bool(table.groupby(by)[y].count().max() > 1)
+
+
+def rows_with(table: pd.DataFrame, columns: Sequence[str], key: Sequence[Any]) -> pd.DataFrame:
+    """The rows of ``table`` whose ``columns`` hold the values ``key`` (one per column)."""
+    for col, value in zip(columns, key, strict=True):
+        table = table[table[col] == value]
+    return table
+
+
+def standard_error(values: pd.Series) -> float:
+    """The standard error of the mean of ``values`` (sample standard deviation over the square
+    root of their number); 0 for a single value."""
+    return float(values.std() / np.sqrt(len(values))) if len(values) > 1 else 0.0

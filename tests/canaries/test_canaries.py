@@ -174,7 +174,7 @@ def test_data_gradient_mass_is_the_mean_absolute_clipped_per_example_gradient():
     import torch.nn.functional as F
 
     from dpaudit.models import build_for_data
-    from dpaudit.training.shard import data_gradient_mass
+    from dpaudit.training.dirac_placement import data_gradient_mass
     from dpaudit.training.vectorized import model_seeds
 
     rng = np.random.default_rng(1)
@@ -225,12 +225,13 @@ def test_clip_factor_is_opacus_per_sample_factor_and_the_engines_use_it():
 
 def test_gradient_mass_has_one_owner_and_both_callers_keep_their_numbers():
     """Issue 38, item "one owner for the gradient mass": the trainer's ``low_gradient``
-    placement (``training.shard.data_gradient_mass``, float32 per-example gradients of the shard's
-    models) and ``attach.low_gradient_coordinates`` (float64 gradients of one plain model) both
-    sum through ``canaries.gradient_space.gradient_mass``. On a fixed input the trainer's mass is
-    bit for bit what it was before (a SHA-256 of its bytes, recorded before the change), the
-    attach placement picks the same coordinates, and its mass agrees with the mean of the
-    clipped float64 gradients to float64 rounding (the shared einsum fuses multiply and add)."""
+    placement (``training.dirac_placement.data_gradient_mass``, float32 per-example gradients
+    of the shard's models) and ``attach.low_gradient_coordinates`` (float64 gradients of one
+    plain model) both sum through ``canaries.gradient_space.gradient_mass``. On a fixed input
+    the trainer's mass is bit for bit what it was before (a SHA-256 of its bytes, recorded
+    before the change), the attach placement picks the same coordinates, and its mass agrees
+    with the mean of the clipped float64 gradients to float64 rounding (the shared einsum
+    fuses multiply and add)."""
     import hashlib
 
     import torch
@@ -239,7 +240,7 @@ def test_gradient_mass_has_one_owner_and_both_callers_keep_their_numbers():
     from dpaudit.attach import placement
     from dpaudit.canaries.gradient_space import gradient_mass
     from dpaudit.models import build_for_data
-    from dpaudit.training.shard import data_gradient_mass
+    from dpaudit.training.dirac_placement import data_gradient_mass
     from dpaudit.training.vectorized import model_seeds
 
     def sha(a: np.ndarray) -> str:
