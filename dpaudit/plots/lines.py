@@ -22,6 +22,7 @@ from dpaudit.plots.claims import (
 )
 from dpaudit.plots.labels import column_label, symbols, value_label, wrap_label
 from dpaudit.plots.points import (
+    bar_extent,
     error_bar_note,
     is_valid,
     natural_key,
@@ -93,6 +94,23 @@ def _categories(series: Sequence[str]) -> tuple[list[str], list[str]]:
     return (rows, hue) if rows else (series[:], [])
 
 
+def _error_bars(
+    ax: Any,
+    pos: Sequence[float],
+    means: np.ndarray,
+    ses: np.ndarray,
+    horizontal: bool,
+    **style: Any,
+) -> Any:
+    """The points ``means`` at positions ``pos`` with ±1 s.e. bars ``ses`` (none where every
+    s.e. is 0), no connecting line: values along x (a dot chart's rows, ``horizontal``) or
+    along y (categories)."""
+    err = ses if ses.any() else None
+    if horizontal:
+        return ax.errorbar(means, pos, xerr=err, ls="none", **style)
+    return ax.errorbar(pos, means, yerr=err, ls="none", **style)
+
+
 def _draw_dots(
     figure: Any, ax: Any, table: pd.DataFrame, fig: Mapping[str, Any], series: list[str], y: str
 ) -> None:
@@ -129,14 +147,15 @@ def _draw_dots(
             ses.append(se)
         if not pos:
             continue
-        means_a, ses_a = np.asarray(means), np.asarray(ses)
-        hi, lo = max(hi, float((means_a + ses_a).max())), min(lo, float((means_a - ses_a).min()))
+        means_a, ses_a, top, bottom = bar_extent(means, ses)
+        hi, lo = max(hi, top), min(lo, bottom)
         label = series_label(hue_cols, hk, names, overrides, valid) if hue_cols else "ours"
-        ax.errorbar(
-            means_a,
+        _error_bars(
+            ax,
             pos,
-            xerr=ses_a if ses_a.any() else None,
-            ls="none",
+            means_a,
+            ses_a,
+            True,
             color=colors[hk],
             marker=MARKERS[j % len(MARKERS)],
             label=label,
@@ -275,16 +294,16 @@ def _draw_categories(
                 printed.append(float(value.mean()) if len(value) else np.nan)
         if not pos:
             continue
-        means_a, ses_a = np.asarray(means), np.asarray(ses)
-        hi = max(hi, float((means_a + ses_a).max()))
-        lo = min(lo, float((means_a - ses_a).min()))
+        means_a, ses_a, top, bottom = bar_extent(means, ses)
+        hi, lo = max(hi, top), min(lo, bottom)
         label = series_label(series, hk, names, overrides, True) if series else ""
         marker = MARKERS[j % len(MARKERS)]
-        ax.errorbar(
+        _error_bars(
+            ax,
             pos,
             means_a,
-            yerr=ses_a if ses_a.any() else None,
-            ls="none",
+            ses_a,
+            False,
             color=colors[hk],
             marker=marker,
             label=f"ours, {label}" if paper_col and label else label or "ours",

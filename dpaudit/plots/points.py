@@ -85,3 +85,12 @@ def standard_error(values: pd.Series) -> float:
     """The standard error of the mean of ``values`` (sample standard deviation over the square
     root of their number); 0 for a single value."""
     return float(values.std() / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def bar_extent(
+    means: Sequence[float], ses: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The points' means and standard errors as arrays, and the top and bottom of their error
+    bars (mean + s.e., mean - s.e.)."""
+    means_a, ses_a = np.asarray(means), np.asarray(ses)
+    return means_a, ses_a, float((means_a + ses_a).max()), float((means_a - ses_a).min())
