@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from dpaudit.accounting import dpsgd
+from dpaudit.accounting import run_counts as runs
 from dpaudit.accounting import selection as sel
 from dpaudit.mechanisms import selection_game as game
 
@@ -42,7 +43,7 @@ def accountants() -> None:
 
 
 def selection_bounds() -> None:
-    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    xi = runs.TruncatedNegativeBinomial(0.0, 1e-2)
     mu = sel.gaussian_mu_rdp(1.0, 1e-5)
     fns = {
         "Papernot-Steinke": lambda: sel.papernot_steinke_epsilon(xi, mu, 1e-5),
@@ -58,7 +59,7 @@ def selection_bounds() -> None:
 
 
 def sampler() -> None:
-    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    xi = runs.TruncatedNegativeBinomial(0.0, 1e-2)
     n = 20_000
     rng = np.random.default_rng(0)
 

@@ -14,6 +14,7 @@ import time
 import numpy as np
 from opacus.accountants.analysis.rdp import compute_rdp
 
+from dpaudit.accounting import run_counts as runs
 from dpaudit.accounting import selection as sel
 from dpaudit.accounting.dpsgd import noise_multiplier
 from dpaudit.accounting.selection import opacus_rdp
@@ -29,7 +30,7 @@ def continuous(tau: float, sigma: float, steps: int):
 
 
 def main() -> None:
-    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    xi = runs.TruncatedNegativeBinomial(0.0, 1e-2)
     print("| epsilon_B | tau | base RDP | epsilon_U-P | time (s) | ratio |")
     print("|---|---|---|---|---|---|")
     for eb, tau in ((1.0, 0.5), (4.0, 0.1)):

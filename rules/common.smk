@@ -11,12 +11,12 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from dpaudit.config import ConfigError, load_schema, validate_config
-from dpaudit.pipeline.guards import (
-    SETTING_PATTERN,
-    GuardError,
+from dpaudit.config.duplicate_keys import (
     check_duplicate_config_args,
     check_duplicate_keys,
 )
+from dpaudit.config.errors import GuardError
+from dpaudit.config.guards import SETTING_PATTERN
 from dpaudit.pipeline import paths
 from dpaudit.pipeline.params import canonical
 from dpaudit.pipeline.settings import applicable_estimators

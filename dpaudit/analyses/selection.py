@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from dpaudit.accounting import run_counts as runs
 from dpaudit.accounting import selection as sel
 from dpaudit.accounting.selection import DELTA, STEPS, fig6_point
 
@@ -101,7 +102,7 @@ def example1_output_law(b: float = 1e-3, d: float = 1e2, epsilon: float = 1.0) -
     """Eq. 6 (the base) and Eq. 8 (the tuned mechanism, Theorem 2 with TNB(1, 1e-3)): the
     probabilities of outputs A, B, C (x = 1, 2, 3) under X and X'."""
     p, q = sel.example1_base(b, d, epsilon)
-    xi = sel.TruncatedNegativeBinomial(1.0, 1e-3)
+    xi = runs.TruncatedNegativeBinomial(1.0, 1e-3)
     laws = {
         "base M(X)": p,
         "base M(X')": q,
@@ -143,7 +144,7 @@ def table3_cells(epsilon_bases: Sequence[float] = (1.0, 2.0, 4.0)) -> pd.DataFra
     """One row per epsilon_B: epsilon_U-P for the audit setting (TNB(0, 1e-2), tau = 1,
     delta = 1e-5) next to the paper's Table 3, plus Algorithm 3's epsilon_U-O and the exact
     epsilon (not in the paper)."""
-    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    xi = runs.TruncatedNegativeBinomial(0.0, 1e-2)
     rows = []
     for eb in epsilon_bases:
         mu = sel.gaussian_mu_rdp(eb, DELTA)
@@ -200,7 +201,7 @@ def table4_cell(
     truncated to ``truncated_range`` (our explanation of the paper's lower values)."""
     if mus is None:
         mus = {v: sel.base_mu(epsilon_base, DELTA, tau, STEPS, v)[0] for v in ("G", "O")}
-    xi = sel.BinaryRuns(big_l, s)
+    xi = runs.BinaryRuns(big_l, s)
     out: dict[str, float] = {"epsilon_B": epsilon_base, "tau": tau, "L": big_l, "s": s}
     paper = dict(zip(TABLE4_COLUMNS, PAPER_TABLE4.get((epsilon_base, tau), ()), strict=False))
     for j, v in enumerate(("G", "O")):

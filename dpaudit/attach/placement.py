@@ -10,24 +10,25 @@ valid.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
-from dpaudit.canaries.gradient_space import clip_factor, lowest_mass_coordinates
+from dpaudit.canaries.gradient_space import clip_factor, gradient_mass, lowest_mass_coordinates
 from dpaudit.seeding import derive_seed
 
 
-def data_gradient_mass(
+def _clipped_gradients(
     model: torch.nn.Module,
     batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
     clip_norm: float,
     loss_fn: Any = None,
-) -> np.ndarray:
-    """The mean over the records of ``batches`` of |clipped per-example gradient| of ``model``
-    (its trainable parameters in ``model.parameters()`` order, flat), clipped as Opacus clips;
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Per batch of ``batches``, the per-example gradients (1, B, P) of ``model`` (its trainable
+    parameters in ``model.parameters()`` order, flat, float64) and their clip factors (1, B),
+    clipped as Opacus clips: the chunks of :func:`dpaudit.canaries.gradient_space.gradient_mass`.
     ``loss_fn(logits, labels)`` defaults to the cross-entropy. Give the plain model, before
     Opacus' ``make_private`` wraps it (its hooks do not run under ``torch.func``)."""
     from torch.func import functional_call, grad, vmap
@@ -47,19 +48,12 @@ def data_gradient_mass(
         return loss_fn(out, y[None])
 
     per_example = vmap(grad(loss), in_dims=(None, 0, 0))
-    total, count = None, 0
     for xb, yb in batches:
         if len(yb) == 0:
             continue
         g = per_example(params, xb, yb)
         flat = torch.cat([g[n].reshape(len(yb), -1) for n in names], dim=1).double()
-        factor = clip_factor(flat.norm(dim=1), clip_norm)
-        mass = (factor[:, None] * flat.abs()).sum(0)
-        total = mass if total is None else total + mass
-        count += len(yb)
-    if total is None:
-        raise ValueError("no records in the batches: give the training data")
-    return (total / count).numpy()
+        yield flat[None], clip_factor(flat.norm(dim=1), clip_norm)[None]
 
 
 def low_gradient_coordinates(
@@ -71,8 +65,11 @@ def low_gradient_coordinates(
     loss_fn: Any = None,
 ) -> np.ndarray:
     """The ``m`` coordinates of ``model`` (flat, ``model.parameters()`` order) with the least
-    data gradient (:func:`data_gradient_mass` at the initial model; ties broken at random from
+    data gradient (:func:`dpaudit.canaries.gradient_space.gradient_mass` at the initial model,
+    clipped as Opacus clips; ties broken at random from
     ``seed``): pass them as ``coordinates=`` to :func:`dpaudit.attach.opacus` or
     :class:`dpaudit.attach.GradientCanaries`. Call it before training."""
-    mass = data_gradient_mass(model, batches, clip_norm, loss_fn)
+    mass = gradient_mass(_clipped_gradients(model, batches, clip_norm, loss_fn))
+    if mass is None:
+        raise ValueError("no records in the batches: give the training data")
     return lowest_mass_coordinates(mass, m, derive_seed(seed, "attach", "placement") % 2**32)

@@ -14,6 +14,7 @@ either form and give the same numbers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,26 @@ def clip_factor(norm: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
     per-sample clip factor (``DPOptimizer.clip_and_accumulate``; Abadi et al. 2016,
     arXiv:1607.00133, Algorithm 1), the one every trainer, canary and placement here uses."""
     return (max_grad_norm / (norm + CLIP_EPS)).clamp(max=1.0)
+
+
+def gradient_mass(chunks: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> np.ndarray | None:
+    """The data's gradient mass: the mean over records (and models) of the absolute clipped
+    per-example gradient ``|min(1, C / (||g_i|| + 1e-6)) g_i|``, one value per parameter (flat),
+    the quantity a white-box adversary ranks coordinates by to place Dirac canaries where the
+    data's gradients move least (Steinke, Nasr, Jagielski 2023, arXiv:2305.08846, Section 4.1).
+
+    ``chunks`` yields ``(g, factor)``: per-example gradients (M, B, P) of M models on B records,
+    flat, and their clip factors (M, B) (:func:`clip_factor`), in the dtype each chunk's sum is
+    taken in; the chunks' sums add up in float64. None when there are no records."""
+    total: torch.Tensor | None = None
+    count = 0
+    for g, factor in chunks:
+        part = torch.einsum("mb,mbp->p", factor, g.abs()).double()
+        total = part if total is None else total + part
+        count += factor.numel()
+    if total is None or count == 0:
+        return None
+    return (total / count).numpy()
 
 
 @dataclass(frozen=True)
@@ -133,7 +154,7 @@ def dirac_coordinates(m: int, n_params: int, seed: int = 0, first: int | None = 
 def lowest_mass_coordinates(mass: np.ndarray, m: int, seed: int = 0) -> np.ndarray:
     """The ``m`` distinct coordinates (m,) where the data's gradient ``mass`` (one non-negative
     value per parameter, e.g. the mean |clipped per-example gradient| of the training records,
-    :func:`dpaudit.training.shard.data_gradient_mass`) is smallest, lowest first; ties (such as
+    :func:`gradient_mass`) is smallest, lowest first; ties (such as
     the exact zeros of weights on input features that are constant in the data) are broken by
     a random permutation from ``seed``.
 

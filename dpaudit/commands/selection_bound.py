@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from dpaudit.accounting import run_counts as runs
     from dpaudit.accounting import selection as sel
     from dpaudit.accounting.gaussian import gaussian_epsilon
     from dpaudit.analyses import selection as tables
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         "s": args.s,
         "k": args.k,
     }
-    xi = sel.make_distribution(args.xi, **params)
+    xi = runs.make_distribution(args.xi, **params)
     if (args.mu is None) == (args.epsilon_base is None):
         raise ValueError("give exactly one of --mu and --epsilon-base")
     sigma = None

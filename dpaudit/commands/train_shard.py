@@ -60,8 +60,8 @@ def read_run_spec(path: str) -> dict:
     """The run file's mapping; a YAML error, a non-mapping, an unknown key or a block
     (``model``, ``canaries``, ``train``) that is not a mapping raises ``ValueError`` naming the
     file and key."""
+    from dpaudit.config.duplicate_keys import check_duplicate_keys
     from dpaudit.io import read_yaml
-    from dpaudit.pipeline.guards import check_duplicate_keys
     from dpaudit.training.job import RUN_SPEC_KEYS
 
     spec = read_yaml(path)  # a syntax error names the file, the line and the column

@@ -18,7 +18,11 @@ The package holds validation only, one file per part:
 * :mod:`~dpaudit.config.train_checks`: the checks of one train block (dataset, engine, run
   spec, model, reachable target epsilons, shuffling);
 * :mod:`~dpaudit.config.estimator_checks`: the checks of the estimator blocks and of the
-  estimators an experiment runs.
+  estimators an experiment runs;
+* :mod:`~dpaudit.config.guards`: what would otherwise merge silently, run away or fail late (the
+  job count, setting names, mechanism parameters, published targets, mathtext);
+* :mod:`~dpaudit.config.duplicate_keys`: a key given twice in a config file or in Snakemake's
+  ``--config``.
 
 A train experiment's run spec and schedule are built by :mod:`dpaudit.training.spec`, its grid
 expanded by :mod:`dpaudit.pipeline.grid`.

@@ -52,3 +52,7 @@ def describe(error: jsonschema.ValidationError) -> str:
         return f"config key {key}: missing required key {name!r}{hint}"
     desc = schema.get("description")
     return f"config key {key}: {error.message}" + (f" ({desc})" if desc else "")
+
+
+class GuardError(ValueError):
+    """A guard failed (``dpaudit.config`` turns it into its ``ConfigError``)."""

@@ -2,7 +2,7 @@
 
 :func:`validate_config` fills the defaults of ``dpaudit/schema.yaml`` in place, reports every
 schema violation at once (:func:`dpaudit.config.errors.describe`), then runs the guards
-(:mod:`dpaudit.pipeline.guards`), the cross-key checks (:mod:`dpaudit.config.structure`) and the
+(:mod:`dpaudit.config.guards`), the cross-key checks (:mod:`dpaudit.config.structure`) and the
 entry-point checks of a user's training function.
 """
 
@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dpaudit.config.errors import ConfigError, describe
+from dpaudit.config.duplicate_keys import check_duplicate_keys
+from dpaudit.config.errors import ConfigError, GuardError, describe
+from dpaudit.config.guards import check_guards
 from dpaudit.config.structure import check_references
 from dpaudit.defaults import DefaultFillingValidator, load_schema
 from dpaudit.io import read_yaml
-from dpaudit.pipeline.guards import GuardError, check_duplicate_keys, check_guards
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

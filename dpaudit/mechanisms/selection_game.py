@@ -26,8 +26,9 @@ import math
 import numpy as np
 from scipy import stats
 
+from dpaudit.accounting import run_counts as runs
 from dpaudit.accounting import selection as sel
-from dpaudit.accounting.selection import RunCountDistribution
+from dpaudit.accounting.run_counts import RunCountDistribution
 from dpaudit.scores import FAIR_COIN, INCLUSION_KEY, ScoreFile
 
 NULL_SCORE = -np.finfo(np.float64).max
@@ -133,7 +134,7 @@ def reduced_game_score_file(
     pt = sel.fig6_point(
         float(epsilon_B), float(tau), float(eta), float(nu), int(steps), float(delta)
     )
-    xi = sel.TruncatedNegativeBinomial(float(eta), float(nu))
+    xi = runs.TruncatedNegativeBinomial(float(eta), float(nu))
     sf = score_file(
         xi, pt["mu_O"], n_games, seed, pt["epsilon_U_O"], delta,
         accountant="xiang2024_algorithm3_mu_O", experiment=experiment,

@@ -199,7 +199,7 @@ def memory_problems(
 def mean_tuning_runs(selection: dict[str, Any]) -> float:
     """E[K], the candidate runs of one tuning trial: K ~ TNB(eta, nu) (Papernot and Steinke
     2022, arXiv:2110.03620, Definition 1; Xiang, Wang, Wang 2024, arXiv:2402.13087, Section 4)."""
-    from dpaudit.accounting.selection import TruncatedNegativeBinomial
+    from dpaudit.accounting.run_counts import TruncatedNegativeBinomial
 
     return TruncatedNegativeBinomial(float(selection["eta"]), float(selection["nu"])).mean()
 

@@ -12,7 +12,26 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.plots import pyplot
+from dpaudit.plots.claims import (
+    claim_columns,
+    claim_label,
+    controls,
+    plot_claimed,
+    reference_label,
+    y_limits,
+)
 from dpaudit.plots.labels import column_label, symbols, value_label, wrap_label
+from dpaudit.plots.points import (
+    bar_extent,
+    error_bar_note,
+    is_valid,
+    natural_key,
+    point_stats,
+    repeated_rows,
+    rows_with,
+    se_column,
+    standard_error,
+)
 from dpaudit.plots.series import (
     draw_paper_values,
     estimator_labels,
@@ -37,178 +56,10 @@ from dpaudit.plots.style import (
     title,
 )
 
-__all__ = ["REFERENCE_LABELS", "draw_table", "plot_table", "select_rows"]
-
-#: Legend labels of known ``reference_<name>`` columns (others: the name with spaces).
-REFERENCE_LABELS = {
-    "shuffle_lower_bound": "shuffle lower bound (Chua et al.)",
-    # Xiang, Wang, Wang (2024, arXiv:2402.13087), Section 5.1: the reduced Gaussian game
-    "reduced_game_exact": "ceiling: reduced game, exact ε (Sec. 5.1)",
-    "reduced_game_rdp": "upper bound ε_U-O: reduced game via RDP (Alg. 3)",
-    # LiDP Table 1 (Pillutla et al. 2023, arXiv:2305.18447): a factor of 1 saves no trials
-    "no_gain": "factor 1: no trials saved",
-}
-
-#: Further claims of the same rows drawn beside the main one (``claimed_epsilon_<name>``
-#: columns) -> legend label. Only these: other such columns (the Opacus engine's epsilon of
-#: every accountant for one run) restate the main claim and are not drawn.
-CLAIM_LABELS = {
-    # Xiang, Wang, Wang (2024, arXiv:2402.13087), App. A.1, Theorem 1: the tuned mechanism's
-    # claim epsilon_U
-    "papernot_steinke": "claim of the tuned mechanism ε_U (Papernot-Steinke)",
-}
-
-#: The main claim's label in a train table that carries the tuned mechanism's claim: there the
-#: main claim is the budget of one training run (``dpaudit.training.tuning``).
-BASE_CLAIM_LABEL = "claim of one training run ε_B"
+__all__ = ["draw_table", "plot_table", "select_rows"]
 
 #: The end of the legend label of a line drawn against the right axis (``figure.right``).
 RIGHT_AXIS_SUFFIX = " (right axis)"
-
-#: A claim line more than this many times above the data's top is left off the y range (the
-#: legend gives its value): drawn, it would squeeze the data into the bottom of the axes.
-CLAIM_SPAN = 3.0
-
-
-def _claim_columns(table: pd.DataFrame) -> list[str]:
-    """The ``claimed_epsilon_<name>`` columns of :data:`CLAIM_LABELS` with a finite value."""
-    return [
-        f"claimed_epsilon_{name}"
-        for name in CLAIM_LABELS
-        if f"claimed_epsilon_{name}" in table.columns
-        and np.isfinite(pd.to_numeric(table[f"claimed_epsilon_{name}"], errors="coerce")).any()
-    ]
-
-
-def _claim_label(column: str, base_is_budget: bool, given: str | None = None) -> str:
-    """The legend label of a claim column (``claimed_epsilon``, or one of
-    :data:`CLAIM_LABELS`); ``base_is_budget``: the main claim is one training run's epsilon_B;
-    ``given``: the config's ``figure.claim_label`` of the main claim (which bound it is)."""
-    if column == "claimed_epsilon":
-        if given:
-            return symbols(given)
-        return BASE_CLAIM_LABEL if base_is_budget else "claimed ε"
-    return CLAIM_LABELS[column[len("claimed_epsilon_") :]]
-
-
-def _reference_label(column: str) -> str:
-    name = column[len("reference_") :]
-    return REFERENCE_LABELS.get(name, name.replace("_", " "))
-
-
-def _plot_claimed(
-    ax: Any, table: pd.DataFrame, x: str, column: str, label: str, style: dict
-) -> Any:
-    """One claim (``column``) in ``style``: a line along ``x`` where it has one value per ``x``
-    (x is the target epsilon, or a swept mechanism parameter; a lone point gets a marker), else
-    one horizontal line per value. Returns the first artist drawn (None if none)."""
-    values = pd.to_numeric(table[column], errors="coerce")
-    finite = table[np.isfinite(values)].assign(_claim=values[np.isfinite(values)])
-    if finite.empty:
-        return None
-    per_x = finite.groupby(x)["_claim"].nunique()
-    if (per_x <= 1).all():
-        claimed = finite.groupby(x)["_claim"].mean().sort_index()
-        marker = {"marker": style.get("marker") or "_", "ms": 10} if len(claimed) == 1 else {}
-        (line,) = ax.plot(claimed.index, claimed.to_numpy(), label=label, **{**style, **marker})
-        return line
-    first = None
-    for i, value in enumerate(sorted(finite["_claim"].round(6).unique())):
-        line = ax.axhline(
-            value, label=label if i == 0 else None, **{**style, "ls": style.get("ls", ":")}
-        )
-        first = first or line
-    return first
-
-
-def _controls(table: pd.DataFrame) -> pd.Series:
-    """Rows of the no-noise control (claimed epsilon infinite)."""
-    if "claimed_epsilon" not in table.columns:
-        return pd.Series(False, index=table.index)
-    return ~np.isfinite(pd.to_numeric(table["claimed_epsilon"], errors="coerce").fillna(0.0))
-
-
-def _is_valid(grp: pd.DataFrame, y: str) -> bool:
-    """Whether the rows are valid bounds. Only an epsilon bound can be uncorrected (the best of
-    a grid, a threshold chosen on the same runs): any other column (test accuracy, a rate) is
-    not a bound, and its line is never labelled "(uncorrected)"."""
-    if y != "epsilon" or "valid" not in grp:
-        return True
-    return bool(grp["valid"].astype(bool).all())
-
-
-def _stats(grp: pd.DataFrame, by: str, y: str) -> pd.DataFrame:
-    """Mean, standard error of the mean and count of ``y`` per value of ``by``."""
-    agg = grp.groupby(by)[y].agg(["mean", "std", "count"]).sort_index()
-    agg["se"] = agg["std"].fillna(0.0) / np.sqrt(agg["count"])
-    return agg
-
-
-def _se_column(main: pd.DataFrame, x: str, y: str, index: pd.Index) -> np.ndarray:
-    """The error bars an analysis table states itself: its ``<y>_se`` column (e.g. LiDP Table
-    1's jackknife ``factor_se``) per ``x``, 0 where absent or undefined."""
-    if f"{y}_se" not in main:
-        return np.zeros(len(index))
-    se = pd.to_numeric(main[f"{y}_se"], errors="coerce").groupby(main[x]).mean()
-    return se.reindex(index).fillna(0.0).to_numpy(dtype=float)
-
-
-def error_bar_note(table: pd.DataFrame, by: Sequence[str], y: str) -> str | None:
-    """The legend entry that says what the error bars are ("error bars: ±1 s.e. of the mean over
-    8 audits per point"), the points being the groups of ``by`` (the series columns and x), or
-    None where every point is a single audit (no bars)."""
-    by = [c for c in by if c in table.columns]
-    if table.empty or not by:
-        return None
-    counts = table.groupby(by)[y].count()
-    low, high = int(counts.min()), int(counts.max())
-    if high <= 1:
-        return None
-    n = f"{low}" if low == high else f"{low}-{high}"
-    return f"error bars: ±1 s.e. of the mean over {n} audits per point (models × seeds)"
-
-
-def _y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float, float]]) -> None:
-    """y-limits that bracket the data (``lo``..``hi``, error bars and the paper's values
-    included) and each claim (``artist, lowest, highest`` of its values) whose lowest value lies
-    within :data:`CLAIM_SPAN` of the data's top, drawn whole (a claim that rises along x, e.g.
-    with the target epsilon, is never cut off at the top of the axes); a claim wholly further
-    above keeps its lines out of view and its legend entry says so, with its largest value to three
-    significant digits (a calibrated 15.9989 reads 16)."""
-    if not np.isfinite(hi):
-        return
-    top = hi
-    for artist, lowest, highest in claims:
-        if hi <= 0 or lowest <= CLAIM_SPAN * hi:
-            top = max(top, highest)
-        elif artist is not None:
-            artist.set_label(f"{artist.get_label()} = {highest:.3g} (above the axis)")
-    bottom = min(0.0, lo)
-    pad = 0.08 * (top - bottom) if top > bottom else 1.0
-    ax.set_ylim(bottom - (pad if bottom < 0 else 0.0), top + pad)
-
-
-def natural_key(value: Any) -> tuple[int, float, str]:
-    """Sort key of a series or category value: numbers by value (1, 4, 16; the table holds
-    them as text, "1", "16", "4" in string order), before any text, text in its own order."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return (1, 0.0, str(value))
-    return (0, number, "") if np.isfinite(number) else (1, 0.0, str(value))
-
-
-def _repeated(table: pd.DataFrame, kind: str, by: Sequence[str], y: str) -> bool:
-    """Whether each point is a mean over repeated rows with standard-error bars: a simulate or
-    train table (seeds, models), or an analysis table that gathers audit rows and keeps their
-    ``seed`` column (the LiDP bound-vs-K and accuracy-vs-K tables: one row per seed)."""
-    if kind in ("simulate", "train"):
-        return True
-    by = [c for c in by if c in table.columns]
-    if kind != "analysis" or "seed" not in table.columns or table.empty or not by:
-        return False
-    return bool(table.groupby(by)[y].count().max() > 1)
-
 
 def _value_ticks(ax: Any, xs: Sequence[float], most: int = 8) -> None:
     """Ticks of a logarithmic x axis at the data's x values, labelled plainly (1, 4, 16; 500,
@@ -243,6 +94,23 @@ def _categories(series: Sequence[str]) -> tuple[list[str], list[str]]:
     return (rows, hue) if rows else (series[:], [])
 
 
+def _error_bars(
+    ax: Any,
+    pos: Sequence[float],
+    means: np.ndarray,
+    ses: np.ndarray,
+    horizontal: bool,
+    **style: Any,
+) -> Any:
+    """The points ``means`` at positions ``pos`` with ±1 s.e. bars ``ses`` (none where every
+    s.e. is 0), no connecting line: values along x (a dot chart's rows, ``horizontal``) or
+    along y (categories)."""
+    err = ses if ses.any() else None
+    if horizontal:
+        return ax.errorbar(means, pos, xerr=err, ls="none", **style)
+    return ax.errorbar(pos, means, yerr=err, ls="none", **style)
+
+
 def _draw_dots(
     figure: Any, ax: Any, table: pd.DataFrame, fig: Mapping[str, Any], series: list[str], y: str
 ) -> None:
@@ -263,51 +131,48 @@ def _draw_dots(
     step = 0.6 / max(len(hue_keys), 1)
     hi, lo = -np.inf, np.inf
     for j, hk in enumerate(hue_keys):
-        sel = table
-        for col, value in zip(hue_cols, hk, strict=True):
-            sel = sel[sel[col] == value]
+        sel = rows_with(table, hue_cols, hk)
         if sel.empty:
             continue
-        valid = _is_valid(sel, y)
+        valid = is_valid(sel, y)
         pos, means, ses = [], [], []
         for i, rk in enumerate(row_keys):
-            rows = sel
-            for col, value in zip(row_cols, rk, strict=True):
-                rows = rows[rows[col] == value]
+            rows = rows_with(sel, row_cols, rk)
             if rows.empty:
                 continue
             vals = pd.to_numeric(rows[y], errors="coerce").dropna()
-            se = float(vals.std() / np.sqrt(len(vals))) if len(vals) > 1 else 0.0
+            se = standard_error(vals)
             pos.append(i + (j - (len(hue_keys) - 1) / 2) * step)
             means.append(float(vals.mean()))
             ses.append(se)
         if not pos:
             continue
-        means_a, ses_a = np.asarray(means), np.asarray(ses)
-        hi, lo = max(hi, float((means_a + ses_a).max())), min(lo, float((means_a - ses_a).min()))
+        means_a, ses_a, top, bottom = bar_extent(means, ses)
+        hi, lo = max(hi, top), min(lo, bottom)
         label = series_label(hue_cols, hk, names, overrides, valid) if hue_cols else "ours"
-        ax.errorbar(
-            means_a,
+        _error_bars(
+            ax,
             pos,
-            xerr=ses_a if ses_a.any() else None,
-            ls="none",
+            means_a,
+            ses_a,
+            True,
             color=colors[hk],
             marker=MARKERS[j % len(MARKERS)],
             label=label,
             **({} if valid else {"alpha": UNCORRECTED["alpha"]}),
         )
     tops: list[float] = [hi]
-    extra = _claim_columns(table)
+    extra = claim_columns(table)
     budget = fig.get("kind") == "train" and bool(extra)
     lines: list[tuple[str, str, dict]] = []
     if fig.get("claimed", True) and "claimed_epsilon" in table:
-        main_label = _claim_label("claimed_epsilon", budget, fig.get("claim_label"))
+        main_label = claim_label("claimed_epsilon", budget, fig.get("claim_label"))
         lines.append(("claimed_epsilon", main_label, CLAIMED))
         for k, col in enumerate(extra):
-            lines.append((col, _claim_label(col, True), EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]))
+            lines.append((col, claim_label(col, True), EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]))
     if fig.get("references", True):
         for k, col in enumerate(sorted(c for c in table.columns if c.startswith("reference_"))):
-            lines.append((col, _reference_label(col), {**REFERENCE, **REFERENCE_STYLES[k % 4]}))
+            lines.append((col, reference_label(col), {**REFERENCE, **REFERENCE_STYLES[k % 4]}))
     for col, label, style in lines:
         values = pd.to_numeric(table[col], errors="coerce")
         if not np.isfinite(values).any():
@@ -404,22 +269,18 @@ def _draw_categories(
         raise ValueError(f"figure.paper: no column {paper_col!r}; columns: {sorted(table.columns)}")
     slots = len(hue_keys) * (2 if paper_col else 1)
     width = 0.8 / max(slots, 1)
-    repeated = _repeated(table, "analysis" if "seed" in table else "", [*cats, *series], y)
+    repeated = repeated_rows(table, "analysis" if "seed" in table else "", [*cats, *series], y)
     hi, lo = -np.inf, 0.0
     for j, hk in enumerate(hue_keys):
-        sel = table
-        for col, value in zip(series, hk, strict=True):
-            sel = sel[sel[col] == value]
+        sel = rows_with(table, series, hk)
         pos, means, ses, printed = [], [], [], []
         for i, ck in enumerate(cat_keys):
-            rows = sel
-            for col, value in zip(cats, ck, strict=True):
-                rows = rows[rows[col] == value]
+            rows = rows_with(sel, cats, ck)
             vals = pd.to_numeric(rows[y], errors="coerce").dropna()
             if vals.empty:
                 continue
             if repeated:
-                se = float(vals.std() / np.sqrt(len(vals))) if len(vals) > 1 else 0.0
+                se = standard_error(vals)
             elif f"{y}_se" in rows:
                 se = float(pd.to_numeric(rows[f"{y}_se"], errors="coerce").mean())
             else:
@@ -433,16 +294,16 @@ def _draw_categories(
                 printed.append(float(value.mean()) if len(value) else np.nan)
         if not pos:
             continue
-        means_a, ses_a = np.asarray(means), np.asarray(ses)
-        hi = max(hi, float((means_a + ses_a).max()))
-        lo = min(lo, float((means_a - ses_a).min()))
+        means_a, ses_a, top, bottom = bar_extent(means, ses)
+        hi, lo = max(hi, top), min(lo, bottom)
         label = series_label(series, hk, names, overrides, True) if series else ""
         marker = MARKERS[j % len(MARKERS)]
-        ax.errorbar(
+        _error_bars(
+            ax,
             pos,
             means_a,
-            yerr=ses_a if ses_a.any() else None,
-            ls="none",
+            ses_a,
+            False,
             color=colors[hk],
             marker=marker,
             label=f"ours, {label}" if paper_col and label else label or "ours",
@@ -468,7 +329,7 @@ def _draw_categories(
         values = pd.to_numeric(table[col], errors="coerce").dropna().unique()
         if len(values) == 1:
             style = {**REFERENCE, "ls": REFERENCE_STYLES[k % len(REFERENCE_STYLES)]["ls"]}
-            ax.axhline(float(values[0]), label=_reference_label(col), **style)
+            ax.axhline(float(values[0]), label=reference_label(col), **style)
             hi = max(hi, float(values[0]))
 
     def tick(key: tuple) -> str:
@@ -516,10 +377,10 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
     of its own; with ``references`` every ``reference_<name>`` column (from the score files'
     ``meta["references"]``) in a black style of its own, and every value the paper prints
     (``marks``: the experiment's ``reproduce`` rows) as a hollow star. The y-limits bracket the
-    data, the paper's values and each claim within :data:`CLAIM_SPAN` of the data. A table with
-    one x value (every setting at one claimed epsilon) is drawn as a dot chart instead, one row
-    per setting. Legend names come from ``labels`` (column -> value -> name) and
-    ``estimator_labels`` (block -> name), else the library's.
+    data, the paper's values and each claim within :data:`dpaudit.plots.claims.CLAIM_SPAN` of
+    the data. A table with one x value (every setting at one claimed epsilon) is drawn as a dot
+    chart instead, one row per setting. Legend names come from ``labels`` (column -> value ->
+    name) and ``estimator_labels`` (block -> name), else the library's.
     """
     plt = pyplot()
 
@@ -552,7 +413,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
     marker_cols = [c for c in series if c != color_col]
     # legends name what tells the lines apart (every column where none varies)
     label_cols = varying or series
-    main_rows = table[~_controls(table)]
+    main_rows = table[~controls(table)]
     one_x = kind in ("simulate", "train") and len(main_rows) and main_rows[x].nunique() == 1
 
     with styled():
@@ -586,13 +447,13 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
         has_controls = False
         lo, hi = np.inf, -np.inf
         bars = kind in ("simulate", "train")
-        repeated = _repeated(table[~_controls(table)], kind, [*series, x], y)
+        repeated = repeated_rows(table[~controls(table)], kind, [*series, x], y)
         logx = bool(fig.get("logx"))
         xs_all = pd.to_numeric(table[x], errors="coerce") if x in table else pd.Series([])
         span = float(xs_all.max() - xs_all.min()) if xs_all.notna().any() else 0.0
         for j, (values, _key, grp) in enumerate(keyed):
-            valid = _is_valid(grp, y)
-            control = _controls(grp)
+            valid = is_valid(grp, y)
+            control = controls(grp)
             # one series column: each line its own marker too, so that lines on top of each
             # other are still told apart
             index = marker_values.index(tuple(values[c] for c in marker_cols)) if marker_cols else j
@@ -603,8 +464,8 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
             main, ctrl = grp[~control], grp[control]
             right = ax_right is not None and on_right(values)
             if len(main):
-                agg = _stats(main, x, y)
-                se = agg["se"].to_numpy() if repeated else _se_column(main, x, y, agg.index)
+                agg = point_stats(main, x, y)
+                se = agg["se"].to_numpy() if repeated else se_column(main, x, y, agg.index)
                 mean = agg["mean"].to_numpy(dtype=float)
                 if np.isfinite(mean).any() and not right:
                     hi = max(hi, float(np.nanmax(mean + se)))
@@ -638,17 +499,17 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
                 hi = max(hi, float(np.nanmax(mean.to_numpy(dtype=float))))
         if has_controls:
             ax.plot([], [], color="#7f7f7f", marker="o", label=CONTROL_LABEL, **CONTROL)
-        finite = table[~_controls(table)]
+        finite = table[~controls(table)]
         claims: list[tuple[Any, float]] = []
         claimed = fig.get("claimed", True) and "claimed_epsilon" in table
         if bars and claimed:
-            extra = _claim_columns(finite)
+            extra = claim_columns(finite)
             columns = [("claimed_epsilon", CLAIMED)] + [
                 (c, EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]) for k, c in enumerate(extra)
             ]
             for col, style in columns:
-                label = _claim_label(col, kind == "train" and bool(extra), fig.get("claim_label"))
-                artist = _plot_claimed(ax, finite, x, col, label, style)
+                label = claim_label(col, kind == "train" and bool(extra), fig.get("claim_label"))
+                artist = plot_claimed(ax, finite, x, col, label, style)
                 value = pd.to_numeric(finite[col], errors="coerce")
                 if artist is not None and np.isfinite(value).any():
                     kept = value[np.isfinite(value)]
@@ -658,7 +519,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
             ref = finite.groupby(x)[col].mean().dropna().sort_index()
             if len(ref):
                 ref_style = {**REFERENCE, **REFERENCE_STYLES[j % len(REFERENCE_STYLES)]}
-                ax.plot(ref.index, ref.to_numpy(), label=_reference_label(col), **ref_style)
+                ax.plot(ref.index, ref.to_numpy(), label=reference_label(col), **ref_style)
                 hi = max(hi, float(ref.max()))
         marks = [m for m in fig.get("marks") or [] if (m.get("column") or "epsilon") == y]
 
@@ -691,7 +552,7 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
         if fig.get("logy"):
             ax.set_yscale("log")
         elif bars and np.isfinite(hi):
-            _y_limits(ax, lo, hi, claims)
+            y_limits(ax, lo, hi, claims)
         ax.set_xlabel(symbols(fig["xlabel"]) if fig.get("xlabel") else column_label(x))
         ax.set_ylabel(y_label(fig, y, table, column_label(y)))
         if ax_right is not None:

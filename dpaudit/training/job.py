@@ -150,30 +150,19 @@ def train_job(
     if run_spec.get("selection") is None and engine_of(run_spec) == "opacus":
         _check_opacus(run_spec, job)  # first: it names the engine that takes the spec
     spec = RunSpec.from_run_spec(run_spec, drop_settings=True)
-    if spec.selection is not None:  # a tuning audit (training.tuning)
-        from dpaudit.training.tuning import run_tuning
-
-        if engine_of(spec) == "opacus":
+    if engine_of(spec) == "opacus":
+        if spec.selection is not None:
             raise ValueError("run spec key train.engine: selection needs auto, stacked or func")
-        ckpt = checkpoint_path(out) if checkpoint else None
-        sf = run_tuning(
-            data,
-            job,
-            spec,
-            ckpt,
-            progress,
-            device=device,
-            max_physical_batch=max_physical_batch,
-        )
-        obs = {}
-    elif engine_of(spec) == "opacus":
         sf, obs = _train_opacus(data, job, spec, device, max_physical_batch), {}
         ckpt = None
     else:
-        from dpaudit.training.shard import run_shard
+        if spec.selection is not None:  # a tuning audit (training.tuning): score files only
+            from dpaudit.training.tuning import run_tuning as run
+        else:
+            from dpaudit.training.shard import run_shard as run
 
         ckpt = checkpoint_path(out) if checkpoint else None
-        result = run_shard(
+        result = run(
             data,
             job,
             spec,
@@ -182,7 +171,10 @@ def train_job(
             device=device,
             max_physical_batch=max_physical_batch,
         )
-        sf, obs = result.score_file, result.observations
+        if spec.selection is not None:
+            sf, obs = result, {}
+        else:
+            sf, obs = result.score_file, result.observations
     scores.write(out, sf)
     if observations and obs:
         _write_observations(observations_path(out), obs)

@@ -23,8 +23,8 @@ from dpaudit.canaries.input_space import random_inputs
 from dpaudit.models import build_for_data
 from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 from dpaudit.seeding import derive_seed
+from dpaudit.training.canary_scores import check_finite_scores
 from dpaudit.training.dpsgd import summary, train_with_canaries
-from dpaudit.training.shard import check_finite_scores
 from dpaudit.training.spec import JobId, RunSpec
 
 CANARY_TYPES = ("random_input",)

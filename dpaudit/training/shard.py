@@ -31,22 +31,8 @@ log Neyman-Pearson ratio of the adversary's threat model over the released per-s
 observations (Annamalai et al. §5.3 and §7; :mod:`dpaudit.likelihood_ratios`), over the first
 ``canaries.prefix_batches`` batches of each epoch when set (§7, Algorithm 2).
 
-Threat models (``score`` names the statistic; Steinke §4, Pillutla App. D, Annamalai §5.1-5.3):
-
-``black_box_loss``    input canaries, final model: ``-loss(theta_T; c)``.
-``black_box_logit``   input canaries, final model: logit-scaled confidence
-                      ``log p_y - log(1 - p_y)`` (Carlini et al. 2022).
-``white_box_dot``     all iterates. Input canaries: ``sum_t <theta_{t-1} - theta_t,
-                      clip(grad loss(theta_{t-1}; c))>`` (Steinke et al. §4.1). Gradient
-                      canaries: the same sum with the fixed canary gradient, which telescopes to
-                      ``<theta_0 - theta_T, v>`` (any optimizer; our observation): Dirac canaries
-                      ``C (theta_0 - theta_T)[j]``.
-``final_model_cosine``  gradient canaries, final model only (LiDP App. D.2, authors' code):
-                      ``-<v, theta_T> / (|v| |theta_T|)`` (IN lowers ``<v, theta>``).
-``per_step_dot``      gradient canaries, every step: ``o_t = <g~_t, v/|v|>`` (Annamalai et al.
-                      Algorithm 1); score = ``sum_t o_t`` or the likelihood ratio
-                      (``canaries.statistic``); the (trials, canaries, steps) matrix is also
-                      returned as ``observations``.
+The canaries' scores of each threat model: :mod:`dpaudit.training.canary_scores`; Dirac canaries
+placed where the data's gradients move least: :mod:`dpaudit.training.dirac_placement`.
 """
 
 from __future__ import annotations
@@ -59,15 +45,20 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from dpaudit import likelihood_ratios
 from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
 from dpaudit.canaries import gradient_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
 from dpaudit.models import build_for_data
 from dpaudit.scores import FAIR_COIN, FIXED_INCLUSION, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
+from dpaudit.training.canary_scores import (
+    SCORE_NAMES,
+    canary_scores,
+    check_finite_scores,
+    likelihood_ratio_scores,
+)
 from dpaudit.training.device import resolve_device
+from dpaudit.training.dirac_placement import dirac_coordinates
 from dpaudit.training.readout import all_logits, input_pool
 from dpaudit.training.samplers import SamplerSpec
 from dpaudit.training.seeds import ModelSeeds, model_seeds
@@ -119,13 +110,6 @@ def _check_positive_int_or_none(block: dict[str, Any], key: str) -> None:
     v = block[key]
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
         raise ValueError(f"train.{key} must be an integer >= 1 or null, got {v!r}")
-
-
-def _logit_confidence(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``log p_y - log(1 - p_y) = z_y - logsumexp_{j != y} z_j`` (stable)."""
-    zy = logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)
-    other = logits.scatter(-1, y.unsqueeze(-1), float("-inf"))
-    return zy - torch.logsumexp(other, dim=-1)
 
 
 @dataclass
@@ -219,7 +203,7 @@ def run_shard(
         if design != "multi_run":
             raise ValueError(f"a shard plan needs design multi_run, got {design!r}")
         cans.member[:, 0] = plan.members
-    placed = _dirac_placement(c, template_model, x_train, y_train, t, seeds, cans.pool_size)
+    placed = dirac_coordinates(c, template_model, x_train, y_train, t, seeds, cans.pool_size)
     examples = _shard_examples(data, cans, t, n_params, n_classes, placed)
     job = f"experiment {experiment!r}, setting {setting!r}, seed {seed}, shard {shard}"
     cfg, claimed = _dpsgd_config(spec, len(y_train), n_params, job)
@@ -231,9 +215,20 @@ def run_shard(
     result = _train(template_model, examples, cans, seeds, cfg, wb_inputs, spec, job, run)
 
     template = template_model().to("meta")
-    score, observations = _canary_scores(threat_model, template, result, examples, cans, wb_inputs)
+    score, observations = canary_scores(
+        threat_model,
+        template,
+        result,
+        examples.x,
+        examples.y,
+        examples.grad_pool,
+        cans.cols,
+        cans.pool_size,
+        cans.gradient,
+        wb_inputs,
+    )
     if threat_model == "per_step_dot" and c["statistic"] == "likelihood_ratio":
-        score = _likelihood_ratio_scores(observations["step_dots"], c, cfg, job)
+        score = likelihood_ratio_scores(observations["step_dots"], c, cfg, job)
     check_finite_scores(score, job, cfg.steps)
     acc = _accuracy(template, result, data, t["eval_examples"])
     counts = {"models": n_models, "n_train": len(y_train), "n_params": n_params}
@@ -245,23 +240,6 @@ def run_shard(
     meta = _shard_meta(job_id, spec, c, cfg, claimed, cans, result, examples, counts, accuracy)
     sf = ScoreFile(score=score, membership=cans.member, canary_id=cans.cols, meta=meta, source=job)
     return ShardOutput(sf, observations, result)
-
-
-def _dirac_placement(
-    c: dict[str, Any],
-    template_model: Callable[[], torch.nn.Module],
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    t: dict[str, Any],
-    seeds: list[ModelSeeds],
-    pool_size: int,
-) -> np.ndarray | None:
-    """The coordinates of Dirac canaries placed where the data's gradients move least
-    (``canaries.dirac_placement: low_gradient``), else None (random coordinates)."""
-    if not (c["type"] == "dirac" and c["dirac_placement"] == "low_gradient"):
-        return None
-    mass = data_gradient_mass(template_model, x_train, y_train, float(t["max_grad_norm"]), seeds)
-    return gradient_space.lowest_mass_coordinates(mass, pool_size, c["seed"])
 
 
 def _train(
@@ -380,16 +358,6 @@ def _shard_meta(
     return meta
 
 
-#: The ``score`` entry of the meta: the statistic each threat model scores a canary with.
-SCORE_NAMES = {
-    "black_box_loss": "minus_loss",
-    "black_box_logit": "logit_confidence",
-    "white_box_dot": "sum_t_update_dot_clipped_canary_gradient",
-    "final_model_cosine": "minus_cosine_canary_final_params",
-    "per_step_dot": "sum_t_noisy_gradient_dot_unit_canary",
-}
-
-
 def inclusion_law(design: str, insert: str = "coins") -> float | str:
     """The inclusion law of the canaries :func:`_draw_canaries` draws (the score file's
     :data:`dpaudit.scores.INCLUSION_KEY`): a fair coin per canary (``one_run``) or per trial's
@@ -484,44 +452,6 @@ def _shard_examples(
     return _Examples(x_all, y_all, n_inputs, items, grad_pool, dirac_coords)
 
 
-def data_gradient_mass(
-    model_fn: Callable[[], torch.nn.Module],
-    x: np.ndarray,
-    y: np.ndarray,
-    max_grad_norm: float,
-    seeds: list[ModelSeeds],
-    budget: int = 2**25,
-) -> np.ndarray:
-    """The mean over the records ``(x, y)`` and over the models initialised from ``seeds`` (the
-    shard's models, before training) of the absolute clipped per-example gradient, one value
-    per parameter (flat, ``named_parameters`` order).
-
-    What ``canaries.dirac_placement: low_gradient`` ranks coordinates by
-    (:func:`dpaudit.canaries.gradient_space.lowest_mass_coordinates`): the white-box adversary of
-    Steinke, Nasr, Jagielski (2023, arXiv:2305.08846, Section 4.1) picks its Dirac canaries'
-    coordinates, and the ones the real records' gradients move least leave the canaries' summed
-    score to the canary and the noise. Weights on input features that are constant zero in the
-    data get exactly 0. Clipped as the trainer clips (Opacus's factor); records in chunks of
-    at most ``budget`` gradient entries (models x records x parameters)."""
-    from dpaudit.training.engines import FuncEngine, init_models
-
-    template, params, buffers = init_models(model_fn, seeds)
-    engine = FuncEngine(template)
-    n_models = len(seeds)
-    n_params = sum(v[0].numel() for v in params.values())
-    total = torch.zeros(n_params, dtype=torch.float64)
-    xt, yt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
-    chunk = max(1, budget // (n_models * n_params))
-    with torch.no_grad():
-        for i in range(0, len(yt), chunk):
-            xb = xt[i : i + chunk].unsqueeze(0).expand(n_models, *xt[i : i + chunk].shape)
-            yb = yt[i : i + chunk].long().unsqueeze(0).expand(n_models, -1)
-            g, factor = engine.grads_and_factors(params, buffers, xb, yb, max_grad_norm)
-            flat = torch.cat([v.reshape(*v.shape[:2], -1) for v in g.values()], dim=2)
-            total += torch.einsum("mb,mbp->p", factor, flat.abs()).double()
-    return (total / max(n_models * len(yt), 1)).numpy()
-
-
 def _dpsgd_config(
     spec: RunSpec, n_train: int, n_params: int, job: str
 ) -> tuple[DPSGDConfig, float | None]:
@@ -557,104 +487,6 @@ def _dpsgd_config(
         eps=float(t["adam_eps"]),
     )
     return cfg, claimed
-
-
-def _canary_scores(
-    threat_model: str,
-    template: torch.nn.Module,
-    result: ShardResult,
-    examples: _Examples,
-    cans: _Canaries,
-    wb_inputs: np.ndarray | None,
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The (trials, canaries) scores of the threat model (higher means IN) and, for
-    ``per_step_dot``, the per-step observations; see the module docstring."""
-    observations: dict[str, np.ndarray] = {}
-    cols, pool_size = cans.cols, cans.pool_size
-    pool = _pool_canaries(examples.grad_pool, pool_size)
-    n_models = cols.shape[0]
-    if threat_model in ("black_box_loss", "black_box_logit"):
-        logits = all_logits(template, result, torch.from_numpy(examples.x[:pool_size]))
-        yp = torch.from_numpy(examples.y[:pool_size]).expand(n_models, -1)
-        if threat_model == "black_box_loss":
-            full = -F.cross_entropy(logits.transpose(1, 2), yp, reduction="none")
-        else:
-            full = _logit_confidence(logits, yp)
-        score = np.take_along_axis(full.double().numpy(), cols, axis=1)
-    elif threat_model == "white_box_dot" and not cans.gradient:
-        pos = np.searchsorted(wb_inputs, cols)  # type: ignore[arg-type]
-        score = np.take_along_axis(result.white_box, pos, axis=1)  # type: ignore[arg-type]
-    elif threat_model == "white_box_dot":
-        diff = (result.flat("params0") - result.flat("params")).double()
-        full = gradient_space.dots(pool, diff).numpy()  # type: ignore[arg-type]
-        score = np.take_along_axis(full, cols, axis=1)
-    elif threat_model == "final_model_cosine":
-        theta = result.flat("params").double()
-        norms = gradient_space.row_norms(pool).double()  # type: ignore[arg-type]
-        cos = gradient_space.dots(pool, theta) / (  # type: ignore[arg-type]
-            theta.norm(dim=1, keepdim=True) * norms[None]
-        )
-        score = np.take_along_axis(-cos.numpy(), cols, axis=1)
-    else:  # per_step_dot: o_t = <g~_t, v/|v|>
-        vn = gradient_space.row_norms(pool).double().numpy()  # type: ignore[arg-type]
-        obs = result.step_dots[:, :pool_size] / vn[None, :, None]  # type: ignore[index]
-        obs = np.take_along_axis(obs, cols[:, :, None], axis=1)
-        observations["step_dots"] = obs
-        score = obs.sum(-1)
-    return score, observations
-
-
-def _pool_canaries(
-    grad_pool: gradient_space.Canaries | None, pool_size: int
-) -> gradient_space.Canaries | None:
-    """The first ``pool_size`` gradient canaries (the pool, without zero-out records), float64."""
-    if grad_pool is None:
-        return None
-    if isinstance(grad_pool, gradient_space.SparseCanaries):
-        return gradient_space.SparseCanaries(
-            grad_pool.coords[:pool_size],
-            grad_pool.values[:pool_size].double(),
-            grad_pool.n_params,
-        )
-    return grad_pool[:pool_size].double()
-
-
-def _likelihood_ratio_scores(
-    step_dots: np.ndarray, c: dict[str, Any], cfg: DPSGDConfig, job: str
-) -> np.ndarray:
-    """(trials, canaries) log likelihood ratios of the adversary's threat model over the
-    normalised observations ``B o_t / C`` (Annamalai et al. §5.3, §7; the mean of the target's
-    batch is +1 with ``|v| = C``, the noise's standard deviation sigma)."""
-    x = likelihood_ratios.normalised(step_dots, cfg.batch_size, cfg.max_grad_norm)
-    trials, cols, steps = x.shape
-    try:
-        lr = likelihood_ratios.log_likelihood_ratio(
-            x.reshape(trials * cols, steps),
-            cfg.noise_multiplier,
-            c["adversary"],
-            cfg.steps_per_epoch,
-            cfg.batch_size,
-            c["prefix_batches"],
-        )
-    except ValueError as exc:
-        raise ValueError(f"{job}: canaries.statistic likelihood_ratio: {exc}") from exc
-    return lr.reshape(trials, cols)
-
-
-def check_finite_scores(score: np.ndarray, job: str, steps: int) -> None:
-    """Raise :class:`TrainingDiverged` naming ``job`` (experiment, setting, seed, ...), the
-    trial and the canary if a canary score of the trained models is NaN or infinite."""
-    bad = ~np.isfinite(score)
-    if not bad.any():
-        return
-    trial, canary = (int(v) for v in np.argwhere(bad)[0])
-    raise TrainingDiverged(
-        f"{job}: training diverged: the score of trial {trial}, canary {canary} is "
-        f"{score[trial, canary]} ({int(bad.sum())} non-finite score(s) in all): the trained "
-        "model overflows; a too-large learning rate (train.lr) is the usual cause",
-        trial,
-        steps,
-    )
 
 
 def _accuracy(

@@ -28,6 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpaudit.canaries import gradient_space
+from dpaudit.training.adam import adam_update
+from dpaudit.training.adversaries import adversary_target_weights
 from dpaudit.training.engines import choose_engine, default_chunk
 from dpaudit.training.samplers import SamplerSpec
 from dpaudit.training.seeds import ModelSeeds
@@ -414,7 +416,9 @@ def dpsgd_step(
     m = b - a
     p_c = {k: state.params[k][a:b] for k in ctx.names}
     buf_c = {k: v[a:b] for k, v in ctx.buffers.items()}
-    extra = _adversary_target_weights(ctx, batches, a, b)
+    extra = adversary_target_weights(
+        batches, a, b, ctx.n_inputs, ctx.partially_informed, ctx.batch_worst_case, ctx.plus_items
+    )
     flat = _clipped_input_grad_sum(ctx, p_c, buf_c, batches[a:b])
     if ctx.vcan is not None:
         _add_gradient_canaries(ctx, flat, batches[a:b], extra)
@@ -429,7 +433,15 @@ def dpsgd_step(
         dots = gradient_space.dots(ctx.vcan, g_tilde)
         state.step_dots[a:b, :, step] = dots.to(ctx.f64)
     if ctx.config.optimizer == "adam":
-        update = _adam_update(ctx, state, flat.div_(ctx.config.batch_size), a, b, step + 1)
+        update = adam_update(
+            state.adam_m[a:b],  # type: ignore[index]
+            state.adam_v[a:b],  # type: ignore[index]
+            flat.div_(ctx.config.batch_size),
+            ctx.config.lr,
+            ctx.config.betas,
+            ctx.config.eps,
+            step + 1,
+        )
     else:
         update = flat.mul_(ctx.config.lr / ctx.config.batch_size)  # theta_{t-1} - theta_t
     _check_finite(update, a, step + 1, ctx.config)
@@ -437,51 +449,6 @@ def dpsgd_step(
         state.white_box[a:b] += _white_box_dots(ctx, p_c, buf_c, update)
     for k, part in zip(ctx.names, _unflatten(ctx, update), strict=True):
         state.params[k][a:b].sub_(part)
-
-
-def _adam_update(
-    ctx: StepContext, state: TrainState, g: torch.Tensor, a: int, b: int, t: int
-) -> torch.Tensor:
-    """``theta_{t-1} - theta_t`` of an Adam step (Kingma & Ba 2015, Algorithm 1; the
-    arithmetic of ``torch.optim.Adam`` without weight decay or amsgrad) on the noisy gradients
-    ``g`` (m, P) of models ``a..b-1`` at (1-based) step ``t``; updates their moments in place
-    and overwrites ``g`` with the update."""
-    beta1, beta2 = ctx.config.betas
-    m_c, v_c = state.adam_m[a:b], state.adam_v[a:b]  # type: ignore[index]
-    m_c.lerp_(g, 1 - beta1)
-    v_c.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-    step_size = ctx.config.lr / (1 - beta1**t)
-    denom = torch.sqrt(v_c, out=g).div_(math.sqrt(1 - beta2**t)).add_(ctx.config.eps)
-    return torch.div(m_c, denom, out=g).mul_(step_size)
-
-
-def _adversary_target_weights(
-    ctx: StepContext, batches: list[np.ndarray], a: int, b: int
-) -> np.ndarray:
-    """How many extra copies of the target's gradient vector each model of ``a..b-1`` adds
-    (Annamalai et al.): the input examples whose gradients the adversary replaces are dropped
-    from ``batches`` in place.
-
-    Partially-Informed (Algorithm 1): in batches holding neither the target nor the zero-out
-    record the last slot's gradient becomes minus the target's (weight -1). Modified
-    Worst-Case (§7): every input example's gradient becomes plus the target's for the first B
-    items of the model's dataset order and minus it otherwise (weight #plus - #minus)."""
-    extra = np.zeros(b - a, dtype=np.float64)
-    if ctx.partially_informed is not None:
-        target, zero = ctx.partially_informed
-        for i in range(b - a):
-            bt = batches[a + i]
-            if len(bt) and target not in bt and zero not in bt:
-                extra[i] = -1.0
-                batches[a + i] = bt[:-1]  # the last slot's gradient is replaced
-    elif ctx.batch_worst_case is not None:
-        for i in range(b - a):
-            bt = batches[a + i]
-            inputs = bt < ctx.n_inputs
-            n_plus = int(np.isin(bt[inputs], ctx.plus_items[a + i]).sum())  # type: ignore[index]
-            extra[i] = 2 * n_plus - int(inputs.sum())
-            batches[a + i] = bt[~inputs]  # every input example's gradient is replaced
-    return extra
 
 
 def _clipped_input_grad_sum(

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dpaudit.accounting.selection import RunCountDistribution, TruncatedNegativeBinomial
+from dpaudit.accounting.run_counts import RunCountDistribution, TruncatedNegativeBinomial
 from dpaudit.scores import ScoreFile
 from dpaudit.training.spec import JobId, RunSpec
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpaudit.accounting import run_counts as runs
 from dpaudit.accounting import selection as sel
 from dpaudit.accounting.dpsgd import dpsgd_gdp_mu
 from dpaudit.accounting.gaussian import gaussian_epsilon
@@ -21,13 +22,13 @@ from dpaudit.mechanisms import selection_game as game
 DELTA = 1e-5
 
 DISTRIBUTIONS = [
-    sel.TruncatedNegativeBinomial(-0.5, 1e-2),
-    sel.TruncatedNegativeBinomial(0.0, 1e-2),
-    sel.TruncatedNegativeBinomial(0.5, 1e-2),
-    sel.TruncatedNegativeBinomial(1.0, 1e-1),
-    sel.PoissonRuns(5.0),
-    sel.BinaryRuns(10, 0.1),
-    sel.FixedRuns(3),
+    runs.TruncatedNegativeBinomial(-0.5, 1e-2),
+    runs.TruncatedNegativeBinomial(0.0, 1e-2),
+    runs.TruncatedNegativeBinomial(0.5, 1e-2),
+    runs.TruncatedNegativeBinomial(1.0, 1e-1),
+    runs.PoissonRuns(5.0),
+    runs.BinaryRuns(10, 0.1),
+    runs.FixedRuns(3),
 ]
 
 
@@ -44,9 +45,9 @@ def test_pmf_mean_pgf_consistent(xi):
 
 def test_tnb_mean_of_the_audits():
     """TNB(0, 1e-2), the audits' xi (Section 6), has E[K] = 21.50 (App. A.1)."""
-    assert sel.TruncatedNegativeBinomial(0.0, 1e-2).mean() == pytest.approx(21.4976, abs=1e-4)
+    assert runs.TruncatedNegativeBinomial(0.0, 1e-2).mean() == pytest.approx(21.4976, abs=1e-4)
     # eta = 1 is the geometric law with mean 1/nu (Liu and Talwar)
-    geo = sel.TruncatedNegativeBinomial(1.0, 1e-3)
+    geo = runs.TruncatedNegativeBinomial(1.0, 1e-3)
     assert geo.pmf(np.array([1, 2])) == pytest.approx([1e-3, 1e-3 * (1 - 1e-3)])
 
 
@@ -69,7 +70,7 @@ def test_sampler_draws_k_with_the_right_law(xi):
         float((np.arange(20_000) ** 2 * xi.pmf(np.arange(20_000))).sum()) - xi.mean() ** 2
     ) / math.sqrt(k.size)
     assert abs(k.mean() - xi.mean()) < 5 * se + 1e-12
-    if not isinstance(xi, sel.PoissonRuns):
+    if not isinstance(xi, runs.PoissonRuns):
         assert k.min() >= 1
 
 
@@ -82,7 +83,7 @@ def test_max_of_normals_exact_law():
         assert stats.kstest(z, lambda t, k=k: stats.norm.cdf(t) ** k).pvalue > 1e-3
 
 
-@pytest.mark.parametrize("xi", DISTRIBUTIONS[1:3] + [sel.PoissonRuns(2.0)], ids=repr)
+@pytest.mark.parametrize("xi", DISTRIBUTIONS[1:3] + [runs.PoissonRuns(2.0)], ids=repr)
 def test_game_output_law(xi):
     """The released max under X has cdf G(Phi(x)) (Null = -inf for K = 0)."""
     rng = np.random.default_rng(2)
@@ -98,7 +99,7 @@ def test_game_monte_carlo_matches_exact_delta():
     """Monte Carlo check of the exact privacy profile: for threshold tests {score > t},
     P_IN - e^eps P_OUT estimated from 2 x 200k games stays below the exact delta(eps) (up to
     4 standard errors) and its best threshold comes close to it."""
-    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    xi = runs.TruncatedNegativeBinomial(0.0, 1e-2)
     mu, eps, n = 0.8, 1.0, 200_000
     rng = np.random.default_rng(5)
     s_in, _ = game.play(xi, mu, np.ones(n, dtype=int), rng)
@@ -114,14 +115,14 @@ def test_game_monte_carlo_matches_exact_delta():
 
 
 def test_score_file_contract():
-    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    xi = runs.TruncatedNegativeBinomial(0.0, 1e-2)
     sf = game.score_file(xi, 0.5, 500, seed=0, claimed_epsilon=1.2, delta=DELTA)
     assert sf.score.shape == (500, 1) and sf.meta["design"] == "multi_run"
     assert set(np.unique(sf.membership)) == {0, 1}
     again = game.score_file(xi, 0.5, 500, seed=0, claimed_epsilon=1.2, delta=DELTA)
     assert np.array_equal(sf.score, again.score)
     with_null = game.score_file(
-        sel.PoissonRuns(0.5), 0.5, 300, seed=1, claimed_epsilon=None, delta=DELTA
+        runs.PoissonRuns(0.5), 0.5, 300, seed=1, claimed_epsilon=None, delta=DELTA
     )
     assert np.isfinite(with_null.score).all()
 
@@ -129,7 +130,7 @@ def test_score_file_contract():
 # --- Example 1 (Section 4, Eq. 6-8, and Appendix A.1) ----------------------------------------
 def test_example1_output_law_eq8():
     """Eq. 8: H(X) = (8.66e-3, 2.60e-4, 9.91e-1), H(X') = (2.66e-3, 1.34e-5, 9.97e-1)."""
-    xi = sel.TruncatedNegativeBinomial(1.0, 1e-3)
+    xi = runs.TruncatedNegativeBinomial(1.0, 1e-3)
     p, q = sel.example1_base()
     hp, hq = sel.selection_output_law(p, xi), sel.selection_output_law(q, xi)
     assert hp == pytest.approx([8.66e-3, 2.60e-4, 9.91e-1], rel=5e-3)
@@ -164,7 +165,7 @@ def test_papernot_steinke_table3_epsilon_u(eps_b, paper):
     """Table 3: epsilon_U = 1.86 / 3.59 / 6.79 at epsilon_B = 1 / 2 / 4 (TNB(0, 1e-2), tau = 1,
     delta = 1e-5). Ours: 1.889 / 3.614 / 6.810 (within 2%, always above the paper)."""
     mu = sel.gaussian_mu_rdp(eps_b, DELTA)
-    ps = sel.papernot_steinke_epsilon(sel.TruncatedNegativeBinomial(0.0, 1e-2), mu, DELTA)
+    ps = sel.papernot_steinke_epsilon(runs.TruncatedNegativeBinomial(0.0, 1e-2), mu, DELTA)
     assert ps == pytest.approx(paper, rel=0.02)
     assert ps >= paper
 
@@ -180,7 +181,7 @@ def test_rdp_to_dp_matches_opacus():
 
 
 def test_poisson_bound_is_above_the_exact_epsilon():
-    xi = sel.PoissonRuns(10.0)
+    xi = runs.PoissonRuns(10.0)
     ps = sel.papernot_steinke_epsilon(xi, 0.5, DELTA)
     exact = sel.reduced_game_epsilon_exact(xi, 0.5, DELTA)
     assert exact < ps
@@ -190,16 +191,16 @@ def test_poisson_bound_is_above_the_exact_epsilon():
 def test_one_run_reduces_to_the_gaussian_mechanism():
     """K = 1: the reduced game is N(0,1) vs N(mu,1): RDP alpha mu^2/2, exact epsilon = Thm 8."""
     mu, orders = 0.6, np.array([1.5, 4.0, 30.0, 200.0])
-    rdp = sel.reduced_game_rdp(sel.FixedRuns(1), mu, orders)
+    rdp = sel.reduced_game_rdp(runs.FixedRuns(1), mu, orders)
     assert rdp == pytest.approx(orders * mu * mu / 2, rel=1e-9)
-    exact = sel.reduced_game_epsilon_exact(sel.FixedRuns(1), mu, DELTA)
+    exact = sel.reduced_game_epsilon_exact(runs.FixedRuns(1), mu, DELTA)
     assert exact == pytest.approx(gaussian_epsilon(DELTA, mu), abs=1e-4)
 
 
 def test_algorithm3_ordering_and_reference_values():
     """TNB(0, 1e-2), epsilon_B = 1, tau = 1 (our check of Table 3): exact 1.089 <= epsilon_U-O
     1.164 <= epsilon_U-P 1.889; and the base's own exact epsilon 0.915 below all."""
-    xi = sel.TruncatedNegativeBinomial(0.0, 1e-2)
+    xi = runs.TruncatedNegativeBinomial(0.0, 1e-2)
     mu = sel.gaussian_mu_rdp(1.0, DELTA)
     assert mu == pytest.approx(0.2472, abs=1e-4)
     exact = sel.reduced_game_epsilon_exact(xi, mu, DELTA)
@@ -213,7 +214,7 @@ def test_algorithm3_ordering_and_reference_values():
 def test_algorithm3_grid_converged():
     """Halving dx and the exact integral's dx changes nothing visible; the tail check makes a
     fixed wide range unnecessary."""
-    xi, mu = sel.BinaryRuns(100, 1e-2), 0.86
+    xi, mu = runs.BinaryRuns(100, 1e-2), 0.86
     orders = np.array([2.0, 10.0, 60.0])
     a = sel.reduced_game_rdp(xi, mu, orders)
     b = sel.reduced_game_rdp(xi, mu, orders, dx=sel.DX / 4)
@@ -260,7 +261,7 @@ def test_table4_tau1_paper_lies_between_exact_and_algorithm3(eps_b):
     for (big_l, s), (_, paper_o) in zip(
         tables.TABLE4_COLUMNS, tables.PAPER_TABLE4[(eps_b, 1.0)], strict=True
     ):
-        xi = sel.BinaryRuns(big_l, s)
+        xi = runs.BinaryRuns(big_l, s)
         exact = sel.reduced_game_epsilon_exact(xi, mu, DELTA)
         ours = sel.reduced_game_epsilon_rdp(xi, mu, DELTA)
         assert exact - 0.04 <= paper_o <= ours + 0.04, (big_l, s, exact, paper_o, ours)
@@ -270,31 +271,31 @@ def test_table4_tau1_paper_lies_between_exact_and_algorithm3(eps_b):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: sel.TruncatedNegativeBinomial(-1.0, 0.1), "eta"),
-        (lambda: sel.TruncatedNegativeBinomial(0.0, 1.0), "nu"),
-        (lambda: sel.TruncatedNegativeBinomial(0.0, 0.0), "nu"),
-        (lambda: sel.BinaryRuns(1, 0.1), "L"),
-        (lambda: sel.BinaryRuns(10, 1.0), "s"),
-        (lambda: sel.PoissonRuns(0.0), "Poisson mean"),
-        (lambda: sel.FixedRuns(0), "fixed number"),
-        (lambda: sel.make_distribution("geometric", nu=0.1), "unknown run-count"),
-        (lambda: sel.reduced_game_rdp(sel.FixedRuns(2), 0.0, [2.0]), "mu"),
-        (lambda: sel.reduced_game_rdp(sel.FixedRuns(2), 1.0, [1.0]), "orders"),
-        (lambda: sel.reduced_game_epsilon_exact(sel.FixedRuns(2), 1.0, 0.0), "delta"),
-        (lambda: sel.papernot_steinke_epsilon(sel.BinaryRuns(10, 0.1), 1.0, DELTA), "TNB"),
+        (lambda: runs.TruncatedNegativeBinomial(-1.0, 0.1), "eta"),
+        (lambda: runs.TruncatedNegativeBinomial(0.0, 1.0), "nu"),
+        (lambda: runs.TruncatedNegativeBinomial(0.0, 0.0), "nu"),
+        (lambda: runs.BinaryRuns(1, 0.1), "L"),
+        (lambda: runs.BinaryRuns(10, 1.0), "s"),
+        (lambda: runs.PoissonRuns(0.0), "Poisson mean"),
+        (lambda: runs.FixedRuns(0), "fixed number"),
+        (lambda: runs.make_distribution("geometric", nu=0.1), "unknown run-count"),
+        (lambda: sel.reduced_game_rdp(runs.FixedRuns(2), 0.0, [2.0]), "mu"),
+        (lambda: sel.reduced_game_rdp(runs.FixedRuns(2), 1.0, [1.0]), "orders"),
+        (lambda: sel.reduced_game_epsilon_exact(runs.FixedRuns(2), 1.0, 0.0), "delta"),
+        (lambda: sel.papernot_steinke_epsilon(runs.BinaryRuns(10, 0.1), 1.0, DELTA), "TNB"),
         (lambda: sel.rdp_to_dp(np.array([2.0]), np.array([1.0, 2.0]), DELTA), "shape"),
-        (lambda: sel.selection_output_law([0.5, 0.6], sel.FixedRuns(2)), "probability"),
+        (lambda: sel.selection_output_law([0.5, 0.6], runs.FixedRuns(2)), "probability"),
         (lambda: sel.gaussian_mu_rdp(-1.0, DELTA), "epsilon_base"),
         (lambda: sel.base_mu(1.0, DELTA, variant="X"), "variant"),
         (
-            lambda: game.play(sel.FixedRuns(2), 1.0, np.array([0, 2]), np.random.default_rng()),
+            lambda: game.play(runs.FixedRuns(2), 1.0, np.array([0, 2]), np.random.default_rng()),
             "membership",
         ),
         (
-            lambda: game.play(sel.FixedRuns(2), -1.0, np.array([0, 1]), np.random.default_rng()),
+            lambda: game.play(runs.FixedRuns(2), -1.0, np.array([0, 1]), np.random.default_rng()),
             "mu",
         ),
-        (lambda: game.score_file(sel.FixedRuns(2), 1.0, 0, 0, 1.0, DELTA), "n_games"),
+        (lambda: game.score_file(runs.FixedRuns(2), 1.0, 0, 0, 1.0, DELTA), "n_games"),
     ],
 )
 def test_selection_bad_input(call, match):

@@ -174,7 +174,7 @@ def test_data_gradient_mass_is_the_mean_absolute_clipped_per_example_gradient():
     import torch.nn.functional as F
 
     from dpaudit.models import build_for_data
-    from dpaudit.training.shard import data_gradient_mass
+    from dpaudit.training.dirac_placement import data_gradient_mass
     from dpaudit.training.vectorized import model_seeds
 
     rng = np.random.default_rng(1)
@@ -221,3 +221,62 @@ def test_clip_factor_is_opacus_per_sample_factor_and_the_engines_use_it():
     clipped = gs.clip_rows(rows, max_grad_norm=0.3)
     assert torch.equal(clipped, rows * gs.clip_factor(rows.norm(dim=1, keepdim=True), 0.3))
     assert (clipped.norm(dim=1) <= 0.3).all()
+
+
+def test_gradient_mass_has_one_owner_and_both_callers_keep_their_numbers():
+    """Issue 38, item "one owner for the gradient mass": the trainer's ``low_gradient``
+    placement (``training.dirac_placement.data_gradient_mass``, float32 per-example gradients
+    of the shard's models) and ``attach.low_gradient_coordinates`` (float64 gradients of one
+    plain model) both sum through ``canaries.gradient_space.gradient_mass``. On a fixed input
+    the trainer's mass is bit for bit what it was before (a SHA-256 of its bytes, recorded
+    before the change), the attach placement picks the same coordinates, and its mass agrees
+    with the mean of the clipped float64 gradients to float64 rounding (the shared einsum
+    fuses multiply and add)."""
+    import hashlib
+
+    import torch
+    from torch import nn
+
+    from dpaudit.attach import placement
+    from dpaudit.canaries.gradient_space import gradient_mass
+    from dpaudit.models import build_for_data
+    from dpaudit.training.dirac_placement import data_gradient_mass
+    from dpaudit.training.vectorized import model_seeds
+
+    def sha(a: np.ndarray) -> str:
+        return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+    rng = np.random.default_rng(3)
+    x = rng.random((40, 12)).astype(np.float32)
+    x[:, :2] = 0.0
+    y = rng.integers(0, 4, size=40)
+    seeds = [model_seeds(0, "pin", 0, j) for j in range(2)]
+
+    def model_fn():
+        return build_for_data({"name": "mlp", "hidden": [8]}, (12,), 4)
+
+    mass = data_gradient_mass(model_fn, x, y, 0.5, seeds, budget=3000)  # several chunks
+    assert mass.dtype == np.float64 and mass.shape == (140,)
+    assert sha(mass) == "5f20854c684b8fc7cb029b05894fafe1e8f536ca16eb667055414bb928641774"
+
+    torch.manual_seed(5)
+    net = nn.Sequential(nn.Linear(12, 6), nn.Tanh(), nn.Linear(6, 4))
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y).long()
+    batches = [(xt[i : i + 16], yt[i : i + 16]) for i in range(0, 40, 16)]
+    coords = placement.low_gradient_coordinates(net, batches, 10, 0.5, seed=1)
+    assert sha(coords) == "b6344ea455dc7f997ffa0932875975b6badf29214e66c9e2cf95451855916a93"
+    got = gradient_mass(placement._clipped_gradients(net, batches, 0.5))
+    want = np.zeros_like(got)
+    for xb, yb in batches:
+        for i in range(len(yb)):
+            net.zero_grad()
+            torch.nn.functional.cross_entropy(net(xb[i : i + 1]), yb[i : i + 1]).backward()
+            g = torch.cat([p.grad.reshape(-1) for p in net.parameters()]).double()
+            want += (g.abs() * min(1.0, 0.5 / (float(g.norm()) + 1e-6))).numpy()
+    np.testing.assert_allclose(got, want / len(yt), rtol=1e-5, atol=1e-9)  # float32 gradients
+    before = sum((f[0][:, None] * g[0].abs()).sum(0) for g, f in placement._clipped_gradients(
+        net, batches, 0.5))  # the sum as attach.placement wrote it before
+    np.testing.assert_allclose(got, (before / len(yt)).numpy(), rtol=1e-14, atol=0)
+    assert gradient_mass(iter([])) is None
+    with pytest.raises(ValueError, match="no records in the batches"):
+        placement.low_gradient_coordinates(net, [(xt[:0], yt[:0])], 3, 0.5)

@@ -8,8 +8,9 @@ import torch
 
 from dpaudit.data.synthetic import make_synthetic
 from dpaudit.scores import read, write
+from dpaudit.training.canary_scores import check_finite_scores
 from dpaudit.training.job import JobId
-from dpaudit.training.shard import check_finite_scores, run_shard
+from dpaudit.training.shard import run_shard
 from dpaudit.training.vectorized import TrainingDiverged, TrainingInterrupted
 
 
@@ -418,7 +419,7 @@ def test_low_gradient_placement_puts_dirac_canaries_where_the_data_does_not_reac
     are 0 in every record: exactly no data gradient), recorded in the meta; the data-only drift
     of those coordinates is then zero, so without noise an OUT canary's score is exactly 0 and
     an IN canary's positive."""
-    from dpaudit.training.shard import data_gradient_mass
+    from dpaudit.training.dirac_placement import data_gradient_mass
     from dpaudit.training.vectorized import model_seeds
 
     d = {k: v.copy() for k, v in data.items()}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpaudit.accounting.selection import TruncatedNegativeBinomial
+from dpaudit.accounting.run_counts import TruncatedNegativeBinomial
 from dpaudit.mechanisms.selection_game import max_of_standard_normals
 from dpaudit.training.job import JobId, train_job
 from dpaudit.training.tuning import (

@@ -484,13 +484,14 @@ def _adam_run(monkeypatch, steps=5, m=2, **kw):
     from dpaudit.training import step
 
     seen: list[tuple[int, int, torch.Tensor]] = []
-    real = step._adam_update
+    real = step.adam_update
 
-    def spy(ctx, state, g, a, b, t):
+    def spy(m_c, v_c, g, lr, betas, eps, t):
+        a = m_c.storage_offset() // m_c[0].numel()  # the chunk's first model: a row of adam_m
         seen.append((a, t, g.clone()))
-        return real(ctx, state, g, a, b, t)
+        return real(m_c, v_c, g, lr, betas, eps, t)
 
-    monkeypatch.setattr(step, "_adam_update", spy)
+    monkeypatch.setattr(step, "adam_update", spy)
     x, y = _data()
     items = [np.arange(0, 50 + j) for j in range(m)]
     cfg = DPSGDConfig(steps, 10, 0.2, 1.1, 1.0, 0.05, optimizer="adam", betas=(0.8, 0.99), eps=1e-3)

@@ -13,8 +13,8 @@ import pytest
 from snakemake.utils import update_config
 
 from dpaudit import scores
-from dpaudit.config import load_config_file, validate_config
-from dpaudit.pipeline import guards, miniature, preflight
+from dpaudit.config import guards, load_config_file, validate_config
+from dpaudit.pipeline import miniature, preflight
 from dpaudit.pipeline.params import max_physical_batch
 from dpaudit.pipeline.settings import setting_experiment, train_setting_specs
 from dpaudit.plots.roc import curves_of

@@ -68,7 +68,7 @@ def test_duplicate_keys_are_named_with_both_lines(tmp_path):
     path.write_text(_DUPLICATES)
     with pytest.raises(ConfigError, match=r"config file .*dup\.yaml: duplicate key\(s\)"):
         load_config_file(path)  # what dpaudit audit --config reads
-    from dpaudit.pipeline.guards import duplicate_keys
+    from dpaudit.config.duplicate_keys import duplicate_keys
 
     found = duplicate_keys(path)
     assert "experiments.a (lines 2 and 8)" in found  # an experiment
@@ -83,7 +83,7 @@ def test_merge_keys_may_be_overridden_and_aliases_are_walked_once(tmp_path):
         "estimators:\n  o: {<<: *b, confidence: 0.95}\n  p: *b\n"
     )
     assert load_config_file(path)["estimators"]["o"]["confidence"] == 0.95
-    from dpaudit.pipeline.guards import duplicate_keys
+    from dpaudit.config.duplicate_keys import duplicate_keys
 
     assert duplicate_keys(path) == []
 
@@ -108,7 +108,7 @@ def test_snakemake_configfile_with_a_duplicate_key_fails_naming_it(tmp_path):
 def test_issue36_item6_duplicates_inside_one_flow_mapping_are_caught(tmp_path):
     """Issue 36, item 6: ``train: {epochs: 3, epochs: 300}`` (both keys on one line) ran 300
     epochs; every shipped config writes its blocks as one-line flow mappings."""
-    from dpaudit.pipeline.guards import duplicate_keys
+    from dpaudit.config.duplicate_keys import duplicate_keys
 
     path = tmp_path / "flow.yaml"
     path.write_text(
@@ -126,11 +126,8 @@ def test_issue36_item6_duplicates_inside_one_flow_mapping_are_caught(tmp_path):
 def test_issue36_item6_duplicates_given_with_snakemake_config_are_caught():
     """Issue 36, item 6: Snakemake's ``--config`` keeps the last of a key given twice, as
     arguments or inside one value's mapping; each is named with its argument."""
-    from dpaudit.pipeline.guards import (
-        GuardError,
-        check_duplicate_config_args,
-        duplicate_config_args,
-    )
+    from dpaudit.config.duplicate_keys import check_duplicate_config_args, duplicate_config_args
+    from dpaudit.config.errors import GuardError
 
     args = ["max_jobs=10", "data={root: d, root: e}", "max_jobs=20"]
     assert duplicate_config_args(args) == [
@@ -179,7 +176,7 @@ def test_targets_equal_to_six_digits_are_an_error_naming_both():
 def test_targets_with_an_exponent_make_safe_setting_names(target, name):
     exp = {"kind": "train", "train": {"target_epsilons": [target], "accountant": "gdp"}}
     assert list(train_settings(exp)) == [name]
-    from dpaudit.pipeline.guards import SETTING_PATTERN
+    from dpaudit.config.guards import SETTING_PATTERN
 
     assert re.fullmatch(SETTING_PATTERN, name)  # the setting wildcard's constraint
 
