@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
 def headline(table) -> dict:
     """The headline of ``dpaudit audit --json``: ``epsilon``, the largest bound over the rows that
-    may decide a verdict (:func:`dpaudit.tables.usable_for_verdict`: valid, assuming no trade-off
+    may decide a verdict (:func:`dpaudit.verdict.usable_for_verdict`: valid, assuming no trade-off
     family the file does not declare, at the claim's delta or larger) or would but for a missing
     claim (a file whose ``claimed_epsilon`` is null, e.g. the noise-free control, still has valid
     bounds), over every file, estimator and selection rule; ``rows_combined``, how many rows that
@@ -171,7 +171,7 @@ def headline(table) -> dict:
     ``confidence`` holds for that row alone: the maximum of N rows at 95% each holds at 1 - 0.05 N
     only (on 40 files of a mechanism whose true epsilon is 0 the largest of them exceeds 0 by
     chance). Without a usable row ``epsilon`` is 0 (a trivial bound) at ``joint_confidence`` 1."""
-    from dpaudit.tables import usable_for_verdict
+    from dpaudit.verdict import usable_for_verdict
 
     usable = table[usable_for_verdict(table, need_claim=False)] if len(table) else table
     if not len(usable):
