@@ -1,4 +1,12 @@
-"""``dpaudit audit``: run estimators on score files and print the tidy table."""
+"""Every chosen estimator on every score file it applies to. Without --config, each --estimator
+names a method run with its default parameters; with --config, names refer to the config's
+estimator blocks. Default: every method (or block) whose bounds assume no trade-off family
+(column 'assumes' empty); name the others (e.g. the GDP tests) to run them. The one-run bounds
+need the canaries' membership to be independent fair coins: where a file's IN count is
+implausible under the inclusion law it declares (two-sided exact binomial test, p-value in
+column membership_pvalue, level dpaudit.audit.MEMBERSHIP_TEST_LEVEL), their rows carry no bound
+and say why (column note).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +14,10 @@ import argparse
 import json
 import math
 
+HELP = "run estimators on score files and print the audit table"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "audit",
-        help="run estimators on score files and print the audit table",
-        description="Every chosen estimator on every score file it applies to. Without "
-        "--config, each --estimator names a method run with its default parameters; with "
-        "--config, names refer to the config's estimator blocks. Default: every method (or "
-        "block) whose bounds assume no trade-off family (column 'assumes' empty); name the "
-        "others (e.g. the GDP tests) to run them. The one-run bounds need the canaries' "
-        "membership to be independent fair coins: where a file's IN count is implausible under "
-        "the inclusion law it declares (two-sided exact binomial test, p-value in column "
-        "membership_pvalue, level dpaudit.audit.MEMBERSHIP_TEST_LEVEL), their rows carry no "
-        "bound and say why (column note).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scorefiles", nargs="+", metavar="SCOREFILE", help="score files (.npz)")
     p.add_argument(
         "--estimator",
@@ -38,7 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "union-bound joint_confidence at which that maximum holds, and the rows; infinite "
         'values are the strings "inf" / "-inf", NaN is null',
     )
-    p.set_defaults(func=run)
 
 
 def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict]:
