@@ -10,7 +10,7 @@ every mechanism, else a trade-off family, :data:`dpaudit.estimators.registry.ASS
 then each method's diagnostics. ``tradeoff_family`` is the family the score file declares the
 mechanism's trade-off curve to have (``meta["tradeoff_family"]``, e.g. ``gdp`` for a simulated
 Gaussian mechanism; ``""`` when it declares none): a verdict may use a row that assumes that
-same family (:func:`dpaudit.tables.add_verdicts`). ``membership_pvalue`` tests the file's IN
+same family (:func:`dpaudit.verdict.add_verdicts`). ``membership_pvalue`` tests the file's IN
 count against the inclusion law it declares (:func:`membership_pvalue`); where the membership
 is not plausibly fair coins, the rows of an estimator whose theorem needs them carry no bound
 (:func:`fair_coin_failure`, :data:`NOT_FAIR_COIN`).
@@ -28,6 +28,13 @@ import pandas as pd
 
 from dpaudit import estimators
 from dpaudit.scores import FAIR_COIN, FIXED_INCLUSION, ScoreFile, ScoreFileError
+
+
+class AuditTableError(ValueError):
+    """An audit table (CSV) is missing, empty, truncated, malformed, or holds a bound no audit
+    can have computed (:func:`dpaudit.tables.read_audit_csv`,
+    :func:`dpaudit.verdict.check_certifiable`)."""
+
 
 #: Columns every audit table starts with, in this order.
 ID_COLUMNS = [
@@ -108,7 +115,7 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         ident["test_accuracy"] = float(sf.meta["test_accuracy"])
     ident.update(conformance_columns(sf))
     bound = shuffle_lower_bound(sf)
-    if bound is not None:  # beside the verdict of a trained shuffle (dpaudit.tables)
+    if bound is not None:  # beside the verdict of a trained shuffle (dpaudit.verdict)
         ident["shuffle_lower_bound"] = bound
     for name, value in sorted((sf.meta.get("references") or {}).items()):
         # reference values of the setting (e.g. a known lower bound), drawn in figures
@@ -288,7 +295,7 @@ def _control_row(row: Mapping[str, Any]) -> dict[str, Any]:
 #: canaries, 500 +- 52 IN pass and 553 or more (447 or fewer) are rejected.
 MEMBERSHIP_TEST_LEVEL = 1e-3
 
-#: The ``note`` and the verdict (:func:`dpaudit.tables.verdict_reasons`) of a row whose coins are
+#: The ``note`` and the verdict (:func:`dpaudit.verdict.verdict_reasons`) of a row whose coins are
 #: not plausible fair coins: ``NOT_FAIR_COIN.format(detail="990 of 1000 IN")``.
 NOT_FAIR_COIN = "no verdict: membership is not a fair coin ({detail})"
 

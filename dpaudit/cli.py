@@ -1,8 +1,10 @@
 """The ``dpaudit`` command line: one subcommand per module in :mod:`dpaudit.commands`.
 
-Each module there defines ``register(subparsers)``, which adds its subcommand and sets
-``func`` (taking the parsed arguments, returning an exit code). New subcommands need no edit
-here.
+Each module there is one subcommand, named after the module (``_`` read as ``-``): its
+docstring is the subcommand's description (or ``DESCRIPTION`` where the text is computed),
+``HELP`` its line in ``dpaudit --help``, ``ALIASES`` its other names (optional),
+``arguments(parser)`` adds its options and ``run(args)`` runs it (an exit code). New
+subcommands need no edit here.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+        p = sub.add_parser(
+            info.name.replace("_", "-"),
+            aliases=getattr(module, "ALIASES", []),
+            help=module.HELP,
+            description=getattr(module, "DESCRIPTION", module.__doc__),
+        )
+        module.arguments(p)
+        p.set_defaults(func=module.run)
     return parser
 
 

@@ -6,7 +6,8 @@ flagged)."""
 from dpaudit.io import write_csv
 from dpaudit.manifest import start_job
 from dpaudit.plots.labels import add_label_columns
-from dpaudit.tables import add_setting_columns, add_verdicts, concat_tables, order_by_estimator
+from dpaudit.tables import add_setting_columns, concat_tables, order_by_estimator
+from dpaudit.verdict import add_verdicts
 
 log = start_job(snakemake)
 table = order_by_estimator(concat_tables(list(snakemake.input)), snakemake.params.estimators)

@@ -5,7 +5,7 @@ import pandas as pd
 from dpaudit.io import write_csv
 from dpaudit.manifest import start_job
 from dpaudit.plots.verdict import plot_verdicts, with_implementation
-from dpaudit.tables import verdict_table
+from dpaudit.verdict import verdict_table
 
 log = start_job(snakemake)
 p = snakemake.params.verdict

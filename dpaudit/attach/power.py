@@ -1,7 +1,7 @@
 """What one audit of a user's own training can see: its ceiling and its power.
 
 The verdict of :mod:`dpaudit.attach.verdict` flags a training when the largest of its
-family-free lower bounds (:data:`dpaudit.attach.verdict.VERDICT_ESTIMATORS`: Steinke, Nasr,
+family-free lower bounds (:data:`dpaudit.verdict.VERDICT_ESTIMATORS`: Steinke, Nasr,
 Jagielski 2023, arXiv:2305.08846, Theorem 3.1; Mahloujifar, Melis, Chaudhuri 2025,
 arXiv:2410.22235, Algorithm 3 with the ``approx_dp`` null; each with the Bonferroni selection
 of its guess count) exceeds the claim. "Not flagged" then means only that this run showed no
@@ -99,13 +99,13 @@ class _Grid:
 @lru_cache(maxsize=64)
 def _grids(m: int, confidence: float) -> tuple[_Grid, ...]:
     """The verdict estimators' guess grids and per-test levels at m canaries, read from
-    :func:`dpaudit.attach.verdict.verdict_specs` and the estimators' defaults; a verdict
+    :func:`dpaudit.verdict.verdict_specs` and the estimators' defaults; a verdict
     estimator set up otherwise than this module decides it is an error (not a silent miss)."""
-    from dpaudit.attach.verdict_estimators import verdict_specs
     from dpaudit.defaults import fill_defaults
     from dpaudit.estimators.fdp_one_run.audit import default_r_grid
     from dpaudit.estimators.one_run import bound as one_run
     from dpaudit.estimators.selection.rules import Bonferroni
+    from dpaudit.verdict import verdict_specs
 
     grids = []
     for name, spec in verdict_specs(confidence).items():

@@ -9,14 +9,15 @@ reads the verdict, and :func:`audit_scores` does both.
 **The verdict uses only bounds that hold for every mechanism meeting the claim.** A bound that
 assumes a trade-off family (the GDP or Laplace nulls of ``fdp_one_run`` / ``fdp_abstention``,
 or ``fdp_one_run``'s ``approx_dp`` null with delta > 0, see docs/estimators/fdp_one_run.md)
-can exceed the claim of a correct but non-Gaussian training. The verdict set is therefore
-chosen here explicitly, :data:`VERDICT_ESTIMATORS`: Steinke, Nasr, Jagielski 2023
-(arXiv:2305.08846, Theorem 3.1; ``one_run``) and Mahloujifar, Melis, Chaudhuri 2025
-(arXiv:2410.22235; ``fdp_abstention`` with the ``approx_dp`` null, which that recursion tests
-for every (epsilon, delta)-DP mechanism), each with a valid selection of its guess count
-(``bonferroni``). Both are tested at confidence 1 - (1 - confidence) / 2, so the verdict (a
-maximum over the two) holds at ``confidence`` by the union bound. Other estimators may be added
-to the table (``extra_estimators``); their rows are marked ``in_verdict`` False and never flag.
+can exceed the claim of a correct but non-Gaussian training. The verdict set is the registry's
+family-free bounds, :data:`VERDICT_ESTIMATORS` (the verdict rules: :mod:`dpaudit.verdict`):
+Steinke, Nasr, Jagielski 2023 (arXiv:2305.08846, Theorem 3.1; ``one_run``) and Mahloujifar,
+Melis, Chaudhuri 2025 (arXiv:2410.22235; ``fdp_abstention`` with the ``approx_dp`` null, which
+that recursion tests for every (epsilon, delta)-DP mechanism), each with a valid selection of
+its guess count (``bonferroni``). Both are tested at confidence 1 - (1 - confidence) / 2, so the
+verdict (a maximum over the two) holds at ``confidence`` by the union bound. Other estimators
+may be added to the table (``extra_estimators``); their rows are marked ``in_verdict`` False and
+never flag.
 """
 
 from __future__ import annotations
@@ -30,16 +31,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-# VERDICT_ESTIMATORS: re-exported, the verdict's estimators are part of this module's API
-from dpaudit.attach.verdict_estimators import VERDICT_ESTIMATORS as VERDICT_ESTIMATORS
-from dpaudit.attach.verdict_estimators import verdict_specs
 from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile, ScoreFileError
+
+# VERDICT_ESTIMATORS: re-exported, the verdict's estimators are part of this module's API
+from dpaudit.verdict import VERDICT_ESTIMATORS as VERDICT_ESTIMATORS
+from dpaudit.verdict import own_training_verdict
 
 if TYPE_CHECKING:
     from dpaudit.attach.power import Power
-
-#: The ``verdict`` of a table row outside :data:`VERDICT_ESTIMATORS`.
-OUTSIDE_VERDICT = "not used by the verdict: not a family-free estimator of this audit"
 
 #: The ``score`` of white-box Dirac gradient canaries added at the noise call
 #: (:class:`dpaudit.attach.core.GradientCanaries`), whose idealised law
@@ -282,8 +281,8 @@ class AuditResult:
 
     ``table``: the audit table (:func:`dpaudit.audit.audit`, one row per estimator and
     selection) with ``in_verdict`` (True for :data:`VERDICT_ESTIMATORS`) and, from
-    :func:`dpaudit.tables.add_verdicts`, ``exceeds_claim`` and ``verdict`` per row.
-    ``verdict``: one row (:func:`dpaudit.tables.verdict_table` over the verdict rows) with the
+    :func:`dpaudit.verdict.add_verdicts`, ``exceeds_claim`` and ``verdict`` per row.
+    ``verdict``: one row (:func:`dpaudit.verdict.verdict_table` over the verdict rows) with the
     claimed epsilon, the largest valid lower bound, its estimator, ``joint_confidence`` (at
     which the maximum holds), ``flagged`` and ``verdict``, and ``largest_detectable_epsilon``.
     ``power`` and ``unseen_stages``: what the run could see (:mod:`dpaudit.attach.power`),
@@ -377,7 +376,7 @@ def audit_file(
     (default: :data:`dpaudit.attach.power.UPSTREAM_STAGES` for Dirac gradient canaries added
     at the noise call, none otherwise; a conformance check that covered a stage removes it)."""
     from dpaudit.audit import audit
-    from dpaudit.tables import NO_CLAIM, add_verdicts, verdict_table
+    from dpaudit.verdict import verdict_specs
 
     if sf.meta["design"] != "one_run" or sf.n_trials != 1:
         raise ValueError(
@@ -390,40 +389,10 @@ def audit_file(
     if clash:
         raise ValueError(f"extra_estimators may not reuse the verdict's names {clash}")
     table = audit([sf], {**specs, **extra})
-    table["in_verdict"] = table["estimator"].isin(list(specs))
-    table = add_verdicts(table)
-    outside = ~table["in_verdict"]  # shown, never flagging
-    table.loc[outside, "exceeds_claim"] = 0
-    table.loc[outside, "verdict"] = OUTSIDE_VERDICT
-    rows = table[table["in_verdict"]]
-    by = ["experiment", "setting"]
-    ceiling = largest_detectable_epsilon(sf.n_canaries, sf.delta, confidence)
-    eps = pd.to_numeric(rows["epsilon"])
-    # no bound at all where the membership is not a fair coin (dpaudit.audit.fair_coin_failure)
-    best_idx = eps.idxmax() if eps.notna().any() else rows.index[0]
-    if sf.meta["claimed_epsilon"] is None:
-        best = rows.loc[best_idx]
-        verdict = pd.DataFrame(
-            [
-                {
-                    "experiment": sf.meta["experiment"],
-                    "setting": sf.meta["setting"],
-                    "claimed_epsilon": math.inf,
-                    "epsilon_lower_bound": float(best["epsilon"]),
-                    "confidence": float(best["confidence"]),
-                    "rows_combined": len(rows),
-                    "joint_confidence": confidence,
-                    "flagged": 0,
-                    "verdict": NO_CLAIM if eps.notna().any() else best["verdict"],
-                }
-            ]
-        )
-    else:
-        verdict = verdict_table(rows, by)
-    verdict.insert(3, "delta", sf.delta)
-    verdict.insert(4, "accountant", sf.meta["accountant"])
-    verdict["estimator"] = rows.loc[best_idx, "estimator"]
-    verdict["largest_detectable_epsilon"] = ceiling
+    table, verdict = own_training_verdict(table, list(specs), sf.meta, confidence)
+    verdict["largest_detectable_epsilon"] = largest_detectable_epsilon(
+        sf.n_canaries, sf.delta, confidence
+    )
     verdict["m"] = sf.n_canaries
     if unseen_stages is None:
         from dpaudit.attach.power import UPSTREAM_STAGES

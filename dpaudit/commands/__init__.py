@@ -1,4 +1,5 @@
-"""Subcommands of the ``dpaudit`` CLI; each module defines ``register(subparsers)``.
+"""Subcommands of the ``dpaudit`` CLI, one a module: its docstring the description, ``HELP``,
+``arguments(parser)`` and ``run(args)`` (:mod:`dpaudit.cli` says how they are read).
 
 :mod:`dpaudit.cli` finds them with ``pkgutil`` (one layer above this package); what the
 subcommands share lives here, so that they never import :mod:`dpaudit.cli`.

@@ -1,4 +1,7 @@
-"""``dpaudit accountant``: epsilon of one DP-SGD setting under every accountant, side by side."""
+"""Epsilon of T steps of the Poisson-subsampled Gaussian mechanism (noise multiplier S, sample rate
+Q) at delta D, from dp_accounting's PLD and Opacus' PRV, RDP and GDP accountants. With --json,
+'epsilon' is the PLD value.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +15,10 @@ from dpaudit.accounting.dpsgd import (
     accountant_table,
 )
 
+HELP = "claimed epsilon of Poisson-subsampled DP-SGD under PLD, PRV, RDP and GDP"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "accountant",
-        help="claimed epsilon of Poisson-subsampled DP-SGD under PLD, PRV, RDP and GDP",
-        description="Epsilon of T steps of the Poisson-subsampled Gaussian mechanism "
-        "(noise multiplier S, sample rate Q) at delta D, from dp_accounting's PLD and "
-        "Opacus' PRV, RDP and GDP accountants. With --json, 'epsilon' is the PLD value.",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-multiplier", type=float, required=True, help="sigma (noise / clip)")
     p.add_argument("--sample-rate", type=float, required=True, help="Poisson sample rate q")
     p.add_argument("--steps", type=int, required=True, help="number of DP-SGD steps T")
@@ -34,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "accountant's error, before it is allocated, and the other accountants still answer",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

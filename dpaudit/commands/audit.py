@@ -1,4 +1,12 @@
-"""``dpaudit audit``: run estimators on score files and print the tidy table."""
+"""Every chosen estimator on every score file it applies to. Without --config, each --estimator
+names a method run with its default parameters; with --config, names refer to the config's
+estimator blocks. Default: every method (or block) whose bounds assume no trade-off family
+(column 'assumes' empty); name the others (e.g. the GDP tests) to run them. The one-run bounds
+need the canaries' membership to be independent fair coins: where a file's IN count is
+implausible under the inclusion law it declares (two-sided exact binomial test, p-value in
+column membership_pvalue, level dpaudit.audit.MEMBERSHIP_TEST_LEVEL), their rows carry no bound
+and say why (column note).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +14,10 @@ import argparse
 import json
 import math
 
+HELP = "run estimators on score files and print the audit table"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "audit",
-        help="run estimators on score files and print the audit table",
-        description="Every chosen estimator on every score file it applies to. Without "
-        "--config, each --estimator names a method run with its default parameters; with "
-        "--config, names refer to the config's estimator blocks. Default: every method (or "
-        "block) whose bounds assume no trade-off family (column 'assumes' empty); name the "
-        "others (e.g. the GDP tests) to run them. The one-run bounds need the canaries' "
-        "membership to be independent fair coins: where a file's IN count is implausible under "
-        "the inclusion law it declares (two-sided exact binomial test, p-value in column "
-        "membership_pvalue, level dpaudit.audit.MEMBERSHIP_TEST_LEVEL), their rows carry no "
-        "bound and say why (column note).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scorefiles", nargs="+", metavar="SCOREFILE", help="score files (.npz)")
     p.add_argument(
         "--estimator",
@@ -38,7 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "union-bound joint_confidence at which that maximum holds, and the rows; infinite "
         'values are the strings "inf" / "-inf", NaN is null',
     )
-    p.set_defaults(func=run)
 
 
 def estimator_specs(names: list[str], config_path: str | None) -> dict[str, dict]:
@@ -162,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
 def headline(table) -> dict:
     """The headline of ``dpaudit audit --json``: ``epsilon``, the largest bound over the rows that
-    may decide a verdict (:func:`dpaudit.tables.usable_for_verdict`: valid, assuming no trade-off
+    may decide a verdict (:func:`dpaudit.verdict.usable_for_verdict`: valid, assuming no trade-off
     family the file does not declare, at the claim's delta or larger) or would but for a missing
     claim (a file whose ``claimed_epsilon`` is null, e.g. the noise-free control, still has valid
     bounds), over every file, estimator and selection rule; ``rows_combined``, how many rows that
@@ -171,7 +167,7 @@ def headline(table) -> dict:
     ``confidence`` holds for that row alone: the maximum of N rows at 95% each holds at 1 - 0.05 N
     only (on 40 files of a mechanism whose true epsilon is 0 the largest of them exceeds 0 by
     chance). Without a usable row ``epsilon`` is 0 (a trivial bound) at ``joint_confidence`` 1."""
-    from dpaudit.tables import usable_for_verdict
+    from dpaudit.verdict import usable_for_verdict
 
     usable = table[usable_for_verdict(table, need_claim=False)] if len(table) else table
     if not len(usable):

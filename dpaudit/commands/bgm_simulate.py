@@ -1,4 +1,7 @@
-"""``dpaudit bgm-simulate``: write a multi_run score file of the Batched Gaussian Mechanism."""
+"""Runs the shuffled Batched Gaussian Mechanism RUNS times on D (target present) and on D'
+(zero-out), scores each run by the likelihood ratio of the threat model, and writes a score file
+of design multi_run.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +9,10 @@ import argparse
 
 from dpaudit.mechanisms.batched_gaussian import BGM_THREAT_MODELS
 
+HELP = "simulate the Batched Gaussian Mechanism audit (Annamalai et al., Alg. 4)"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bgm-simulate",
-        help="simulate the Batched Gaussian Mechanism audit (Annamalai et al., Alg. 4)",
-        description="Runs the shuffled Batched Gaussian Mechanism RUNS times on D (target "
-        "present) and on D' (zero-out), scores each run by the likelihood ratio of the threat "
-        "model, and writes a score file of design multi_run.",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, required=True, help="runs per hypothesis")
     p.add_argument("--steps", type=int, required=True, help="batches per epoch T")
     p.add_argument("--sigma", type=float, required=True, help="noise multiplier")
@@ -26,7 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--experiment", default="shuffle_bgm")
     p.add_argument("--setting", default="default")
     p.add_argument("--out", required=True, help="path of the .npz score file")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,5 +1,8 @@
-"""``dpaudit fdp-one-run-bound``: the tight one-run lower bound of Xiang et al. (2025) from
-guess counts (Theorem 3, Proposition 1, Algorithm 2)."""
+"""Lower bound on epsilon from n randomized bits of which the r most confident guesses were
+released and WRONG of them were wrong, under a one-parameter f-DP null family, reported as
+(epsilon, delta) by Algorithm 2. Caution: for --family approx-dp with delta > 0 the paper's
+Theorem 1 is not sound for every (epsilon, delta)-DP mechanism (docs/estimators/fdp_one_run.md).
+"""
 
 from __future__ import annotations
 
@@ -10,17 +13,10 @@ from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators.fdp_one_run.bound import epsilon_lower_bound
 from dpaudit.estimators.fdp_one_run.tails import TAILS
 
+HELP = "tight one-run f-DP lower bound (Xiang et al. 2025, Theorem 3 + Proposition 1)"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "fdp-one-run-bound",
-        help="tight one-run f-DP lower bound (Xiang et al. 2025, Theorem 3 + Proposition 1)",
-        description="Lower bound on epsilon from n randomized bits of which the r most "
-        "confident guesses were released and WRONG of them were wrong, under a one-parameter "
-        "f-DP null family, reported as (epsilon, delta) by Algorithm 2. Caution: for "
-        "--family approx-dp with delta > 0 the paper's Theorem 1 is not sound for every "
-        "(epsilon, delta)-DP mechanism (docs/estimators/fdp_one_run.md).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, required=True, help="number of randomized bits (canaries)")
     p.add_argument("--r", type=int, required=True, help="number of released guesses")
     p.add_argument("--wrong", type=int, required=True, help="wrong guesses among the r")
@@ -53,7 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "conditioned on the selection threshold; an extension); default: %(default)s",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,7 @@
-"""``dpaudit lidp-bound``: the LiDP lower bound (Pillutla et al. 2023, Alg. 1) of score files."""
+"""Lower bound on epsilon from score files of design 'lidp' (K inserted and m null canaries per
+trial), with XBern confidence intervals (Algs. 2-7). Several files are stacked as more trials of
+one setting.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +10,10 @@ import argparse
 from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators.lidp import xbern
 
+HELP = "LiDP epsilon lower bound from lidp score files (Pillutla et al. 2023, Alg. 1)"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "lidp-bound",
-        help="LiDP epsilon lower bound from lidp score files (Pillutla et al. 2023, Alg. 1)",
-        description="Lower bound on epsilon from score files of design 'lidp' (K inserted and "
-        "m null canaries per trial), with XBern confidence intervals (Algs. 2-7). Several "
-        "files are stacked as more trials of one setting.",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scores", nargs="+", help="score file(s) (.npz) of one setting")
     d = estimator_defaults("lidp")  # the config schema's defaults, as in the pipeline
     p.add_argument("--interval", choices=xbern.INTERVALS, help=f"default: {d['interval']}")
@@ -34,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split-seed", type=int, help=f"default: {d['split_seed']}")
     p.add_argument("--variant", choices=xbern.VARIANTS, help=f"default: {d['variant']}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,7 @@
-"""``dpaudit multi-run-bound``: epsilon lower bound from FPR/FNR counts (Annamalai et al. Eq. 1)."""
+"""Clopper-Pearson upper bounds on the FPR and FNR of one fixed threshold (each at 1 - (1 -
+confidence)/2, so both hold jointly at CONFIDENCE), plugged into Eq. 1 of Annamalai et al. The
+threshold must not have been chosen on these runs.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +10,15 @@ import argparse
 from dpaudit.commands import add_claim_arguments
 from dpaudit.estimators.multi_run.definition import epsilon_from_counts
 
+HELP = "multi-run epsilon lower bound from false-positive/negative counts (Eq. 1)"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "multi-run-bound",
-        help="multi-run epsilon lower bound from false-positive/negative counts (Eq. 1)",
-        description="Clopper-Pearson upper bounds on the FPR and FNR of one fixed threshold "
-        "(each at 1 - (1 - confidence)/2, so both hold jointly at CONFIDENCE), plugged into "
-        "Eq. 1 of Annamalai et al. The threshold must not have been chosen on these runs.",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--false-pos", type=int, required=True, help="non-member runs called IN")
     p.add_argument("--nonmembers", type=int, required=True, help="runs without the target")
     p.add_argument("--false-neg", type=int, required=True, help="member runs called OUT")
     p.add_argument("--members", type=int, required=True, help="runs with the target")
     add_claim_arguments(p, "multi_run_cp", joint=True)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

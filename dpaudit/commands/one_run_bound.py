@@ -1,4 +1,6 @@
-"""``dpaudit one-run-bound``: the one-run lower bound from guess counts (Theorem 3.1)."""
+"""Lower bound on epsilon from r guesses of which CORRECT were right, with M canaries randomized by
+fair coins (the delta term scales with M).
+"""
 
 from __future__ import annotations
 
@@ -7,19 +9,14 @@ import argparse
 from dpaudit.commands import add_claim_arguments
 from dpaudit.estimators.one_run.bound import epsilon_lower_bound
 
+HELP = "one-run epsilon lower bound (Steinke, Nasr, Jagielski 2023, Theorem 3.1)"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "one-run-bound",
-        help="one-run epsilon lower bound (Steinke, Nasr, Jagielski 2023, Theorem 3.1)",
-        description="Lower bound on epsilon from r guesses of which CORRECT were right, "
-        "with M canaries randomized by fair coins (the delta term scales with M).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--m", type=int, required=True, help="number of randomized canaries")
     p.add_argument("--r", type=int, required=True, help="number of guesses (k+ + k-)")
     p.add_argument("--correct", type=int, required=True, help="number of correct guesses")
     add_claim_arguments(p, "one_run")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,6 @@
-"""``dpaudit prepare-data``: fetch (checksums verified) and prepare one data set as a .npz."""
+"""Deterministic subset/variant of a data set as one .npz with x_train, y_train, x_test, y_test,
+x_canary, y_canary and a JSON meta (see docs/data.md).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +10,10 @@ import sys
 
 from dpaudit.data.prepare import DATASETS
 
+HELP = "fetch a data set (checksums verified, optional mirror) and write the prepared .npz"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "prepare-data",
-        help="fetch a data set (checksums verified, optional mirror) and write the prepared .npz",
-        description="Deterministic subset/variant of a data set as one .npz with x_train, "
-        "y_train, x_test, y_test, x_canary, y_canary and a JSON meta (see docs/data.md).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", required=True, choices=DATASETS)
     p.add_argument(
         "--params", default="{}", help="JSON object of preparation params (docs/data.md)"
@@ -29,7 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", required=True, help="output .npz path")
     p.add_argument("--json", action="store_true", help="print the file's meta as JSON")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,21 +1,17 @@
-"""``dpaudit selection-bound``: privacy of hyper-parameter tuning with a random number of runs
-(Xiang, Wang, Wang 2024): Algorithm 3, Papernot-Steinke and the exact epsilon of the reduced
-game; or a reproduction of the paper's printed tables."""
+"""Privacy of releasing the best of K ~ xi DP-SGD runs, via the reduced game 'max of K draws of
+N(0,1) vs N(mu,1)'. Give --mu, or --epsilon-base (with --tau and --steps) to calibrate sigma
+with the RDP accountant. 'epsilon' is Algorithm 3's bound. --reproduce prints the paper
+comparison tables instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+HELP = "epsilon of tuned DP-SGD: Algorithm 3 / Papernot-Steinke / exact (Xiang et al. 2024)"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "selection-bound",
-        help="epsilon of tuned DP-SGD: Algorithm 3 / Papernot-Steinke / exact (Xiang et al. 2024)",
-        description="Privacy of releasing the best of K ~ xi DP-SGD runs, via the reduced game "
-        "'max of K draws of N(0,1) vs N(mu,1)'. Give --mu, or --epsilon-base (with --tau and "
-        "--steps) to calibrate sigma with the RDP accountant. 'epsilon' is Algorithm 3's bound. "
-        "--reproduce prints the paper comparison tables instead.",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--xi", choices=("tnb", "poisson", "binary", "fixed"), default="tnb")
     p.add_argument("--eta", type=float, default=0.0, help="TNB eta (default 0)")
     p.add_argument("--nu", type=float, default=1e-2, help="TNB nu (default 1e-2)")
@@ -41,7 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print our numbers next to the paper's",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

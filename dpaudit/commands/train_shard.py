@@ -1,14 +1,6 @@
-"""``dpaudit train-shard`` (alias ``dpaudit train``): one training job, written to a score file.
-
-The run is described by a JSON or YAML file with the keys of a run spec
-(:func:`dpaudit.training.job.train_job`: ``design``, ``threat_model``, ``model``,
-``canaries``, ``train``, ``target_epsilon``) and a prepared data set (``dpaudit prepare-data``)
-or ``synthetic``; ``train.engine`` chooses the engine (``opacus``, ``auto``, ``stacked``,
-``func``). A vectorised job's checkpoint beside the output lets a killed job resume (logged on
-stderr); one of another run or an unreadable one is discarded with a warning; it is removed
-once the score file is written. Per-step observations (``per_step_dot``) go to
-``<output>.observations.npz``. Keys left out take the config schema's defaults, as in the
-pipeline.
+"""DP-SGD with canaries, one job: a shard of models trained at once by the vectorised engine, or
+one model with Opacus (train.engine: opacus); writes one score file with one row per trained
+model. See docs/training.md.
 """
 
 from __future__ import annotations
@@ -18,16 +10,11 @@ import json
 import logging
 import zipfile
 
+ALIASES = ["train"]
+HELP = "train a shard of DP-SGD models with canaries and write its score file"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "train-shard",
-        aliases=["train"],
-        help="train a shard of DP-SGD models with canaries and write its score file",
-        description="DP-SGD with canaries, one job: a shard of models trained at once by the "
-        "vectorised engine, or one model with Opacus (train.engine: opacus); writes one score "
-        "file with one row per trained model. See docs/training.md.",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run",
         required=True,
@@ -53,7 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default: the whole batch)",
     )
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
-    p.set_defaults(func=run)
 
 
 def read_run_spec(path: str) -> dict:

@@ -8,19 +8,20 @@ import argparse
 CHANGED = 3
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "verify",
-        help="check a results tree against the checksums its jobs recorded",
-        description="Each pipeline job records the SHA-256 of every output it writes, and of "
-        "every input it read, beside the output (.<name>.manifest.json; docs/verify.md). This "
-        "command checks every record under the given folders or files and names each file "
-        "whose content changed since it was written (edited, rewritten, cut: a restored "
-        "modification time does not hide it), each recorded file that is gone, and each "
-        "result made from an input that has changed since. Input paths in the records are "
-        "relative to the working directory the run used: run it there. Exit 0 when all is as "
-        f"recorded, {CHANGED} otherwise.",
-    )
+HELP = "check a results tree against the checksums its jobs recorded"
+DESCRIPTION = (
+    "Each pipeline job records the SHA-256 of every output it writes, and of "
+    "every input it read, beside the output (.<name>.manifest.json; docs/verify.md). This "
+    "command checks every record under the given folders or files and names each file "
+    "whose content changed since it was written (edited, rewritten, cut: a restored "
+    "modification time does not hide it), each recorded file that is gone, and each "
+    "result made from an input that has changed since. Input paths in the records are "
+    "relative to the working directory the run used: run it there. Exit 0 when all is as "
+    f"recorded, {CHANGED} otherwise."
+)
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "paths", nargs="*", default=["results"], help="folders or files (default: results)"
     )
@@ -31,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "something other than a pipeline job, e.g. the per-target reports)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -149,7 +149,7 @@ def _check_verdict_tradeoff(config: dict[str, Any], exp: str, block: dict[str, A
     """A verdict groups by columns the audit table has and reads an estimator the experiment
     runs; a trade-off figure selects at least one setting of a multi_run experiment and asks
     for no more runs than a setting has (each fails only inside a job otherwise)."""
-    from dpaudit.tables import VERDICT_ID_COLUMNS  # pandas
+    from dpaudit.verdict import VERDICT_ID_COLUMNS  # pandas
 
     verdict, tradeoff = block.get("verdict"), block.get("tradeoff")
     if (verdict or tradeoff) and block.get("kind") != "train":

@@ -170,7 +170,7 @@ def family_free_blocks(design: str) -> dict[str, dict[str, Any]]:
     :data:`FAMILY_FREE`; no :attr:`Method.estimate`), in the order of :data:`METHODS`: a method
     with its default parameters (named as the method), or under each null family it tests
     without assuming it (named ``<method>_<family>``). The own-training verdict runs those of
-    design ``one_run`` (:data:`dpaudit.attach.verdict_estimators.VERDICT_ESTIMATORS`)."""
+    design ``one_run`` (:data:`dpaudit.verdict.VERDICT_ESTIMATORS`)."""
     out: dict[str, dict[str, Any]] = {}
     for m in METHODS.values():
         if design not in m.designs or m.estimate:

@@ -1,6 +1,7 @@
 """The practitioner's verdict figure: per implementation, its valid lower bound against its claim.
 
-One row per row of :func:`dpaudit.tables.verdict_table`: a dot at the largest valid epsilon
+One row per row of :func:`dpaudit.verdict.verdict_table` (the verdict rules and their words are
+:mod:`dpaudit.verdict`'s; this module only draws): a dot at the largest valid epsilon
 lower bound that assumes no trade-off family the score files do not declare (filled and orange
 when it exceeds the claimed epsilon, i.e. the implementation is flagged; hollow and blue
 otherwise: not flagged, no evidence at these runs), a grey tick at the claimed epsilon, and a
@@ -23,6 +24,7 @@ import pandas as pd
 from dpaudit.plots import pyplot
 from dpaudit.plots.labels import confidence_text, value_label
 from dpaudit.plots.style import CLAIMED, PALETTE, REFERENCE, legend, save, styled, title
+from dpaudit.verdict import FLAGGED_LEGEND, NO_VERDICT_MARK, NOT_FLAGGED_LEGEND
 
 FLAGGED_COLOR = PALETTE[1]
 NOT_FLAGGED_COLOR = PALETTE[0]
@@ -55,7 +57,7 @@ def row_labels(verdicts: pd.DataFrame) -> list[str]:
             if several
             else r.implementation
         )
-        + ("" if np.isfinite(r.epsilon_lower_bound) else " (no verdict)")
+        + ("" if np.isfinite(r.epsilon_lower_bound) else f" {NO_VERDICT_MARK}")
         for r in verdicts.itertuples()
     ]
 
@@ -80,13 +82,8 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
             [], [], ls="none", marker="|", ms=7, mew=1.5, color=CLAIMED["color"], label="claimed ε"
         )
         for mask, color, face, text in (
-            (flagged, FLAGGED_COLOR, FLAGGED_COLOR, "flagged: valid lower bound > claim"),
-            (
-                ~flagged & has_bound,
-                NOT_FLAGGED_COLOR,
-                "none",
-                "not flagged: no evidence at these runs",
-            ),
+            (flagged, FLAGGED_COLOR, FLAGGED_COLOR, FLAGGED_LEGEND),
+            (~flagged & has_bound, NOT_FLAGGED_COLOR, "none", NOT_FLAGGED_LEGEND),
         ):
             if mask.any():
                 ax.scatter(

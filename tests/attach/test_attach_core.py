@@ -20,9 +20,8 @@ from dpaudit.attach import (
     make_score_file,
     resolve_claim,
 )
-from dpaudit.attach.verdict import OUTSIDE_VERDICT
 from dpaudit.cli import main
-from dpaudit.tables import FLAGGED
+from dpaudit.verdict import FLAGGED, OUTSIDE_VERDICT
 
 
 def _simulate(c: GradientCanaries, steps: int, sigma: float, seed: int = 0) -> None:
@@ -264,7 +263,7 @@ def test_issue36_item10_draws_and_observations_must_pair() -> None:
 
 
 def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:
-    from dpaudit.tables import NO_CLAIM
+    from dpaudit.verdict import NO_CLAIM
 
     c = GradientCanaries(100, 1000, sample_rate=1.0, clip_norm=1.0, seed=0)
     _simulate(c, 3, sigma=0.0)

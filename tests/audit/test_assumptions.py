@@ -28,7 +28,7 @@ from dpaudit.mechanisms.one_run_ideal import gaussian_score_file, randomized_res
 from dpaudit.pipeline.params import estimator_block
 from dpaudit.pipeline.settings import applicable_estimators
 from dpaudit.scores import ScoreFile
-from dpaudit.tables import (
+from dpaudit.verdict import (
     ASSUMES,
     FLAGGED,
     NO_CLAIM,

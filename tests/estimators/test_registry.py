@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from dpaudit.attach.verdict_estimators import VERDICT_ESTIMATORS
 from dpaudit.defaults import estimator_methods, load_schema
 from dpaudit.estimators.registry import (
     FAMILY_FREE,
@@ -17,6 +16,7 @@ from dpaudit.estimators.registry import (
 from dpaudit.mechanisms.registry import simulate
 from dpaudit.plots.labels import METHOD_LABELS
 from dpaudit.plots.style import METHOD_COLORS
+from dpaudit.verdict import VERDICT_ESTIMATORS
 
 SCHEMA = load_schema()
 
@@ -46,7 +46,7 @@ def test_display_names_and_colours_name_registered_methods():
 
 
 def test_verdict_estimators_are_the_registrys_family_free_bounds():
-    """issue 38: attach.verdict_estimators.VERDICT_ESTIMATORS is derived from the registry's
+    """issue 38: dpaudit.verdict.VERDICT_ESTIMATORS is derived from the registry's
     ``assumes``: the one_run-design blocks whose rows are valid bounds for every mechanism, each
     with the valid ``bonferroni`` selection, in the order the verdict has always run them."""
     blocks = family_free_blocks("one_run")

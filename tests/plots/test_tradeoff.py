@@ -27,7 +27,7 @@ from dpaudit.plots.tradeoff import (
 )
 from dpaudit.plots.verdict import draw_verdicts, with_implementation
 from dpaudit.scores import ScoreFile
-from dpaudit.tables import FLAGGED, verdict_table
+from dpaudit.verdict import FLAGGED, verdict_table
 
 ALPHA = np.linspace(0.0, 1.0, 201)
 

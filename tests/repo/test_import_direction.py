@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("estimators",),
     ("analyses",),
     ("audit",),
+    ("verdict",),
     ("tables", "reproduction", "plots"),
     ("attach",),
     ("pipeline", "report"),

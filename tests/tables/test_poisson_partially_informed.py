@@ -27,7 +27,7 @@ from dpaudit.accounting.shuffling import poisson_reference_epsilon
 from dpaudit.audit import POISSON_PARTIALLY_INFORMED, audit
 from dpaudit.defaults import estimator_defaults
 from dpaudit.scores import ScoreFile
-from dpaudit.tables import FLAGGED, NOT_COVERED, add_verdicts, verdict_table
+from dpaudit.verdict import FLAGGED, NOT_COVERED, add_verdicts, verdict_table
 
 SIGMA, Q, STEPS, DELTA = 1.289, 0.01, 100, 1e-5  # config/cpu/shuffling.yaml (B = 10, N = 1000)
 CLAIMED = 0.394  # its claimed (Opacus PRV) epsilon

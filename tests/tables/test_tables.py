@@ -12,14 +12,12 @@ from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
 from dpaudit.scores import ScoreFileError
 from dpaudit.tables import (
     AuditTableError,
-    add_verdicts,
-    check_certifiable,
     concat_tables,
     order_by_estimator,
     read_audit_csv,
-    verdict_table,
     write_audit_csv,
 )
+from dpaudit.verdict import add_verdicts, check_certifiable, verdict_table
 
 SPEC = {"method": "one_run"}
 
@@ -144,7 +142,7 @@ def test_an_estimator_that_does_not_apply_is_an_error(seed_files):
 
 
 def test_verdicts_flag_only_valid_bounds_above_the_claim():
-    from dpaudit.tables import (
+    from dpaudit.verdict import (
         FLAGGED,
         NO_CLAIM,
         NOT_A_BOUND,
@@ -300,7 +298,7 @@ def test_the_audit_row_carries_its_evidence_coverage_and_the_shuffle_lower_bound
 
 
 def test_the_verdict_table_states_its_evidence_lower_bound_and_familywise_confidence():
-    from dpaudit.tables import familywise_confidence, verdict_table
+    from dpaudit.verdict import familywise_confidence, verdict_table
 
     base = {"claimed_epsilon": 0.4, "valid": True, "confidence": 0.975, "design": "multi_run"}
     rows = pd.DataFrame(
@@ -356,7 +354,7 @@ def test_no_family_free_one_run_estimator_exceeds_the_ceiling_it_is_checked_agai
     pay for their choice of guess count, stay below), so an honest table is never refused."""
     from dpaudit.audit import audit
     from dpaudit.scores import ScoreFile
-    from dpaudit.tables import one_run_ceiling
+    from dpaudit.verdict import one_run_ceiling
 
     specs = {
         "one_run": {"method": "one_run", "selections": ["bonferroni", "grid_max_uncorrected"]},
@@ -393,7 +391,7 @@ def test_issue36_item1_membership_that_is_not_a_fair_coin_never_flags(tmp_path):
     a row without a bound, never flagged. Beside a fair-coin seed, that seed decides."""
     import numpy as np
 
-    from dpaudit.tables import add_verdicts, verdict_table
+    from dpaudit.verdict import add_verdicts, verdict_table
 
     rng = np.random.default_rng(1)
     member = np.zeros((1, 1000), dtype=np.int8)
@@ -425,7 +423,7 @@ def test_issue36_item1_membership_that_is_not_a_fair_coin_never_flags(tmp_path):
 def test_issue36_item4_a_zero_bound_from_few_canaries_is_certifiable():
     """Issue 36, item 4: with 4 canaries logit((1 - conf)^(1/m)) is negative; the trivial
     bound 0 such a run reports is not refused as an edit (the ceiling is never below 0)."""
-    from dpaudit.tables import one_run_ceiling
+    from dpaudit.verdict import one_run_ceiling
 
     assert one_run_ceiling(4, 0.975) == 0.0
     assert one_run_ceiling(100, 0.95) > 3
@@ -437,9 +435,9 @@ def test_issue37_the_verdict_table_shows_the_conformance_report_beside_the_bound
     and, per implementation, verdict-table columns beside the bound: the departing stages (their
     union over the seeds), the unseen ones, the measured epsilon (largest) beside the claim; a
     file without a report gets none of them."""
-    from dpaudit.attach.conformance import Check, report
+    from dpaudit.attach.conformance import STAGES, Check, report
     from dpaudit.audit import CONFORMANCE_COLUMNS, audit
-    from dpaudit.tables import verdict_table
+    from dpaudit.verdict import verdict_table
 
     def with_report(seed: int, departs: bool, eps: float):
         sf = randomized_response_score_file(100, 2.0, 1e-6, seed=seed, setting="eps2")
@@ -457,7 +455,8 @@ def test_issue37_the_verdict_table_shows_the_conformance_report_beside_the_bound
     assert sorted(rows["conformance_departs"].unique()) == ["noise", "none"]
     v = verdict_table(rows, ["setting"]).iloc[0]
     assert v["conformance_departs"] == "noise"
-    assert v["conformance_unseen"] == "sampling; steps; sensitivity; accounting"
+    # every stage but the one the check measured (the stages of dpaudit.attach.conformance)
+    assert v["conformance_unseen"] == "; ".join(s for s in STAGES if s != "noise")
     assert v["measured_epsilon"] == 9.0 and v["measured_epsilon_lower"] == 8.5
     assert v["conformance_alpha"] == 0.01 and "epsilon_lower_bound" in v
     assert v["conformance_first_step"] == 7

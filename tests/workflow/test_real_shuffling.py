@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from dpaudit import scores
-from dpaudit.tables import FLAGGED, verdict_table
+from dpaudit.verdict import FLAGGED, verdict_table
 from tests.workflow.test_pipeline_e2e import snakemake
 
 pytestmark = pytest.mark.slow

@@ -11,13 +11,9 @@ import numpy as np
 from dpaudit.attach.catalogue.common import (
     clip_rows,
     digits_mlp,
-    flat,
-    load_params,
+    loop,
     opacus_engine,
     opacus_training,
-    params_of,
-    per_example_gradients,
-    sgd_step,
     train_opacus,
 )
 
@@ -87,23 +83,14 @@ def accumulation_counted_twice(
     q, c = run.q, run.clip
     physical_q, physical_steps = q / ACCUMULATION, run.steps * ACCUMULATION  # the user's view
     sigma = run.sigma(physical_q, physical_steps)
-    params, grads = params_of(run.model), per_example_gradients(run.model)
-    n_params = sum(v.numel() for v in params.values())
-    canaries = audit.gradient_canaries(
-        n_params, physical_q, c, coordinates=run.coordinates(audit.m)
-    )
-    gen = run.generator("steps")
+    lp = loop(run, audit, physical_q, c)
     for _ in range(run.steps):
-        rows = (torch.rand(run.n, generator=gen, device=run.device) < q).nonzero()[:, 0]
-        summed = torch.zeros(n_params, device=run.device)
+        rows = lp.poisson_batch(run.n, q).nonzero()[:, 0]
+        summed = torch.zeros(lp.n_params, device=run.device)
         for part in rows.tensor_split(ACCUMULATION):  # accumulate physical batches
-            g = flat(grads(params, run.x[part], run.y[part]), len(part))
-            summed += clip_rows(g, c).sum(0)
-        summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
-        noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
-        canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / run.batch, run.lr)
-    load_params(run.model, params)
+            summed += clip_rows(lp.gradients(part, len(part)), c).sum(0)
+        lp.release(lp.with_canaries(summed) + sigma * c * lp.noise(), run.batch)
+    lp.finish()
     # the claim counts physical batches: rate q / 2 over twice the steps
     eps = poisson_epsilon(sigma, physical_q, physical_steps, run.delta, run.accountant)
     return {

@@ -17,11 +17,7 @@ from dpaudit.attach.catalogue.common import (
     claim_settings,
     clip_rows,
     digits_mlp,
-    flat,
-    load_params,
-    params_of,
-    per_example_gradients,
-    sgd_step,
+    loop,
 )
 
 #: The ``max_grad_norm`` the fast-clipping user asks for, as a fraction of ``train.max_grad_norm``
@@ -36,28 +32,16 @@ def fast_clipping_ignores_max_grad_norm(
 ) -> dict:
     """The user asks for ``max_grad_norm`` 0.1 and scales the noise to it; the clipping
     ignores it and clips at the default 1.0 (Opacus PR #664, fast gradient clipping)."""
-    import torch
-
     run = digits_mlp(data, audit, seed, device)
     sigma, q = run.sigma(), run.q
     max_grad_norm, default_norm = FAST_CLIPPING_ASKED * run.clip, run.clip
-    params, grads = params_of(run.model), per_example_gradients(run.model)
-    n_params = sum(v.numel() for v in params.values())
-    canaries = audit.gradient_canaries(
-        n_params, q, max_grad_norm, coordinates=run.coordinates(audit.m)
-    )
-    gen = run.generator("steps")
+    lp = loop(run, audit, q, max_grad_norm)
     for _ in range(run.steps):
-        batch = torch.rand(run.n, generator=gen, device=run.device) < q
-        b = int(batch.sum())
-        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
+        batch = lp.poisson_batch(run.n, q)
+        g = lp.canaries.probe_rows(lp.gradients(batch, int(batch.sum())))
         summed = clip_rows(g, default_norm).sum(0)  # BUG: max_grad_norm not used
-        summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
-        noise = torch.randn(n_params, generator=gen, device=run.device)
-        noisy = summed + sigma * max_grad_norm * noise
-        canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / run.batch, run.lr)
-    load_params(run.model, params)
+        lp.release(lp.with_canaries(summed) + sigma * max_grad_norm * lp.noise(), run.batch)
+    lp.finish()
     return claim_settings(sigma, q, run.steps, run, "fast_clipping_ignores_max_grad_norm")
 
 
@@ -73,22 +57,16 @@ def microbatch_clipping(data: dict[str, np.ndarray], audit: Any, seed: int, devi
     q = 1.0 / -(-n_micro // (run.batch // MICROBATCH))  # microbatches per batch: B / 2
     steps = run.epochs * round(1 / q)
     sigma = run.sigma(q, steps)
-    params, grads = params_of(run.model), per_example_gradients(run.model)
-    n_params = sum(v.numel() for v in params.values())
-    canaries = audit.gradient_canaries(n_params, q, c, coordinates=run.coordinates(audit.m))
-    gen = run.generator("steps")
+    lp = loop(run, audit, q, c)
     for _ in range(steps):
-        picked = (torch.rand(n_micro, generator=gen, device=run.device) < q).nonzero()[:, 0]
+        picked = lp.poisson_batch(n_micro, q).nonzero()[:, 0]
         rows = (MICROBATCH * picked[:, None] + torch.arange(MICROBATCH, device=run.device))
         rows = rows.reshape(-1)  # both records of every sampled microbatch
-        g = canaries.probe_rows(flat(grads(params, run.x[rows], run.y[rows]), len(rows)))
+        g = lp.canaries.probe_rows(lp.gradients(rows, len(rows)))
         means = g.reshape(len(picked), MICROBATCH, -1).mean(1)
         summed = clip_rows(means, c).sum(0)  # one clipped gradient per microbatch
-        summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
-        noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
-        canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / (run.batch / MICROBATCH), run.lr)
-    load_params(run.model, params)
+        lp.release(lp.with_canaries(summed) + sigma * c * lp.noise(), run.batch / MICROBATCH)
+    lp.finish()
     return claim_settings(sigma, q, steps, run, "microbatch_clipping")
 
 
@@ -103,22 +81,16 @@ def per_layer_clipping_batch_factor(
 
     run = digits_mlp(data, audit, seed, device)
     sigma, q, c = run.sigma(), run.q, run.clip
-    params, grads = params_of(run.model), per_example_gradients(run.model)
-    n_params = sum(v.numel() for v in params.values())
-    per_layer = c / len(params) ** 0.5
-    canaries = audit.gradient_canaries(n_params, q, c, coordinates=run.coordinates(audit.m))
-    gen = run.generator("steps")
+    lp = loop(run, audit, q, c)
+    per_layer = c / len(lp.params) ** 0.5
     for _ in range(run.steps):
-        batch = torch.rand(run.n, generator=gen, device=run.device) < q
+        batch = lp.poisson_batch(run.n, q)
         b = int(batch.sum())
-        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
-        layers = torch.split(g, [v.numel() for v in params.values()], 1)
+        g = lp.canaries.probe_rows(lp.gradients(batch, b))
+        layers = torch.split(g, [v.numel() for v in lp.params.values()], 1)
         # BUG: the gradients of the mean loss (g / b) are clipped, then scaled back by b
         clipped = [clip_rows(v / max(b, 1), per_layer) for v in layers]
         summed = max(b, 1) * torch.cat(clipped, 1).sum(0)
-        summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
-        noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
-        canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / run.batch, run.lr)
-    load_params(run.model, params)
+        lp.release(lp.with_canaries(summed) + sigma * c * lp.noise(), run.batch)
+    lp.finish()
     return claim_settings(sigma, q, run.steps, run, "per_layer_clipping_batch_factor")

@@ -123,6 +123,61 @@ def digits_mlp(
     )
 
 
+@dataclass
+class Loop:
+    """A hand-written DP-SGD loop as examples/audit_handwritten.py writes it, before its bug:
+    the parameters, their per-example gradients, the Dirac gradient canaries at the
+    low-gradient coordinates (:func:`loop`) and the steps' generator."""
+
+    run: Run
+    params: dict[str, Any]
+    grads: Any
+    n_params: int
+    canaries: Any
+    gen: Any
+
+    def poisson_batch(self, n: int, q: float) -> Any:
+        """A Poisson batch of ``n`` records (or microbatches) at rate ``q``: a boolean mask."""
+        import torch
+
+        return torch.rand(n, generator=self.gen, device=self.run.device) < q
+
+    def gradients(self, rows: Any, b: int) -> Any:
+        """The (b, n_params) per-example gradients of the training records ``rows``."""
+        return flat(self.grads(self.params, self.run.x[rows], self.run.y[rows]), b)
+
+    def with_canaries(self, summed: Any) -> Any:
+        """The clipped sum plus this step's canary gradient (the canaries' noise call)."""
+        import torch
+
+        step = self.canaries.canary_gradient(self.canaries.draw_step())
+        return summed + torch.from_numpy(step).to(summed)
+
+    def noise(self) -> Any:
+        """Standard normal noise, one value per parameter."""
+        import torch
+
+        return torch.randn(self.n_params, generator=self.gen, device=self.run.device)
+
+    def release(self, noisy: Any, scale: float) -> None:
+        """The canaries observe the noisy sum; the update is ``noisy / scale``."""
+        self.canaries.observe(noisy.cpu().numpy())
+        sgd_step(self.params, noisy / scale, self.run.lr)
+
+    def finish(self) -> None:
+        """The trained parameters back into the model (for its test accuracy)."""
+        load_params(self.run.model, self.params)
+
+
+def loop(run: Run, audit: Any, q: float, clip: float) -> Loop:
+    """The :class:`Loop` of ``run``: canaries at sample rate ``q`` and clipping norm ``clip``
+    (what the user's accounting assumes), placed as docs/own_training.md places them."""
+    params, grads = params_of(run.model), per_example_gradients(run.model)
+    n_params = sum(v.numel() for v in params.values())
+    canaries = audit.gradient_canaries(n_params, q, clip, coordinates=run.coordinates(audit.m))
+    return Loop(run, params, grads, n_params, canaries, run.generator("steps"))
+
+
 def train_opacus(
     model: Any, optimizer: Any, loader: Any, epochs: int, physical_batch: int | None = None
 ) -> None:

@@ -10,12 +10,8 @@ from dpaudit.attach.catalogue.common import (
     claim_settings,
     clip_rows,
     digits_mlp,
-    flat,
-    load_params,
+    loop,
     opacus_training,
-    params_of,
-    per_example_gradients,
-    sgd_step,
 )
 
 
@@ -44,22 +40,13 @@ def handwritten(data: dict[str, np.ndarray], audit: Any, seed: int, device: str)
     """Plain PyTorch DP-SGD (examples/audit_handwritten.py): Poisson sampling, per-example
     clipping, noise sigma C on the sum, update divided by the batch size B the script chose: a
     public constant (a divisor computed from the dataset size, as q n, would reveal n)."""
-    import torch
-
     run = digits_mlp(data, audit, seed, device)
     sigma, q, c = run.sigma(), run.q, run.clip
-    params, grads = params_of(run.model), per_example_gradients(run.model)
-    n_params = sum(v.numel() for v in params.values())
-    canaries = audit.gradient_canaries(n_params, q, c, coordinates=run.coordinates(audit.m))
-    gen = run.generator("steps")
+    lp = loop(run, audit, q, c)
     for _ in range(run.steps):
-        batch = torch.rand(run.n, generator=gen, device=run.device) < q  # Poisson sampling
-        b = int(batch.sum())
-        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
-        summed = clip_rows(g, c).sum(0)
-        summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
-        noisy = summed + sigma * c * torch.randn(n_params, generator=gen, device=run.device)
-        canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / run.batch, run.lr)
-    load_params(run.model, params)
+        batch = lp.poisson_batch(run.n, q)  # Poisson sampling
+        g = lp.canaries.probe_rows(lp.gradients(batch, int(batch.sum())))
+        summed = lp.with_canaries(clip_rows(g, c).sum(0))
+        lp.release(summed + sigma * c * lp.noise(), run.batch)
+    lp.finish()
     return claim_settings(sigma, q, run.steps, run, "none")

@@ -11,12 +11,8 @@ from dpaudit.attach.catalogue.common import (
     claim_settings,
     clip_rows,
     digits_mlp,
-    flat,
-    load_params,
+    loop,
     opacus_training,
-    params_of,
-    per_example_gradients,
-    sgd_step,
 )
 
 
@@ -24,26 +20,17 @@ def noise_for_mean_on_sum(data: dict[str, np.ndarray], audit: Any, seed: int, de
     """Noise sigma C / B, the scale for the *mean* gradient, added to the *sum* of the clipped
     gradients (the mean-versus-sum confusion of TF Privacy #153). Plain PyTorch, audited with
     the core placed as examples/audit_handwritten.py places it."""
-    import torch
-
     run = digits_mlp(data, audit, seed, device)
     sigma, q, c = run.sigma(), run.q, run.clip
     expected = run.batch  # the expected batch size B, a constant
-    params, grads = params_of(run.model), per_example_gradients(run.model)
-    n_params = sum(v.numel() for v in params.values())
-    canaries = audit.gradient_canaries(n_params, q, c, coordinates=run.coordinates(audit.m))
-    gen = run.generator("steps")
+    lp = loop(run, audit, q, c)
     for _ in range(run.steps):
-        batch = torch.rand(run.n, generator=gen, device=run.device) < q
-        b = int(batch.sum())
-        g = canaries.probe_rows(flat(grads(params, run.x[batch], run.y[batch]), b))
-        summed = clip_rows(g, c).sum(0)
-        summed += torch.from_numpy(canaries.canary_gradient(canaries.draw_step())).to(summed)
-        noise = torch.randn(n_params, generator=gen, device=run.device)
-        noisy = summed + sigma * c / expected * noise  # BUG: the mean's noise on the sum
-        canaries.observe(noisy.cpu().numpy())
-        sgd_step(params, noisy / expected, run.lr)
-    load_params(run.model, params)
+        batch = lp.poisson_batch(run.n, q)
+        g = lp.canaries.probe_rows(lp.gradients(batch, int(batch.sum())))
+        summed = lp.with_canaries(clip_rows(g, c).sum(0))
+        noisy = summed + sigma * c / expected * lp.noise()  # BUG: the mean's noise on the sum
+        lp.release(noisy, expected)
+    lp.finish()
     return claim_settings(sigma, q, run.steps, run, "noise_for_mean_on_sum")
 
 

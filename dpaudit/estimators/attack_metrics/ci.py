@@ -32,6 +32,7 @@ rule is "score >= t means IN". Each interval has two-sided confidence ``1 - alph
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy import special, stats
@@ -70,22 +71,19 @@ def tpr_at_fpr_interval(
     y_down = np.sort(y)[::-1]
     x_up = np.sort(x)
     j = np.arange(1, n0 + 1)
+
+    def end(ok: np.ndarray, pick: Any, search: str, side: str, none: float) -> float:
+        """The Clopper-Pearson ``side`` bound on the TPR of the threshold at the order
+        statistic ``pick(j[ok])`` (``search``: ">" or ">=" it), ``none`` where no j is ok."""
+        if not ok.any():
+            return none
+        k = int(x.size - np.searchsorted(x_up, y_down[int(pick(j[ok])) - 1], search))
+        return _clopper_pearson(k, x.size, alpha / 4, side)
+
     # P[U_(j) <= a] = P[Binomial(n0, a) >= j]: the threshold "> y_(j)" has FPR <= a
-    ok_lo = stats.binom.sf(j - 1, n0, fpr) >= 1 - alpha / 4
-    if ok_lo.any():
-        j_lo = int(j[ok_lo].max())
-        k_lo = int(x.size - np.searchsorted(x_up, y_down[j_lo - 1], "right"))
-        lower = _clopper_pearson(k_lo, x.size, alpha / 4, "lower")
-    else:
-        lower = 0.0
+    lower = end(stats.binom.sf(j - 1, n0, fpr) >= 1 - alpha / 4, np.max, "right", "lower", 0.0)
     # P[U_(j) > a] = P[Binomial(n0, a) <= j - 1]: the threshold ">= y_(j)" has FPR > a
-    ok_hi = stats.binom.cdf(j - 1, n0, fpr) >= 1 - alpha / 4
-    if ok_hi.any():
-        j_hi = int(j[ok_hi].min())
-        k_hi = int(x.size - np.searchsorted(x_up, y_down[j_hi - 1], "left"))
-        upper = _clopper_pearson(k_hi, x.size, alpha / 4, "upper")
-    else:
-        upper = 1.0
+    upper = end(stats.binom.cdf(j - 1, n0, fpr) >= 1 - alpha / 4, np.min, "left", "upper", 1.0)
     return lower, upper
 
 
