@@ -118,3 +118,55 @@ def false_alarm_table(
                 }
             )
     return pd.DataFrame(out)
+
+
+def markdown(alarms: pd.DataFrame, by: str = "entry_point") -> str:
+    """A :func:`false_alarm_table` as a Markdown table, one row per implementation (column
+    ``by``): per family the seeds that flag it of those that measured it (``flagged / seen``,
+    ``-`` where no seed measured it, a ``!`` where the count exceeds the bound), the seeds run,
+    the largest certified bound and measured epsilon and the claim (the table of
+    docs/real_data/own_training.md, "Correct scripts over 20 seeds")."""
+    head = [by, "seeds", *FAMILIES, "largest bound", "largest measured epsilon", "claimed"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, g in alarms.groupby(by, sort=False):
+        rows = g.set_index("family")
+        cells = [
+            "-"
+            if rows.loc[f, "seen"] == 0
+            else f"{rows.loc[f, 'flagged']} / {rows.loc[f, 'seen']}"
+            + ("" if rows.loc[f, "within"] else " !")
+            for f in FAMILIES
+        ]
+        first = g.iloc[0]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{str(name).rsplit('.', 1)[-1]}`",
+                    str(first["seeds"]),
+                    *cells,
+                    f"{first['largest_bound']:.2f}",
+                    f"{first['largest_measured_epsilon']:.2f}",
+                    f"{first['claimed_epsilon']:.2f}",
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dpaudit.attach.false_alarms results/<experiment>/false_alarms.csv``: the
+    table as Markdown (:func:`markdown`)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m dpaudit.attach.false_alarms <false_alarms.csv>", file=sys.stderr)
+        return 2
+    print(markdown(pd.read_csv(args[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -116,3 +116,20 @@ def test_the_null_study_config_dry_runs_to_its_false_alarm_table(tmp_path) -> No
     counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.M)}
     assert counts["train"] == 60 and counts["audit"] == 3, counts
     assert counts["false_alarms"] == 1 and counts["verdict_table"] == 1, counts
+
+
+def test_the_markdown_table_shows_flagged_of_seen_per_family(tmp_path, capsys) -> None:
+    """The doc's table (docs/real_data/own_training.md, "Correct scripts over 20 seeds"),
+    regenerated from the CSV the rule writes: flagged / seen per family, '-' for a stage no
+    seed measured, '!' where the count exceeds 1 in 20."""
+    from dpaudit.attach.false_alarms import main
+
+    alarms = false_alarm_table(_table(), ["setting"])
+    path = tmp_path / "false_alarms.csv"
+    alarms.rename(columns={"setting": "entry_point"}).to_csv(path, index=False)
+    assert main([str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| entry_point | seeds | sampling | steps |")
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:8] == ["`eps2`", "20", "2 / 20 !", "-", "-", "1 / 20", "-", "1 / 20"]
+    assert cells[-1] == "100.00"
