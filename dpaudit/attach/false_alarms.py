@@ -3,7 +3,7 @@
 Issue 37 asks that a correct DP-SGD script be flagged in at most 1 of 20 seeds per check family.
 The families are the conformance report's stages (:data:`dpaudit.attach.conformance.STAGES`,
 each at its stated error probability ``alpha``) and the certified lower bound of the verdict
-(:func:`dpaudit.tables.verdict_table`, flagged when the largest valid family-free bound of one
+(:func:`dpaudit.verdict.verdict_table`, flagged when the largest valid family-free bound of one
 training exceeds its claim). :func:`per_seed_verdicts` is the verdict table with one row per
 implementation and seed (its conformance columns those of that seed's training);
 :func:`false_alarm_table` counts, per implementation and family, the seeds that flag it, against
@@ -18,7 +18,7 @@ import math
 import pandas as pd
 
 from dpaudit.attach.conformance import STAGES
-from dpaudit.tables import verdict_table
+from dpaudit.verdict import verdict_table
 
 #: The family of the certified bound (the verdict's ``flagged`` column), beside the stages.
 CERTIFIED = "certified bound"
@@ -41,7 +41,7 @@ def per_seed_verdicts(
     source: str = "the audit table",
 ) -> pd.DataFrame:
     """The verdict table of an audit table with one row per implementation (the columns
-    ``by``), claimed epsilon and seed (:func:`dpaudit.tables.verdict_table` grouped also by
+    ``by``), claimed epsilon and seed (:func:`dpaudit.verdict.verdict_table` grouped also by
     ``seed``): each seed's own bound, verdict and conformance report. An audit table without a
     ``seed`` column or without the conformance columns (no audited training of
     :mod:`dpaudit.attach`) is an error naming ``source``."""
