@@ -135,6 +135,32 @@ rule verdict_table:
         "../scripts/verdict_table.py"
 
 
+rule false_alarms:
+    input:
+        table=paths.audit_table(),
+    output:
+        table=report(
+            paths.false_alarm_table(),
+            caption="../report/false_alarms.rst",
+            category="{experiment}",
+            subcategory="Tables",
+        ),
+        seeds=paths.per_seed_verdict_table(),
+    log:
+        paths.log("{experiment}", "false_alarms"),
+    wildcard_constraints:
+        experiment=pipeline_targets.block_pattern(config, "verdict"),
+    conda:
+        "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
+    params:
+        verdict=per_job(pipeline_params.verdict_params, "experiment"),
+        code=library_code("false_alarms"),
+    script:
+        "../scripts/false_alarms.py"
+
+
 rule figure_tradeoff:
     input:
         scores=per_job(pipeline_targets.tradeoff_score_files, "experiment"),

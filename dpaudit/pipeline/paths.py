@@ -80,6 +80,18 @@ def verdict_table(experiment: str = "{experiment}") -> str:
     return f"{RESULTS}/{experiment}/verdicts.csv"
 
 
+def false_alarm_table(experiment: str = "{experiment}") -> str:
+    """The false alarms per check family over the seeds of a train experiment with a
+    ``verdict`` block (:func:`dpaudit.attach.false_alarms.false_alarm_table`)."""
+    return f"{RESULTS}/{experiment}/false_alarms.csv"
+
+
+def per_seed_verdict_table(experiment: str = "{experiment}") -> str:
+    """The verdict table of a train experiment with one row per implementation and seed
+    (:func:`dpaudit.attach.false_alarms.per_seed_verdicts`)."""
+    return f"{RESULTS}/{experiment}/verdicts_per_seed.csv"
+
+
 def tradeoff_table(experiment: str = "{experiment}") -> str:
     """The points of a train experiment's trade-off figure (empirical and claim curves)."""
     return f"{RESULTS}/{experiment}/tradeoff.csv"
