@@ -238,8 +238,12 @@ class OpacusProbeHook:
         import torch
 
         at, coords, values = self.probes.draw(len(rows[0]))
+        # the probe rows as runs of consecutive rows: one zero_ per run and parameter (cheaper
+        # than index_fill_ per step: issue 37, Done when 3)
+        runs = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
         for g in rows:
-            g.index_fill_(0, torch.as_tensor(at, device=g.device), 0)
+            for run in runs:
+                g[int(run[0]) : int(run[-1]) + 1].zero_()
         for k, pos, local in self._split(coords):
             g = rows[k]
             at_k = at[pos]

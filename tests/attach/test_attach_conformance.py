@@ -482,3 +482,26 @@ def test_issue37_item4_record_keeps_the_per_step_series_the_anytime_checks_read(
     assert rec.first_out_of_range == 4 and rec.out_of_range == 1
     bad = [c for c in sampling_checks(rec, 0.5, 0.01) if c.name == "indices outside the dataset"]
     assert bad[0].departs and bad[0].first_flagged_step == 4
+
+
+def test_issue37_done_when_3_record_summaries_match_a_plain_reference() -> None:
+    """issue 37, Done when 3 (the per-step cost): close_step counts each step's distinct records
+    and multiplicities without np.unique; on random batches with repeats, negative and too-large
+    indices and empty steps its series equal a plain np.unique reference."""
+    rng = np.random.default_rng(3)
+    n = 30
+    rec = SamplingRecord(n)
+    presence, sizes, mult, out = np.zeros(n, dtype=np.int64), [], [], 0
+    for step in range(60):
+        b = rng.integers(-2, n + 2, size=int(rng.integers(0, 12))) if step % 7 else []
+        rec.deliver(b)
+        rec.close_step()
+        idx = np.asarray(b, dtype=np.int64)
+        ok = idx[(idx >= 0) & (idx < n)]
+        out += idx.size - ok.size
+        uniq, counts = np.unique(ok, return_counts=True)
+        presence[uniq] += 1
+        sizes.append(uniq.size)
+        mult.append(int(counts.max()) if counts.size else 0)
+    assert rec.sizes == sizes and rec.max_multiplicity == mult and rec.out_of_range == out
+    assert (rec.presence == presence).all() and out > 0 and max(mult) > 1
