@@ -240,7 +240,7 @@ def test_an_entry_point_needs_one_run_and_one_shard(user_module, extra, key) -> 
         ("unknown_key", "unknown key(s) ['epsilon']"),
         ("no_canaries", "made no canaries"),
         ("two_sets", "second set of canaries"),
-        ("no_steps", "no step was observed"),
+        ("no_steps", "no noisy step was observed"),
     ],
 )
 def test_a_bad_return_fails_at_job_time_naming_the_key(user_module, fn, why) -> None:
