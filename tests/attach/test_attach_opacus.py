@@ -316,6 +316,7 @@ def test_issue37_bad_use_a_loader_the_checks_cannot_observe() -> None:
         with pytest.raises(ValueError, match=f"{why}.*sample_rate="):
             opacus(opt, m=5, data_loader=given)
         assert not hasattr(opt, "_dpaudit_auditor") and opt.add_noise.__self__ is opt
+        assert opt.scale_grad.__self__ is opt
     with BatchMemoryManager(data_loader=loader, max_physical_batch_size=4, optimizer=opt) as mem:
         with pytest.raises(ValueError, match="BatchSplittingSampler.*make_private returned"):
             opacus(opt, m=5, data_loader=mem)
