@@ -49,3 +49,28 @@ rule audit_table:
         code=library_code("audit_table"),
     script:
         "../scripts/audit_table.py"
+
+
+rule conformance_table:
+    input:
+        scores=per_job(pipeline_targets.score_files, "experiment"),
+    output:
+        report(
+            paths.conformance_table(),
+            caption="../report/conformance_table.rst",
+            category="{experiment}",
+            subcategory="Tables",
+        ),
+    log:
+        paths.log("{experiment}", "conformance_table"),
+    wildcard_constraints:
+        experiment=pipeline_targets.entry_point_pattern(config),
+    conda:
+        "../envs/dpaudit.yaml"
+    resources:
+        **JOB_RESOURCES,
+    params:
+        settings=per_job(pipeline_params.setting_table, "experiment"),
+        code=library_code("conformance_table"),
+    script:
+        "../scripts/conformance_table.py"

@@ -35,10 +35,8 @@ def check_conformance(
             f"GradientCanaries), got {type(auditor).__name__}"
         )
     if auditor.steps == 0:
-        raise ValueError(
-            "check_conformance: the auditor saw no noisy step; train at least one step after "
-            "attaching it (a step function that never steps the optimizer?)"
-        )
+        hint = getattr(auditor, "_no_step_hint", "train at least one step after attaching it")
+        raise ValueError(f"check_conformance: the auditor saw no noisy step: {hint}")
     result = auditor.audit(claimed_epsilon, delta=delta, conformance_alpha=alpha, **audit_kwargs)
     result.conformance.raise_if_departs()
     return result.conformance

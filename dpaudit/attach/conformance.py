@@ -58,6 +58,77 @@ UNSEEN_TEXT = {
 }
 
 
+#: The fields of each check the score file's metadata keeps (``conformance["checks"]``).
+META_CHECK_KEYS = (
+    "stage",
+    "check",
+    "measured",
+    "claimed",
+    "departs",
+    "level",
+    "first_flagged_step",
+)
+
+#: The columns of the pipeline's conformance table (:func:`conformance_rows`), after the
+#: score file's identity (experiment, setting, seed).
+TABLE_COLUMNS = ("stage", "check", "status", "measured", "claimed", "level", "first_flagged_step")
+
+
+def conformance_rows(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conformance table of one score file's metadata (``conformance``, written by
+    :meth:`ConformanceReport.score_meta`): one row per check (``status`` ``departs`` or
+    ``ok``, the value measured beside the claimed one) and one per stage the run could not
+    see (``status`` ``unseen``, the reason in ``measured``), in the order of :data:`STAGES`;
+    empty for a file without a conformance report."""
+    report = meta.get("conformance")
+    if not isinstance(report, dict):
+        return []
+    rows = [
+        {
+            "stage": c["stage"],
+            "check": c["check"],
+            "status": "departs" if c["departs"] else "ok",
+            "measured": c["measured"],
+            "claimed": c["claimed"],
+            "level": c["level"],
+            "first_flagged_step": c["first_flagged_step"],
+        }
+        for c in report.get("checks") or []
+    ]
+    why = (meta.get("measured_mechanism") or {}).get("sampling_unobservable")
+    for stage in report.get("unseen") or []:
+        text = UNSEEN_TEXT.get(stage, stage)
+        if stage == "sampling" and why:
+            text += f"; the loader's indices could not be read: {why}"
+        rows.append(
+            dict.fromkeys(TABLE_COLUMNS, None)
+            | {"stage": stage, "check": "not measured", "status": "unseen", "measured": text}
+        )
+    order = {s: i for i, s in enumerate(STAGES)}
+    return sorted(rows, key=lambda r: order.get(r["stage"], len(STAGES)))
+
+
+def conformance_table(files: Sequence[Any]) -> pd.DataFrame:
+    """The conformance table of score files (:class:`dpaudit.scores.ScoreFile`): their
+    :func:`conformance_rows`, each with the file's experiment, setting, seed and claimed
+    epsilon, and the measured mechanism's epsilon beside it (the pipeline's report shows it
+    next to the audit table's bounds)."""
+    ident = ("experiment", "setting", "seed", "claimed_epsilon", "measured_epsilon")
+    rows = []
+    for sf in files:
+        claimed = sf.meta.get("claimed_epsilon")
+        measured = (sf.meta.get(SCORE_META_KEYS[0]) or {}).get("epsilon_estimate")
+        head = {
+            "experiment": sf.meta.get("experiment"),
+            "setting": sf.meta.get("setting"),
+            "seed": sf.meta.get("seed"),
+            "claimed_epsilon": float("inf") if claimed is None else float(claimed),
+            "measured_epsilon": float("nan") if measured is None else float(measured),
+        }
+        rows += [{**head, **row} for row in conformance_rows(sf.meta)]
+    return pd.DataFrame(rows, columns=[*ident, *TABLE_COLUMNS])
+
+
 class ConformanceError(AssertionError):
     """A training that departs from its claim (:meth:`ConformanceReport.raise_if_departs`);
     its message is the report."""
@@ -146,6 +217,8 @@ class ConformanceReport:
                 "first_flagged_step": {
                     f"{c.stage}: {c.name}": c.first_flagged_step for c in self.checks if c.departs
                 },
+                # every check, measured beside claimed (the pipeline's conformance table)
+                "checks": [{k: c.row()[k] for k in META_CHECK_KEYS} for c in self.checks],
             },
         }
 

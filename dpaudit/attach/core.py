@@ -46,6 +46,7 @@ from dpaudit.attach.verdict import (
     DIRAC_SCORE,
     AuditResult,
     audit_file,
+    check_claim_settings,
     check_rate,
     make_score_file,
 )
@@ -104,6 +105,9 @@ class _Audited:
         unknown = sorted(set(given) - {"noise_multiplier", "sample_rate", "steps"})
         if unknown:
             raise TypeError(f"unknown keyword argument(s) {unknown}")
+        # checked also beside claimed_epsilon: the conformance report compares them
+        # (steps=2.5 or steps=True was read there as 2 or 1 steps)
+        given = check_claim_settings(**given)
         claim_settings = {} if claimed_epsilon is not None else {**self._claim_settings(), **given}
         return make_score_file(
             self._scores(scores),
@@ -391,6 +395,13 @@ class GradientCanaries(_Audited):
         the canaries cannot see it (normalisation unseen)."""
         return None
 
+    #: Why no noisy step was observed (the audit's error; a step function that never steps).
+    _no_step_hint = (
+        "observe() was never called (the training loop never stepped, or the canaries were "
+        "made after it); per logical step call draw_step(), add canary_gradient(draw) to the "
+        "summed clipped gradient, add the noise, then observe(noisy_sum)"
+    )
+
     #: What the probe's value is read from (the check's text).
     _probe_read_from = "the noisy sum observed, noise included"
 
@@ -416,7 +427,7 @@ class GradientCanaries(_Audited):
         if scores is not None:
             raise ValueError("gradient canaries score themselves (observe); do not pass scores")
         if self.steps == 0:
-            raise ValueError("no step was observed: attach the canaries before training")
+            raise ValueError(f"no noisy step was observed: {self._no_step_hint}")
         if self.draws != self.steps:
             raise ValueError(
                 f"canaries drawn for {self.draws} steps but {self.steps} noisy sums observed: "

@@ -56,6 +56,32 @@ def _loader_sampling(data_loader: Any) -> tuple[float, str]:
     return 1.0 / steps, "shuffle"
 
 
+def _check_not_memory_manager(data_loader: Any) -> None:
+    """``ValueError`` when ``data_loader`` is the loader ``BatchMemoryManager`` yields (its
+    batch sampler a ``BatchSplittingSampler``): its batches are the physical ones, so its
+    length and its batches are not the logical steps' (the canaries would be drawn at the
+    physical rate and every noisy step would look like several merged batches)."""
+    import_opacus()
+    from opacus.utils.batch_memory_manager import BatchSplittingSampler
+
+    if isinstance(getattr(data_loader, "batch_sampler", None), BatchSplittingSampler):
+        raise ValueError(
+            "data_loader is the loader BatchMemoryManager yields (its batch sampler is a "
+            "BatchSplittingSampler of physical batches): dpaudit observes the logical batches; "
+            "pass the loader PrivacyEngine.make_private returned (the one given to "
+            "BatchMemoryManager), attached before the memory manager's loop"
+        )
+
+
+#: What the Opacus auditor does itself, in place of the hand-written loop's calls.
+_SELF_DRIVEN = (
+    "the Opacus auditor draws the canaries, places the probe and observes the noisy sum of "
+    "each logical step itself, inside the optimizer's step (add_noise); {call} is the "
+    "hand-written loop's API (dpaudit.attach.GradientCanaries): remove the call, the training "
+    "loop stays as it was"
+)
+
+
 class OpacusAuditor(GradientCanaries):
     """Dirac gradient canaries attached to an Opacus optimizer (see :func:`opacus`).
 
@@ -146,7 +172,7 @@ class OpacusAuditor(GradientCanaries):
         if self.probes.pending is not None:  # the clipped sum at the probe, before the noise
             self._probe_hook.read()  # type: ignore[union-attr]
         # only the canaries sampled this step are added (the others would add 0)
-        draw = self.draw_step()
+        draw = GradientCanaries.draw_step(self)
         hit = np.flatnonzero(draw[self._order])
         if hit.size:
             cuts = np.searchsorted(hit, self._bounds).tolist()
@@ -201,6 +227,42 @@ class OpacusAuditor(GradientCanaries):
             (low, high) if measured else None,
             self._divisor_steps,
         )
+
+    def draw_step(self) -> np.ndarray:
+        """Not for an Opacus auditor: a ``TypeError`` (it draws each step itself)."""
+        raise TypeError(_SELF_DRIVEN.format(call="draw_step()"))
+
+    def observe(self, noisy_sum: Any) -> None:
+        """Not for an Opacus auditor: a ``TypeError`` (it observes each step itself)."""
+        raise TypeError(_SELF_DRIVEN.format(call="observe()"))
+
+    def observe_values(self, values: Any) -> None:
+        """Not for an Opacus auditor: a ``TypeError`` (it observes each step itself)."""
+        raise TypeError(_SELF_DRIVEN.format(call="observe_values()"))
+
+    def probe_rows(self, per_example_grads: Any) -> Any:
+        """Not for an Opacus auditor: a ``TypeError`` (it places its probes itself)."""
+        raise TypeError(_SELF_DRIVEN.format(call="probe_rows()"))
+
+    #: Why no noisy step was observed (the audit's error).
+    _no_step_hint = (
+        "the optimizer's add_noise never ran: step() was never called on the DPOptimizer this "
+        "auditor is attached to (a step function that steps optimizer.original_optimizer or "
+        "another optimizer never adds the noise), or the auditor was attached after the "
+        "training; attach it after make_private, before the loop, and step that optimizer"
+    )
+
+    def _scores(self, scores: Any) -> np.ndarray:
+        rec = self.sampling_record
+        if self.steps and rec is not None and rec.batches_delivered == 0:
+            raise ValueError(
+                f"data_loader= delivered no batch during the {self.steps} noisy steps observed: "
+                "the training iterates another loader, so neither the sampling checks nor the "
+                "canaries' rate describe it; pass the loader PrivacyEngine.make_private "
+                "returned (with Poisson sampling a new DPDataLoader, not the one given to it) "
+                "and iterate that one, or sample_rate= (the sampling stage is then not checked)"
+            )
+        return super()._scores(scores)
 
     @property
     def scores(self) -> np.ndarray:
@@ -309,6 +371,7 @@ def opacus(
             "sample_rate= (the training's sampling rate), exactly one"
         )
     if data_loader is not None:
+        _check_not_memory_manager(data_loader)
         check_observable(data_loader)
         rate, loader_sampling = _loader_sampling(data_loader)
     else:
@@ -317,6 +380,10 @@ def opacus(
         optimizer, m, seed, rate, sampling or loader_sampling, coordinates, probes
     )
     if data_loader is not None:
-        auditor.sampling_record = observe_loader(data_loader)
+        try:
+            auditor.sampling_record = observe_loader(data_loader)
+        except ValueError:
+            auditor.detach()  # nothing stays attached: a retry with sample_rate= works
+            raise
         auditor.data_loader = data_loader
     return auditor

@@ -317,6 +317,7 @@ def check_target_paths(config: dict[str, Any]) -> None:
             ("audit table", paths.audit_table(exp)),
             ("analysis table", paths.analysis_table(exp)),
             ("verdict table", paths.verdict_table(exp)),
+            ("conformance table", paths.conformance_table(exp)),
             ("trade-off table", paths.tradeoff_table(exp)),
             ("reproduction checks", paths.reproduction_part(exp)),
         ):

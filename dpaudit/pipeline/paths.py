@@ -92,6 +92,12 @@ def per_seed_verdict_table(experiment: str = "{experiment}") -> str:
     return f"{RESULTS}/{experiment}/verdicts_per_seed.csv"
 
 
+def conformance_table(experiment: str = "{experiment}") -> str:
+    """The conformance table of an experiment trained by ``train.entry_point`` (each stage's
+    checks, measured beside the claim, per score file; :mod:`dpaudit.attach.conformance`)."""
+    return f"{RESULTS}/{experiment}/conformance.csv"
+
+
 def tradeoff_table(experiment: str = "{experiment}") -> str:
     """The points of a train experiment's trade-off figure (empirical and claim curves)."""
     return f"{RESULTS}/{experiment}/tradeoff.csv"

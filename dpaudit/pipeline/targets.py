@@ -127,6 +127,28 @@ def experiments_with(config: Config, block: str) -> list[str]:
     ]
 
 
+def entry_point_experiments(config: Config) -> list[str]:
+    """The train experiments trained by ``train.entry_point`` (in the train block, a grid or
+    points), in config order: their score files carry the auditor's conformance report."""
+    out = []
+    for name, exp in config["experiments"].items():
+        if exp["kind"] != "train":
+            continue
+        points = exp.get("points") or []
+        if (
+            (exp.get("train") or {}).get("entry_point")
+            or (exp.get("grid") or {}).get("train.entry_point")
+            or any(p.get("train.entry_point") for p in points)
+        ):
+            out.append(name)
+    return out
+
+
+def entry_point_pattern(config: Config) -> str:
+    """A wildcard pattern matching exactly the experiments of :func:`entry_point_experiments`."""
+    return "|".join(entry_point_experiments(config)) or NO_MATCH
+
+
 def block_pattern(config: Config, block: str) -> str:
     """A wildcard pattern matching exactly the experiments of :func:`experiments_with`."""
     return "|".join(experiments_with(config, block)) or NO_MATCH
@@ -253,6 +275,7 @@ def all_targets(config: Config) -> list[str]:
         for product in PRODUCTS[1:]:
             if exp["kind"] == "train" and exp.get(product):
                 targets += list(product_files(name, product).values())
+    targets += [paths.conformance_table(name) for name in entry_point_experiments(config)]
     for key in paper_targets(config):
         targets += paper_target_files(key)
     if reproduced(config):

@@ -505,3 +505,40 @@ def test_issue37_done_when_3_record_summaries_match_a_plain_reference() -> None:
         mult.append(int(counts.max()) if counts.size else 0)
     assert rec.sizes == sizes and rec.max_multiplicity == mult and rec.out_of_range == out
     assert (rec.presence == presence).all() and out > 0 and max(mult) > 1
+
+
+def test_issue37_the_conformance_table_carries_every_check_and_the_unseen_stages(tmp_path):
+    """issue 37, Done when: the report shows the conformance table beside the bounds. The score
+    file keeps every check (measured beside claimed) and the table built from it has one row
+    per check and one "unseen" row per stage not measured, never a pass: a hand-written loop
+    whose batches' indices could not be read has its sampling stage unseen, with the reason."""
+    from dpaudit.attach.conformance import conformance_rows, conformance_table
+
+    c = GradientCanaries(20, 60, 0.25, 1.0, seed=0)
+    rng = np.random.default_rng(0)
+    for t in range(8):
+        c.record_batch(["a", "b"] if t == 0 else [t], 100)
+        c.draw_step()
+        c.observe(rng.standard_normal(60))
+    res = c.audit(1.0, delta=1e-5, noise_multiplier=1.0, steps=4)
+    scores.write(tmp_path / "s.npz", res.score_file)
+    back = scores.read(tmp_path / "s.npz")
+    rep = res.conformance
+    rows = conformance_rows(back.meta)
+    checks = [r for r in rows if r["status"] != "unseen"]
+    assert [(r["stage"], r["check"]) for r in checks] == [(k.stage, k.name) for k in rep.checks]
+    assert [r["measured"] for r in checks] == [k.measured for k in rep.checks]
+    steps = next(r for r in checks if r["check"] == "noisy steps taken")
+    assert (steps["status"], steps["measured"], steps["claimed"]) == (
+        "departs", "8 noise calls", "4 steps"
+    )
+    unseen = {r["stage"]: r["measured"] for r in rows if r["status"] == "unseen"}
+    assert set(unseen) == set(rep.unseen) >= {"sampling", "sensitivity"}
+    assert "could not be read: batch 1 holds indices that are not integers" in unseen["sampling"]
+    assert [r["stage"] for r in rows] == sorted(
+        (r["stage"] for r in rows), key=list(STAGES).index
+    )
+    table = conformance_table([back])
+    assert len(table) == len(rows) and set(table["setting"]) == {"default"}
+    assert table["claimed_epsilon"].eq(1.0).all()
+    assert conformance_rows({}) == [] and conformance_table([]).empty

@@ -240,7 +240,7 @@ def test_non_finite_update_is_an_error_naming_the_step() -> None:
     c.observe(np.r_[0.0, np.inf, np.zeros(8)])
     with pytest.raises(ValueError, match="canary 1's coordinate 1 was not finite at step 2"):
         c.audit(1.0, delta=1e-5)
-    with pytest.raises(ValueError, match="no step was observed"):
+    with pytest.raises(ValueError, match="no noisy step was observed: observe\\(\\) was never"):
         GradientCanaries(3, 10, 1.0, 1.0).score_file(1.0, delta=1e-5)
 
 
@@ -260,6 +260,32 @@ def test_issue36_item10_draws_and_observations_must_pair() -> None:
         c.audit(1.0, delta=1e-5)
     c.observe(np.zeros(10))
     c.audit(1.0, delta=1e-5)  # paired: audits
+
+
+def test_issue37_bad_use_a_claim_whose_steps_disagree_with_the_steps_observed() -> None:
+    """issue 37, Done when: bad use (a claim whose steps disagree with the steps observed).
+    Beside ``claimed_epsilon`` the stated ``steps`` reach only the conformance report, which
+    read ``steps=2.5`` as 2 and ``steps=True`` as 1 step; they are checked as the claim's
+    settings are. A claim counting fewer steps than the noisy steps observed departs at the
+    steps stage naming both counts; more steps than observed is conservative, noted."""
+    c = GradientCanaries(4, 10, 0.5, 1.0, seed=0)
+    for _ in range(3):
+        c.draw_step()
+        c.observe(np.zeros(10))
+    for bad in (2.5, True, "3"):
+        with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
+            c.audit(1.0, delta=1e-5, steps=bad)
+        with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
+            c.audit(delta=1e-5, noise_multiplier=1.0, sample_rate=0.5, steps=bad)
+    fewer = c.audit(1.0, delta=1e-5, steps=2).conformance
+    row = fewer.table().set_index("check").loc["noisy steps taken"]
+    assert fewer.departing_stages == ["steps"] and bool(row["departs"])
+    assert (row["measured"], row["claimed"]) == ("3 noise calls", "2 steps")
+    assert "fewer steps than the training took" in row["note"]
+    more = c.audit(1.0, delta=1e-5, steps=5).conformance
+    row = more.table().set_index("check").loc["noisy steps taken"]
+    assert not row["departs"] and "more steps than were taken" in row["note"]
+    assert not c.audit(1.0, delta=1e-5, steps=3.0).conformance.departs  # a whole float: exact
 
 
 def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:

@@ -4,6 +4,7 @@ BatchMemoryManager, Poisson on and off, the score law against the core, bad inpu
 from __future__ import annotations
 
 import copy
+import functools
 import types
 import warnings
 
@@ -285,3 +286,99 @@ def test_sensitivity_probe_reaches_the_clipped_sum_exactly(memory_manager, clip_
     assert probed >= aud.steps - 1 and empty >= 0 and len(got) > probed
     # small probes (1000 C) and large ones (10^6 C) alike, each clipped on its own
     np.testing.assert_allclose(got, 0.7 if clip_at is None else clip_at, rtol=1e-5)
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """An iterable-style dataset (no length, no indices)."""
+
+    def __iter__(self):
+        yield from _data()
+
+
+def test_issue37_bad_use_a_loader_the_checks_cannot_observe() -> None:
+    """issue 37, Done when: bad use (a loader the checks cannot observe). Each is a
+    ``ValueError`` naming why and the way out, never a report a user reads as passed: a plain
+    list or generator of batches, an iterable-style dataset, a batch sampler whose class cannot
+    be wrapped (it left the optimizer hooked, so the retry with ``sample_rate=`` said "already
+    has an auditor"), BatchMemoryManager's loader (its physical batches were taken as logical
+    ones: canaries at the physical rate, steps and sampling departing) and the loader given to
+    make_private rather than the DPDataLoader it returned (it delivers nothing: sampling and
+    steps departed, the measured epsilon read 0). With ``sample_rate=`` the sampling stage is
+    reported unseen, with the way to see it."""
+    data = _data()
+    _, model, opt, loader = _private(nn.Linear(6, 3), data, 1.0)
+    for given, why in [
+        ([(torch.zeros(2, 6), torch.zeros(2).long())], "is a list, not a torch DataLoader"),
+        ((b for b in loader), "is a generator, not a torch DataLoader"),
+        (DataLoader(_Stream(), batch_size=16), "no length \\(an iterable-style dataset\\)"),
+        (DataLoader(data, batch_sampler=[[0, 1], [2, 3]]), "cannot observe the batch sampler"),
+    ]:
+        with pytest.raises(ValueError, match=f"{why}.*sample_rate="):
+            opacus(opt, m=5, data_loader=given)
+        assert not hasattr(opt, "_dpaudit_auditor") and opt.add_noise.__self__ is opt
+        assert opt.scale_grad.__self__ is opt
+    with BatchMemoryManager(data_loader=loader, max_physical_batch_size=4, optimizer=opt) as mem:
+        with pytest.raises(ValueError, match="BatchSplittingSampler.*make_private returned"):
+            opacus(opt, m=5, data_loader=mem)
+    aud = opacus(opt, m=5, sample_rate=0.25)  # nothing stayed attached: the way out works
+    for xb, yb in loader:
+        _step(model, opt, xb, yb)
+    rep = aud.audit(delta=1e-5, accountant="rdp").conformance
+    assert "sampling" in rep.unseen and "give the training's DataLoader" in rep.summary()
+    aud.detach()
+    original = DataLoader(data, batch_size=16)
+    _, model, opt, dp_loader = _private(nn.Linear(6, 3), data, 1.0)
+    aud = opacus(opt, m=5, data_loader=original)  # the training iterates dp_loader
+    for xb, yb in dp_loader:
+        _step(model, opt, xb, yb)
+    with pytest.raises(ValueError, match="delivered no batch during the 4 noisy steps.*new DPD"):
+        aud.audit(1.0, delta=1e-5)
+
+
+def test_issue37_bad_use_a_step_function_that_never_steps() -> None:
+    """issue 37, Done when: bad use (a step function that never steps). A loop that never
+    calls the DPOptimizer's step, or steps ``original_optimizer`` (no noise), leaves the
+    auditor without a noisy step: the audit, the score file and the CI check raise naming the
+    noise call that never ran and the way out (it said "attach the canaries before training")."""
+    from dpaudit.attach import check_conformance
+
+    for stepper in ("none", "original"):
+        _, model, opt, loader = _private(nn.Linear(6, 3), _data(), 1.0)
+        aud = opacus(opt, m=5, data_loader=loader)
+        for xb, yb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            if stepper == "original":
+                opt.original_optimizer.step()
+        for call, args in (
+            (aud.audit, (1.0,)),
+            (aud.score_file, ()),
+            (functools.partial(check_conformance, aud), (1.0,)),
+        ):
+            with pytest.raises(ValueError, match="no noisy step.*add_noise never ran.*original"):
+                call(*args, delta=1e-5)
+        aud.detach()
+
+
+def test_issue37_bad_use_the_hand_written_calls_on_an_opacus_auditor() -> None:
+    """issue 37, Done when: bad use (canaries drawn but never observed, or the reverse, on the
+    Opacus path). The Opacus auditor draws and observes inside the optimizer's step; a loop
+    that also calls the hand-written API (``draw_step``, ``observe``, ``probe_rows``) drew
+    canaries the noise call never observed, and the next step failed deep inside Opacus with
+    the hand-written loop's advice. Each call is a ``TypeError`` saying the auditor does it
+    itself; the training and the audit then go on unharmed."""
+    _, model, opt, loader = _private(nn.Linear(6, 3), _data(), 1.0)
+    aud = opacus(opt, m=5, data_loader=loader)
+    for call in (
+        aud.draw_step,
+        lambda: aud.observe(np.zeros(21)),
+        lambda: aud.observe_values(np.zeros(5)),
+        lambda: aud.probe_rows(np.zeros((2, 21))),
+    ):
+        with pytest.raises(TypeError, match="draws the canaries.*itself.*hand-written loop"):
+            call()
+    for xb, yb in loader:
+        _step(model, opt, xb, yb)
+    assert (aud.draws, aud.steps) == (4, 4)
+    aud.audit(1.0, delta=1e-5)
+    aud.detach()

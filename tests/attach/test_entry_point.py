@@ -240,7 +240,7 @@ def test_an_entry_point_needs_one_run_and_one_shard(user_module, extra, key) -> 
         ("unknown_key", "unknown key(s) ['epsilon']"),
         ("no_canaries", "made no canaries"),
         ("two_sets", "second set of canaries"),
-        ("no_steps", "no step was observed"),
+        ("no_steps", "no noisy step was observed"),
     ],
 )
 def test_a_bad_return_fails_at_job_time_naming_the_key(user_module, fn, why) -> None:
@@ -418,7 +418,7 @@ def test_an_entry_point_experiment_runs_end_to_end(tmp_path: Path) -> None:
     cmd = [
         sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
         "--directory", str(work), "--configfile", str(configfile), "--cores", "2",
-        "results/own/verdicts.csv",
+        "results/own/verdicts.csv", "results/own/conformance.csv",
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -427,6 +427,21 @@ def test_an_entry_point_experiment_runs_end_to_end(tmp_path: Path) -> None:
     verdicts = pd.read_csv(work / "results/own/verdicts.csv")
     assert sorted(verdicts["entry_point"]) == ["dpaudit_user_e2e:eps", "dpaudit_user_e2e:train"]
     assert set(verdicts["claimed_epsilon"].round(6)) >= {3.0}
+    # issue 37, Done when: the report shows the conformance table beside the bounds: every
+    # file's stages, measured beside claimed, the unseen ones named (a report item, as the
+    # audit table is)
+    table = pd.read_csv(work / "results/own/conformance.csv")
+    assert len(table.groupby(["setting", "seed"])) == 4
+    assert set(table["entry_point"]) == set(verdicts["entry_point"])
+    assert set(table["status"]) <= {"ok", "departs", "unseen"}
+    steps = table[table["check"] == "noisy steps taken"].set_index("entry_point")
+    assert len(steps) == 4 and set(steps.loc["dpaudit_user_e2e:eps", "measured"]) == {
+        "1 noise calls"
+    }
+    unseen = table[table["status"] == "unseen"].set_index("stage")
+    # the hand-written loops record no batches: sampling unseen, with the way to see it
+    assert len(unseen.loc["sampling"]) == 4
+    assert unseen.loc["sampling", "measured"].str.contains("give the training's DataLoader").all()
     # a bad entry point stops Snakemake before any job runs, naming the key
     config["experiments"]["own"]["points"][1]["train.entry_point"] = "dpaudit_user_e2e:gone"
     configfile.write_text(yaml.safe_dump(config))

@@ -3,6 +3,7 @@ and parameters of each job, as plain functions of a validated config (no Snakema
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -250,6 +251,28 @@ def test_all_targets(config):
         "results/reproduction.md",
         "results/reproduction.csv",
     ]
+
+
+def test_issue37_an_entry_point_experiment_targets_its_conformance_table(config):
+    """issue 37, Done when: the report shows the conformance table beside the bounds: an
+    experiment trained by train.entry_point (train block, grid or points) targets its
+    conformance table, beside its audit table; no other experiment does."""
+    assert targets.entry_point_experiments(config) == []
+    assert not [t for t in targets.all_targets(config) if "conformance" in t]
+    for where in ("train", "grid", "points"):
+        cfg = copy.deepcopy(config)
+        exp = cfg["experiments"]["opa"]
+        spec = "my_module:train"
+        if where == "train":
+            exp["train"]["entry_point"] = spec
+        elif where == "grid":
+            exp.setdefault("grid", {})["train.entry_point"] = [spec]
+        else:
+            exp["points"] = [{"train.entry_point": spec}]
+        assert targets.entry_point_experiments(cfg) == ["opa"]
+        assert targets.entry_point_pattern(cfg) == "opa"
+        got = targets.all_targets(cfg)
+        assert paths.conformance_table("opa") == "results/opa/conformance.csv" in got
 
 
 def test_no_reproduction_target_without_checks(config):
