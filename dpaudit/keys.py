@@ -51,6 +51,9 @@ CONFORMANCE_DEPARTS = "conformance_departs"
 CONFORMANCE_UNSEEN = "conformance_unseen"
 CONFORMANCE_ALPHA = "conformance_alpha"
 CONFORMANCE_FIRST_STEP = "conformance_first_step"
+#: The measured mechanism's epsilon (estimate, and at the rate's lower confidence bound).
+MEASURED_EPSILON = "measured_epsilon"
+MEASURED_EPSILON_LOWER = "measured_epsilon_lower"
 
 #: The audit-table columns of a score file's conformance report, beside the bound (written by
 #: :func:`dpaudit.audit.conformance_columns`).
@@ -59,8 +62,8 @@ CONFORMANCE_COLUMNS = (
     CONFORMANCE_UNSEEN,
     CONFORMANCE_ALPHA,
     CONFORMANCE_FIRST_STEP,
-    "measured_epsilon",
-    "measured_epsilon_lower",
+    MEASURED_EPSILON,
+    MEASURED_EPSILON_LOWER,
 )
 
 # ---- verdict-table columns --------------------------------------------------------------------
