@@ -27,6 +27,17 @@ from typing import Any
 import pandas as pd
 
 from dpaudit import estimators
+from dpaudit.keys import (
+    CLAIMED_EPSILON,
+    CONFORMANCE_ALPHA,
+    CONFORMANCE_DEPARTS,
+    CONFORMANCE_FIRST_STEP,
+    CONFORMANCE_UNSEEN,
+    ID_COLUMNS,
+    MEASURED_EPSILON,
+    MEASURED_EPSILON_LOWER,
+    MEMBERSHIP_PVALUE,
+)
 from dpaudit.scores import FAIR_COIN, FIXED_INCLUSION, ScoreFile, ScoreFileError
 
 
@@ -36,20 +47,6 @@ class AuditTableError(ValueError):
     :func:`dpaudit.verdict.check_certifiable`)."""
 
 
-#: Columns every audit table starts with, in this order.
-ID_COLUMNS = [
-    "experiment",
-    "setting",
-    "seed",
-    "design",
-    "threat_model",
-    "claimed_epsilon",
-    "delta",
-    "accountant",
-    "estimator",
-    "method",
-    "params",
-]
 #: Metadata a score file declares about its run, beyond :data:`dpaudit.scores.REQUIRED_META`,
 #: that changes its rows in :func:`run_estimator`: the trade-off family a verdict may assume,
 #: extra claims and reference values, a no-canary control, the sampler and adversary (the
@@ -98,7 +95,7 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
         "seed": json.dumps(sf.meta["seed"]),
         "design": sf.meta["design"],
         "threat_model": sf.meta["threat_model"],
-        "claimed_epsilon": sf.claimed_epsilon,
+        CLAIMED_EPSILON: sf.claimed_epsilon,
         "delta": sf.delta,
         "accountant": sf.meta["accountant"],
         "estimator": name,
@@ -124,25 +121,13 @@ def run_estimator(sf: ScoreFile, name: str, spec: Mapping[str, Any]) -> pd.DataF
     return frame if not frame.empty else pd.DataFrame(columns=ID_COLUMNS)
 
 
-#: The audit-table columns of a score file's conformance report (written into its metadata by
-#: :meth:`dpaudit.attach.conformance.ConformanceReport.score_meta`), beside the bound.
-CONFORMANCE_COLUMNS = (
-    "conformance_departs",
-    "conformance_unseen",
-    "conformance_alpha",
-    "conformance_first_step",
-    "measured_epsilon",
-    "measured_epsilon_lower",
-)
-
-
 def conformance_columns(sf: ScoreFile) -> dict[str, Any]:
-    """The columns :data:`CONFORMANCE_COLUMNS` of a score file whose metadata has a conformance
-    report (an audited training of :mod:`dpaudit.attach`): the departing stages and those the
-    run could not see (``"; "``-joined, ``"none"`` when empty), the stages' error probability,
-    the first noisy step at which a check departed (NaN: none departed, or the report does not
-    say) and the measured mechanism's epsilon (estimate, and at the rate's lower confidence bound;
-    NaN where it was not measured). Empty for a file without one."""
+    """The columns :data:`dpaudit.keys.CONFORMANCE_COLUMNS` of a score file whose metadata has a
+    conformance report (an audited training of :mod:`dpaudit.attach`): the departing stages and
+    those the run could not see (``"; "``-joined, ``"none"`` when empty), the stages' error
+    probability, the first noisy step at which a check departed (NaN: none departed, or the report
+    does not say) and the measured mechanism's epsilon (estimate, and at the rate's lower confidence
+    bound; NaN where it was not measured). Empty for a file without one."""
     report = sf.meta.get("conformance")
     if not isinstance(report, Mapping):
         return {}
@@ -154,12 +139,12 @@ def conformance_columns(sf: ScoreFile) -> dict[str, Any]:
 
     steps = [v for v in (report.get("first_flagged_step") or {}).values() if v is not None]
     return {
-        "conformance_departs": "; ".join(report.get("departs") or []) or "none",
-        "conformance_unseen": "; ".join(report.get("unseen") or []) or "none",
-        "conformance_alpha": float(report["alpha"]),
-        "conformance_first_step": float(min(steps)) if steps else float("nan"),
-        "measured_epsilon": number("epsilon_estimate"),
-        "measured_epsilon_lower": number("epsilon_lower"),
+        CONFORMANCE_DEPARTS: "; ".join(report.get("departs") or []) or "none",
+        CONFORMANCE_UNSEEN: "; ".join(report.get("unseen") or []) or "none",
+        CONFORMANCE_ALPHA: float(report["alpha"]),
+        CONFORMANCE_FIRST_STEP: float(min(steps)) if steps else float("nan"),
+        MEASURED_EPSILON: number("epsilon_estimate"),
+        MEASURED_EPSILON_LOWER: number("epsilon_lower"),
     }
 
 
@@ -351,7 +336,7 @@ def _membership_row(row: Mapping[str, Any], sf: ScoreFile, coins: bool) -> dict[
     False and ``note`` :data:`NOT_FAIR_COIN`. A no-canary control keeps its own note."""
     trial = row.get("trial") if sf.meta["design"] == "one_run" else None
     trial = None if trial is None else int(trial)
-    out = {**row, "membership_pvalue": membership_pvalue(sf, trial)}
+    out = {**row, MEMBERSHIP_PVALUE: membership_pvalue(sf, trial)}
     failure = fair_coin_failure(sf, trial) if coins and row.get("note") != NO_CANARY_NOTE else ""
     if failure:
         out.update(epsilon=math.nan, valid=False, note=NOT_FAIR_COIN.format(detail=failure))

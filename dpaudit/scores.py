@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.io import atomic_path
+from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY, INCLUSION_KEY, SCORE_DTYPE
 
 #: 2: one-row ``membership``/``canary_id`` and ``score_dtype`` (version-1 files read unchanged).
 FORMAT_VERSION = 2
@@ -49,13 +50,13 @@ FORMAT_VERSION = 2
 #: Metadata every score file carries. ``claimed_epsilon`` is ``null`` in JSON for a run
 #: without any privacy guarantee (no noise); ``accountant`` names who computed it.
 REQUIRED_META: dict[str, str] = {
-    "format_version": "integer, the score-file format version",
+    FORMAT_VERSION_KEY: "integer, the score-file format version",
     "experiment": "name of the experiment block in the config",
     "setting": "name of the setting within the experiment (e.g. eps4)",
     "seed": "integer seed from which the file was produced",
     "design": "canary design: one_run | lidp | multi_run",
     "threat_model": "e.g. black_box_loss, white_box_dirac, simulation",
-    "claimed_epsilon": "epsilon claimed by the accountant (null if no guarantee)",
+    CLAIMED_EPSILON: "epsilon claimed by the accountant (null if no guarantee)",
     "delta": "the delta at which claimed_epsilon holds",
     "accountant": "name of the accountant that computed claimed_epsilon",
 }
@@ -63,19 +64,19 @@ REQUIRED_META: dict[str, str] = {
 DESIGNS = ("one_run", "lidp", "multi_run")
 
 #: Metadata that says how the arrays are stored: the writer's, never a producer's extra.
-STORAGE_META = ("format_version", "score_dtype")
+STORAGE_META = (FORMAT_VERSION_KEY, SCORE_DTYPE)
 
 #: Allowed on-disk dtypes of ``score`` (metadata key ``score_dtype``; default float64).
 SCORE_DTYPES = {"float64": np.float64, "float32": np.float32}
 
-#: Optional metadata key: the inclusion law of the canaries under the file's design. A number p
-#: in [0, 1]: each canary of each trial is IN independently with probability p (the one-run
-#: designs' fair coins, Steinke, Nasr, Jagielski 2023, Alg. 1: p = 1/2; a no-canary control:
-#: 0); :data:`FIXED_INCLUSION`: membership is set by the design, not drawn (LiDP's K inserted
-#: and m null canaries per trial; the batched Gaussian mechanism's runs on each side). A file
-#: without the key declares a fair coin (:data:`FAIR_COIN`), so files written before the key
-#: read unchanged. :func:`dpaudit.audit.membership_pvalue` tests the IN count against it.
-INCLUSION_KEY = "inclusion_probability"
+# Optional metadata key :data:`dpaudit.keys.INCLUSION_KEY` (re-exported here): the inclusion law
+# of the canaries under the file's design. A number p in [0, 1]: each canary of each trial is IN
+# independently with probability p (the one-run designs' fair coins, Steinke, Nasr, Jagielski
+# 2023, Alg. 1: p = 1/2; a no-canary control: 0); :data:`FIXED_INCLUSION`: membership is set by
+# the design, not drawn (LiDP's K inserted and m null canaries per trial; the batched Gaussian
+# mechanism's runs on each side). A file without the key declares a fair coin
+# (:data:`FAIR_COIN`), so files written before the key read unchanged.
+# :func:`dpaudit.audit.membership_pvalue` tests the IN count against it.
 #: The inclusion probability of a fair coin (the default law).
 FAIR_COIN = 0.5
 #: The value of :data:`INCLUSION_KEY` of a design whose membership is not random.
@@ -105,7 +106,7 @@ class ScoreFile:
         ids = np.atleast_2d(_numeric(self.canary_id, "canary_id", src))
         self.canary_id = _canary_ids(ids, src)
         self.meta = dict(self.meta)
-        self.meta.setdefault("format_version", FORMAT_VERSION)  # in memory; read() requires it
+        self.meta.setdefault(FORMAT_VERSION_KEY, FORMAT_VERSION)  # in memory; read() requires it
         validate(self)
         self.membership = self.membership.astype(np.int8, copy=False)
 
@@ -120,7 +121,7 @@ class ScoreFile:
     @property
     def claimed_epsilon(self) -> float:
         """The claimed epsilon, ``inf`` when the run had no privacy guarantee."""
-        value = self.meta.get("claimed_epsilon")
+        value = self.meta.get(CLAIMED_EPSILON)
         return math.inf if value is None else float(value)
 
     @property
@@ -248,13 +249,13 @@ def validate(sf: ScoreFile) -> None:
     delta = sf.meta["delta"]
     if not _is_number(delta) or not 0 <= delta < 1:  # NaN fails the range; a bool is no delta
         _fail(src, f"metadata 'delta' must be a number in [0, 1), got {_as_json(delta)}")
-    if sf.meta.get("score_dtype", "float64") not in SCORE_DTYPES:
+    if sf.meta.get(SCORE_DTYPE, "float64") not in SCORE_DTYPES:
         _fail(
             src,
             f"metadata 'score_dtype' is {sf.meta['score_dtype']!r}; allowed: "
             f"{list(SCORE_DTYPES)}",
         )
-    eps = sf.meta["claimed_epsilon"]
+    eps = sf.meta[CLAIMED_EPSILON]
     if eps is not None and (not _is_number(eps) or not eps >= 0):  # NaN, a bool: no claim
         _fail(
             src,
@@ -300,7 +301,7 @@ def _is_number(value: Any) -> bool:
 
 def _check_meta_extras(meta: dict[str, Any], src: str) -> None:
     """``format_version`` one this reader knows; ``claimed_epsilons``/``references`` numeric."""
-    version = meta["format_version"]
+    version = meta[FORMAT_VERSION_KEY]
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         _fail(src, f"metadata 'format_version' must be an integer >= 1, got {version!r}")
     if version > FORMAT_VERSION:
@@ -335,7 +336,7 @@ def write(path: str | Path, sf: ScoreFile) -> Path:
     all rows are equal (see the module docstring).
     """
     path = Path(path)
-    dtype = SCORE_DTYPES[sf.meta.get("score_dtype", "float64")]
+    dtype = SCORE_DTYPES[sf.meta.get(SCORE_DTYPE, "float64")]
     with np.errstate(over="ignore"):
         score = sf.score.astype(dtype, copy=False)
     if not np.isfinite(score).all():

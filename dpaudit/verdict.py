@@ -20,6 +20,16 @@ import pandas as pd
 
 from dpaudit.audit import EVIDENCE_UNITS, NOT_FAIR_COIN, AuditTableError
 from dpaudit.estimators.registry import family_free_blocks
+from dpaudit.keys import (
+    CLAIMED_EPSILON,
+    CONFORMANCE_ALPHA,
+    CONFORMANCE_DEPARTS,
+    CONFORMANCE_FIRST_STEP,
+    CONFORMANCE_UNSEEN,
+    EPSILON_LOWER_BOUND,
+    MEASURED_EPSILON,
+    MEASURED_EPSILON_LOWER,
+)
 
 #: Audit-table columns a verdict may group by besides the experiment's setting columns.
 VERDICT_ID_COLUMNS = ("estimator", "threat_model", "design", "canary_type", "selection")
@@ -161,7 +171,7 @@ def verdict_reasons(table: pd.DataFrame, *, need_claim: bool = True) -> pd.Serie
     assumed family, then the delta, then the coverage. ``need_claim=False`` leaves out the claim
     (a row without a finite claim is then judged as a bound only: the "largest valid bound" of
     ``dpaudit audit --json``)."""
-    claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
+    claimed = pd.to_numeric(table[CLAIMED_EPSILON], errors="coerce")
     assumed = column_text(table, "assumes")
     declared = column_text(table, "tradeoff_family")
     uncovered = column_text(table, "not_covered")
@@ -207,10 +217,10 @@ def add_verdicts(table: pd.DataFrame, source: str = "the audit table") -> pd.Dat
     the epsilon it reports (Annamalai et al. 2024, §7, the buggy data loaders). One below it
     says only that these runs found no evidence against the claim. A bound above what its
     canaries can certify is an error naming ``source`` (:func:`check_certifiable`)."""
-    if table.empty or "claimed_epsilon" not in table or "valid" not in table:
+    if table.empty or CLAIMED_EPSILON not in table or "valid" not in table:
         return table
     check_certifiable(table, source)
-    claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce")
+    claimed = pd.to_numeric(table[CLAIMED_EPSILON], errors="coerce")
     eps = pd.to_numeric(table["epsilon"], errors="coerce")
     reasons = verdict_reasons(table)
     usable = reasons == ""
@@ -268,30 +278,30 @@ def _joined(values: pd.Series) -> str:
 
 
 def _conformance(g: pd.DataFrame) -> dict[str, Any]:
-    """The conformance columns of a verdict group (:data:`dpaudit.audit.CONFORMANCE_COLUMNS`),
+    """The conformance columns of a verdict group (:data:`dpaudit.keys.CONFORMANCE_COLUMNS`),
     over its distinct score files: the stages any of them departs at, those some left unseen,
     the earliest step a check departed at, the largest measured epsilon; empty where no file of
     the group has a conformance report."""
-    if "conformance_departs" not in g or g["conformance_departs"].isna().all():
+    if CONFORMANCE_DEPARTS not in g or g[CONFORMANCE_DEPARTS].isna().all():
         return {}
     keys = [c for c in ("experiment", "setting", "seed") if c in g]
-    files = g[g["conformance_departs"].notna()].drop_duplicates(keys)
+    files = g[g[CONFORMANCE_DEPARTS].notna()].drop_duplicates(keys)
 
     def largest(column: str) -> float:
         values = pd.to_numeric(files[column], errors="coerce")
         return float(values.max()) if values.notna().any() else float("nan")
 
     # an audit table written before the checks were anytime-valid has no first-step column
-    column = "conformance_first_step"
+    column = CONFORMANCE_FIRST_STEP
     first = pd.to_numeric(files[column], errors="coerce") if column in files else pd.Series()
 
     return {
-        "conformance_departs": _joined(files["conformance_departs"]),
-        "conformance_unseen": _joined(files["conformance_unseen"]),
-        "conformance_alpha": largest("conformance_alpha"),
-        "conformance_first_step": float(first.min()) if first.notna().any() else float("nan"),
-        "measured_epsilon": largest("measured_epsilon"),
-        "measured_epsilon_lower": largest("measured_epsilon_lower"),
+        CONFORMANCE_DEPARTS: _joined(files[CONFORMANCE_DEPARTS]),
+        CONFORMANCE_UNSEEN: _joined(files[CONFORMANCE_UNSEEN]),
+        CONFORMANCE_ALPHA: largest(CONFORMANCE_ALPHA),
+        CONFORMANCE_FIRST_STEP: float(first.min()) if first.notna().any() else float("nan"),
+        MEASURED_EPSILON: largest(MEASURED_EPSILON),
+        MEASURED_EPSILON_LOWER: largest(MEASURED_EPSILON_LOWER),
     }
 
 
@@ -325,7 +335,7 @@ def verdict_table(
     (:data:`dpaudit.audit.NOT_FAIR_COIN`), with their verdict text; an implementation with only
     such rows gets a row with no bound and that text as its verdict. Where the score files carry
     a conformance report (an audited training of :mod:`dpaudit.attach`,
-    :data:`dpaudit.audit.CONFORMANCE_COLUMNS`), the conformance columns stand beside the bound:
+    :data:`dpaudit.keys.CONFORMANCE_COLUMNS`), the conformance columns stand beside the bound:
     ``conformance_departs`` (the stages any of the group's files departs at, ``none``),
     ``conformance_unseen`` (the stages a file could not see), ``conformance_alpha`` (each
     stage's error probability), ``conformance_first_step`` (the first noisy step at which a
@@ -337,7 +347,7 @@ def verdict_table(
     (:func:`check_certifiable`)."""
     check_certifiable(table, source)
     missing = [
-        c for c in [*by, "claimed_epsilon", "epsilon", "valid", "confidence"] if c not in table
+        c for c in [*by, CLAIMED_EPSILON, "epsilon", "valid", "confidence"] if c not in table
     ]
     if missing:
         raise ValueError(f"verdict_table: the audit table has no column(s) {missing}")
@@ -352,10 +362,10 @@ def verdict_table(
     outside = (uncovered != "") & (reasons == uncovered.map(lambda r: NOT_COVERED.format(reason=r)))
     keep = (reasons == "") | outside | not_fair_coin(rows)
     out = []
-    for key, g in rows[keep].groupby([*by, "claimed_epsilon"], dropna=False, sort=True):
+    for key, g in rows[keep].groupby([*by, CLAIMED_EPSILON], dropna=False, sort=True):
         usable = g[reasons[g.index] == ""]
         aside = reasons[g.index][reasons[g.index] != ""]
-        rec = dict(zip([*by, "claimed_epsilon"], key, strict=True))
+        rec = dict(zip([*by, CLAIMED_EPSILON], key, strict=True))
         excluded = "; ".join(
             f"{n} row(s): {r}" for r, n in aside.value_counts().sort_index().items()
         )
@@ -411,15 +421,15 @@ def own_training_verdict(
     eps = pd.to_numeric(rows["epsilon"])
     # no bound at all where the membership is not a fair coin (dpaudit.audit.fair_coin_failure)
     best_idx = eps.idxmax() if eps.notna().any() else rows.index[0]
-    if meta["claimed_epsilon"] is None:
+    if meta[CLAIMED_EPSILON] is None:
         best = rows.loc[best_idx]
         verdict = pd.DataFrame(
             [
                 {
                     "experiment": meta["experiment"],
                     "setting": meta["setting"],
-                    "claimed_epsilon": math.inf,
-                    "epsilon_lower_bound": float(best["epsilon"]),
+                    CLAIMED_EPSILON: math.inf,
+                    EPSILON_LOWER_BOUND: float(best["epsilon"]),
                     "confidence": float(best["confidence"]),
                     "rows_combined": len(rows),
                     "joint_confidence": confidence,

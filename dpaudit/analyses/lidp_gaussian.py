@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.estimators.lidp import bound as lidp
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.mechanisms import lidp_gaussian as lg
 
 TERMS = ("|mu2 - mu1^2|", "|mu4 - mu2^2|")
@@ -156,7 +157,7 @@ def correlation_curve(
                     "K": k,
                     "d": dim,
                     "n": n,
-                    "claimed_epsilon": epsilon,
+                    CLAIMED_EPSILON: epsilon,
                     "epsilon_hat": float(np.mean([b.epsilon for b in res])),
                     "reps": r,
                 }
@@ -212,7 +213,7 @@ def bias_variance_curve(
                 rows.append({"x": K, "y": e[o] - e[1], "series": f"DeltaVar(K, {o})"})
         rows += [{"x": K, "y": e[o] - eps11, "series": f"net gain, order {o}"} for o in e]
     table = pd.DataFrame(rows)
-    table["n"], table["d"], table["claimed_epsilon"] = n, d, epsilon
+    table["n"], table["d"], table[CLAIMED_EPSILON] = n, d, epsilon
     table["reps"], table["tuning_sets"] = reps, tuning_sets
     table["eps_hat_K1_order1"] = eps11
     return table

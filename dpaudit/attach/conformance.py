@@ -36,6 +36,8 @@ from typing import Any
 
 import pandas as pd
 
+from dpaudit.keys import CLAIMED_EPSILON, MEASURED_EPSILON
+
 #: The DP-SGD stages, in the order of the training's path.
 STAGES = ("sampling", "steps", "sensitivity", "noise", "normalisation", "accounting")
 
@@ -113,17 +115,17 @@ def conformance_table(files: Sequence[Any]) -> pd.DataFrame:
     :func:`conformance_rows`, each with the file's experiment, setting, seed and claimed
     epsilon, and the measured mechanism's epsilon beside it (the pipeline's report shows it
     next to the audit table's bounds)."""
-    ident = ("experiment", "setting", "seed", "claimed_epsilon", "measured_epsilon")
+    ident = ("experiment", "setting", "seed", CLAIMED_EPSILON, MEASURED_EPSILON)
     rows = []
     for sf in files:
-        claimed = sf.meta.get("claimed_epsilon")
+        claimed = sf.meta.get(CLAIMED_EPSILON)
         measured = (sf.meta.get(SCORE_META_KEYS[0]) or {}).get("epsilon_estimate")
         head = {
             "experiment": sf.meta.get("experiment"),
             "setting": sf.meta.get("setting"),
             "seed": sf.meta.get("seed"),
-            "claimed_epsilon": float("inf") if claimed is None else float(claimed),
-            "measured_epsilon": float("nan") if measured is None else float(measured),
+            CLAIMED_EPSILON: float("inf") if claimed is None else float(claimed),
+            MEASURED_EPSILON: float("nan") if measured is None else float(measured),
         }
         rows += [{**head, **row} for row in conformance_rows(sf.meta)]
     return pd.DataFrame(rows, columns=[*ident, *TABLE_COLUMNS])

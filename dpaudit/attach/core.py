@@ -53,6 +53,7 @@ from dpaudit.attach.verdict import (
 from dpaudit.canaries import input_space
 from dpaudit.canaries.gradient_space import dirac_coordinates
 from dpaudit.canaries.inclusion import fair_coins
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.scores import ScoreFile
 from dpaudit.seeding import derive_seed
 
@@ -380,7 +381,7 @@ class GradientCanaries(_Audited):
             noise_multiplier=self._noise_multiplier_used(given),
             noise=(*self._noise_stats(), self.clip_norm),
             noise_path=self.noise_path if len(self.noise_path) == self.steps else None,
-            claimed_epsilon=sf.meta["claimed_epsilon"],
+            claimed_epsilon=sf.meta[CLAIMED_EPSILON],
             delta=sf.delta,
             claim_accountant=sf.meta["accountant"],
             given=given,

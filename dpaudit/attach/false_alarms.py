@@ -18,6 +18,14 @@ import math
 import pandas as pd
 
 from dpaudit.attach.conformance import STAGES
+from dpaudit.keys import (
+    CLAIMED_EPSILON,
+    CONFORMANCE_ALPHA,
+    CONFORMANCE_DEPARTS,
+    CONFORMANCE_UNSEEN,
+    EPSILON_LOWER_BOUND,
+    MEASURED_EPSILON,
+)
 from dpaudit.verdict import verdict_table
 
 #: The family of the certified bound (the verdict's ``flagged`` column), beside the stages.
@@ -31,7 +39,7 @@ FAMILIES = (*STAGES, CERTIFIED)
 ALLOWED_RATE = 1 / 20
 
 #: The per-seed columns a false-alarm table reads beside the verdict's.
-_CONFORMANCE = ("conformance_departs", "conformance_unseen", "conformance_alpha")
+_CONFORMANCE = (CONFORMANCE_DEPARTS, CONFORMANCE_UNSEEN, CONFORMANCE_ALPHA)
 
 
 def per_seed_verdicts(
@@ -80,10 +88,10 @@ def false_alarm_table(
     seeds = per_seed_verdicts(table, by, estimator, source)
     out = []
     for key, g in seeds.groupby(by, dropna=False, sort=True):
-        claims = pd.to_numeric(g["claimed_epsilon"], errors="coerce")
-        ident = {**dict(zip(by, key, strict=True)), "claimed_epsilon": float(claims.max())}
-        bound = pd.to_numeric(g["epsilon_lower_bound"], errors="coerce")
-        measured = pd.to_numeric(g["measured_epsilon"], errors="coerce")
+        claims = pd.to_numeric(g[CLAIMED_EPSILON], errors="coerce")
+        ident = {**dict(zip(by, key, strict=True)), CLAIMED_EPSILON: float(claims.max())}
+        bound = pd.to_numeric(g[EPSILON_LOWER_BOUND], errors="coerce")
+        measured = pd.to_numeric(g[MEASURED_EPSILON], errors="coerce")
         extremes = {
             "largest_bound": float(bound.max()) if bound.notna().any() else math.nan,
             "largest_measured_epsilon": float(measured.max())
@@ -96,10 +104,10 @@ def false_alarm_table(
                 flagged = pd.to_numeric(g["flagged"], errors="coerce").fillna(0) > 0
                 level = 1 - pd.to_numeric(g["joint_confidence"], errors="coerce")
             else:
-                has = g["conformance_departs"].notna()
-                seen = has & ~_stages(g["conformance_unseen"], family)
-                flagged = seen & _stages(g["conformance_departs"], family)
-                level = pd.to_numeric(g["conformance_alpha"], errors="coerce")
+                has = g[CONFORMANCE_DEPARTS].notna()
+                seen = has & ~_stages(g[CONFORMANCE_UNSEEN], family)
+                flagged = seen & _stages(g[CONFORMANCE_DEPARTS], family)
+                level = pd.to_numeric(g[CONFORMANCE_ALPHA], errors="coerce")
             n = len(g)
             count = int(flagged.sum())
             allowed = math.floor(ALLOWED_RATE * n + 1e-9)

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attach.conformance import DEFAULT_ALPHA, SCORE_META_KEYS
+from dpaudit.keys import CLAIMED_EPSILON
 
 #: The parameters the entry point is called with, by keyword.
 PARAMETERS = ("data", "audit", "seed", "device")
@@ -65,7 +66,7 @@ PARAMETERS = ("data", "audit", "seed", "device")
 SIGNATURE = "fn(data, audit, seed, device) -> dict"
 #: Keys of the mapping the entry point returns.
 CLAIM_SETTINGS = ("noise_multiplier", "sample_rate", "steps")
-RETURN_KEYS = ("claimed_epsilon", *CLAIM_SETTINGS, "scores", "test_accuracy", "accountant", "meta")
+RETURN_KEYS = (CLAIMED_EPSILON, *CLAIM_SETTINGS, "scores", "test_accuracy", "accountant", "meta")
 #: Designs and shards an entry point can produce.
 DESIGN = "one_run"
 
@@ -259,7 +260,7 @@ def _check_result(result: Any, key: str) -> dict[str, Any]:
             f"allowed: {list(RETURN_KEYS)}"
         )
     given = [k for k in CLAIM_SETTINGS if result.get(k) is not None]
-    has_eps = result.get("claimed_epsilon") is not None
+    has_eps = result.get(CLAIMED_EPSILON) is not None
     if has_eps == bool(given) or (given and len(given) != len(CLAIM_SETTINGS)):
         raise EntryPointError(
             f"config key {key}: the entry point must return the claim: claimed_epsilon, or "
@@ -415,7 +416,7 @@ def run_entry_point(
     settings = {k: result.get(k) for k in CLAIM_SETTINGS}
     try:
         sf = audit.made.score_file(
-            result.get("claimed_epsilon"),
+            result.get(CLAIMED_EPSILON),
             delta=audit.delta,
             accountant=result.get("accountant") or audit.accountant,
             scores=result.get("scores"),

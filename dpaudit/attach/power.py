@@ -45,6 +45,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from dpaudit.keys import CLAIMED_EPSILON
+
 #: The flag probability the power is quoted at.
 POWER = 0.8
 #: Monte Carlo runs per power estimate (the standard error of a rate of 0.8 is 0.018).
@@ -285,7 +287,7 @@ def power(
     )
     _check("steps", steps, isinstance(steps, int | np.integer) and steps >= 1, "an integer >= 1")
     _check(
-        "claimed_epsilon",
+        CLAIMED_EPSILON,
         claimed_epsilon,
         isinstance(claimed_epsilon, float | int) and 0 <= claimed_epsilon < math.inf,
         "a finite number >= 0",

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.keys import CLAIMED_EPSILON, EPSILON_LOWER_BOUND, FORMAT_VERSION_KEY
 from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile, ScoreFileError
 
 # VERDICT_ESTIMATORS: re-exported, the verdict's estimators are part of this module's API
@@ -66,7 +67,7 @@ class Claim:
     def meta(self) -> dict[str, Any]:
         """The score-file metadata of the claim."""
         return {
-            "claimed_epsilon": self.epsilon,
+            CLAIMED_EPSILON: self.epsilon,
             "delta": self.delta,
             "accountant": self.accountant,
             "claim_source": self.source,
@@ -226,7 +227,7 @@ def make_score_file(
         steps=steps,
     )
     meta = {
-        "format_version": FORMAT_VERSION,
+        FORMAT_VERSION_KEY: FORMAT_VERSION,
         "experiment": experiment,
         "setting": setting,
         "seed": seed,
@@ -307,7 +308,7 @@ class AuditResult:
 
         meta = self.score_file.meta
         v = self.verdict.iloc[0]
-        claim = meta.get("claimed_epsilon")
+        claim = meta.get(CLAIMED_EPSILON)
         if not _noise_call_canaries(meta) or claim is None:
             return None
         accountant = meta["accountant"] if meta["accountant"] in _ACCOUNTANTS else "prv"
@@ -333,11 +334,11 @@ class AuditResult:
     @property
     def lower_bound(self) -> float:
         """The largest valid, family-free lower bound on epsilon."""
-        return float(self.verdict["epsilon_lower_bound"].iloc[0])
+        return float(self.verdict[EPSILON_LOWER_BOUND].iloc[0])
 
     def __str__(self) -> str:
         v = self.verdict.iloc[0]
-        claim = v["claimed_epsilon"]
+        claim = v[CLAIMED_EPSILON]
         claim_text = "none (no guarantee)" if not math.isfinite(claim) else f"{claim:.3g}"
         text = (
             f"claimed epsilon {claim_text} at delta {v['delta']:.3g} ({v['accountant']}); "
@@ -345,7 +346,7 @@ class AuditResult:
             f"joint confidence {v['joint_confidence']:.3g}); this run can certify at most "
             f"{v['largest_detectable_epsilon']:.3g}; verdict: {v['verdict']}"
         )
-        if math.isnan(v["epsilon_lower_bound"]):  # e.g. membership that is not a fair coin
+        if math.isnan(v[EPSILON_LOWER_BOUND]):  # e.g. membership that is not a fair coin
             text = (
                 f"claimed epsilon {claim_text} at delta {v['delta']:.3g} ({v['accountant']}); "
                 f"no valid lower bound; verdict: {v['verdict']}"

@@ -14,6 +14,8 @@ import argparse
 import json
 import math
 
+from dpaudit.keys import CLAIMED_EPSILON, MEMBERSHIP_PVALUE
+
 HELP = "run estimators on score files and print the audit table"
 
 
@@ -144,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
                 "epsilon",
                 "valid",
                 "assumes",
-                "claimed_epsilon",
-                "membership_pvalue",
+                CLAIMED_EPSILON,
+                MEMBERSHIP_PVALUE,
             )
             if c in table.columns
         ]

@@ -10,6 +10,8 @@ import json
 import logging
 import zipfile
 
+from dpaudit.keys import CLAIMED_EPSILON
+
 ALIASES = ["train"]
 HELP = "train a shard of DP-SGD models with canaries and write its score file"
 
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                 "out": str(args.out),
                 "trials": sf.n_trials,
                 "canaries": sf.n_canaries,
-                "claimed_epsilon": sf.meta["claimed_epsilon"],
+                CLAIMED_EPSILON: sf.meta[CLAIMED_EPSILON],
                 "sampler": sf.meta["sampler"],
                 "test_accuracy": sf.meta["test_accuracy"],
                 **score_summary(sf),

@@ -63,6 +63,7 @@ import numpy as np
 
 from dpaudit.data.catalog import DATASET_NAMES, DEFAULT_TEST_FRACTION, entry
 from dpaudit.io import atomic_path
+from dpaudit.keys import FORMAT_VERSION_KEY
 
 FORMAT_VERSION = 1
 #: Every dataset name (:mod:`dpaudit.data.catalog`).
@@ -307,7 +308,7 @@ def _finish(
         arrays[f"{part}_index"] = np.ascontiguousarray(idx, dtype=np.int64)
     meta = {
         **meta,
-        "format_version": FORMAT_VERSION,
+        FORMAT_VERSION_KEY: FORMAT_VERSION,
         "n_train": int(arrays["y_train"].size),
         "n_test": int(arrays["y_test"].size),
         "n_canary": int(arrays["y_canary"].size),

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit import likelihood_ratios
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.scores import FIXED_INCLUSION, INCLUSION_KEY, ScoreFile
 
 #: The batched Gaussian mechanism's threat models (the adversary's knowledge of the batches).
@@ -206,7 +207,7 @@ def bgm_score_file(
         "design": "multi_run",
         INCLUSION_KEY: FIXED_INCLUSION,  # runs_per_hypothesis runs on each side
         "threat_model": f"bgm_{threat_model}",
-        "claimed_epsilon": float(poisson if claimed_epsilon is None else claimed_epsilon),
+        CLAIMED_EPSILON: float(poisson if claimed_epsilon is None else claimed_epsilon),
         "delta": float(delta),
         "accountant": "poisson_pld" if claimed_epsilon is None else "given",
         "mechanism": "batched_gaussian",

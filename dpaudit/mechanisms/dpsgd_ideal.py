@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY
 from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 
 
@@ -90,14 +91,14 @@ def dpsgd_score_file(
     accountant's (dp_accounting, discretisation 1e-4) at ``delta``."""
     score, member = dpsgd_scores(m, sigma, q, steps, np.random.default_rng(seed))
     meta = {
-        "format_version": FORMAT_VERSION,
+        FORMAT_VERSION_KEY: FORMAT_VERSION,
         "experiment": experiment,
         "setting": setting or f"sigma{sigma:g}_q{q:g}_T{steps}",
         "seed": int(seed),
         "design": "one_run",
         INCLUSION_KEY: FAIR_COIN,
         "threat_model": "simulation",
-        "claimed_epsilon": claimed_epsilon(sigma, q, steps, delta),
+        CLAIMED_EPSILON: claimed_epsilon(sigma, q, steps, delta),
         "delta": float(delta),
         "accountant": "pld",
         "mechanism": "dpsgd_ideal",

@@ -48,6 +48,7 @@ import numpy as np
 from scipy import optimize
 
 from dpaudit.accounting.gaussian import gaussian_rdp_epsilon, gdp_epsilon
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.scores import FIXED_INCLUSION, INCLUSION_KEY, ScoreFile, write
 
 #: Trials sampled per vectorised block (bounds memory at CHUNK * p^2 doubles).
@@ -382,7 +383,7 @@ def score_file(
         "design": "lidp",
         INCLUSION_KEY: FIXED_INCLUSION,  # K inserted and m null canaries in every trial
         "threat_model": "simulation",
-        "claimed_epsilon": float(epsilon),
+        CLAIMED_EPSILON: float(epsilon),
         "delta": float(delta),
         "accountant": f"gaussian_{accountant}",
         "lidp_variant": "add_remove",

@@ -15,6 +15,7 @@ import numpy as np
 from scipy import special
 
 from dpaudit.accounting.gaussian import gdp_epsilon
+from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY
 from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 
 
@@ -33,14 +34,14 @@ def gaussian_game(
 
 def _meta(experiment: str, setting: str, seed: int, eps: float, delta: float, **extra) -> dict:
     return {
-        "format_version": FORMAT_VERSION,
+        FORMAT_VERSION_KEY: FORMAT_VERSION,
         "experiment": experiment,
         "setting": setting,
         "seed": int(seed),
         "design": "one_run",
         INCLUSION_KEY: FAIR_COIN,
         "threat_model": "simulation",
-        "claimed_epsilon": float(eps),
+        CLAIMED_EPSILON: float(eps),
         "delta": float(delta),
         "accountant": "exact",
         **extra,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dpaudit.keys import SCORE_DTYPE
 from dpaudit.mechanisms.batched_gaussian import bgm_score_file
 from dpaudit.mechanisms.bgm_calibrated import bgm_calibrated_score_file
 from dpaudit.mechanisms.lidp_gaussian import score_file as lidp_gaussian_score_file
@@ -60,7 +61,7 @@ def get(name: str) -> Callable[..., ScoreFile]:
 
 #: Parameters every mechanism accepts (handled here, not by the mechanism).
 COMMON_PARAMS = {
-    "score_dtype": "on-disk dtype of the scores, float64 (default) or float32 (half the disk "
+    SCORE_DTYPE: "on-disk dtype of the scores, float64 (default) or float32 (half the disk "
     "for large grids; see dpaudit.scores)",
 }
 
@@ -70,10 +71,10 @@ def simulate(
 ) -> ScoreFile:
     """Run mechanism ``name`` with ``params``; the score file carries experiment and setting."""
     params = dict(params)
-    score_dtype = params.pop("score_dtype", None)
+    score_dtype = params.pop(SCORE_DTYPE, None)
     sf = get(name)(**params, seed=seed, experiment=experiment, setting=setting)
     if score_dtype is not None:
-        sf.meta["score_dtype"] = score_dtype
+        sf.meta[SCORE_DTYPE] = score_dtype
         validate(sf)
     return sf
 

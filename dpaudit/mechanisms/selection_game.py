@@ -29,6 +29,7 @@ from scipy import stats
 from dpaudit.accounting import run_counts as runs
 from dpaudit.accounting import selection as sel
 from dpaudit.accounting.run_counts import RunCountDistribution
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.scores import FAIR_COIN, INCLUSION_KEY, ScoreFile
 
 NULL_SCORE = -np.finfo(np.float64).max
@@ -93,7 +94,7 @@ def score_file(
         "design": "multi_run",
         INCLUSION_KEY: FAIR_COIN,
         "threat_model": "simulation",
-        "claimed_epsilon": claimed_epsilon,
+        CLAIMED_EPSILON: claimed_epsilon,
         "delta": float(delta),
         "accountant": accountant,
         "mechanism": "selection_reduced_game",

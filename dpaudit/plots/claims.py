@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.plots.labels import symbols
 
 #: Legend labels of known ``reference_<name>`` columns (others: the name with spaces).
@@ -59,7 +60,7 @@ def claim_label(column: str, base_is_budget: bool, given: str | None = None) -> 
     """The legend label of a claim column (``claimed_epsilon``, or one of
     :data:`CLAIM_LABELS`); ``base_is_budget``: the main claim is one training run's epsilon_B;
     ``given``: the config's ``figure.claim_label`` of the main claim (which bound it is)."""
-    if column == "claimed_epsilon":
+    if column == CLAIMED_EPSILON:
         if given:
             return symbols(given)
         return BASE_CLAIM_LABEL if base_is_budget else "claimed ε"
@@ -98,9 +99,9 @@ def plot_claimed(
 
 def controls(table: pd.DataFrame) -> pd.Series:
     """Rows of the no-noise control (claimed epsilon infinite)."""
-    if "claimed_epsilon" not in table.columns:
+    if CLAIMED_EPSILON not in table.columns:
         return pd.Series(False, index=table.index)
-    return ~np.isfinite(pd.to_numeric(table["claimed_epsilon"], errors="coerce").fillna(0.0))
+    return ~np.isfinite(pd.to_numeric(table[CLAIMED_EPSILON], errors="coerce").fillna(0.0))
 
 
 def y_limits(ax: Any, lo: float, hi: float, claims: Sequence[tuple[Any, float, float]]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.plots import pyplot
 from dpaudit.plots.labels import column_label
 from dpaudit.plots.series import draw_paper_values, estimator_labels, series_label, y_label
@@ -45,7 +46,7 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
         table["selection"] = ""
     table["selection"] = table["selection"].fillna("").astype(str)
     table["valid"] = table["valid"].astype(bool)
-    claimed = pd.to_numeric(table["claimed_epsilon"], errors="coerce").astype(float)
+    claimed = pd.to_numeric(table[CLAIMED_EPSILON], errors="coerce").astype(float)
     control = ~np.isfinite(claimed)
     names = estimator_labels(table, fig.get("estimator_labels"))
     overrides = fig.get("labels") or {}
@@ -58,7 +59,7 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
             figure, ax = plt.subplots()
             side = None
         finite = table[~control]
-        top = float(finite["claimed_epsilon"].max()) if len(finite) else 1.0
+        top = float(finite[CLAIMED_EPSILON].max()) if len(finite) else 1.0
         ax.plot([0, top], [0, top], label="claimed ε (y = x)", **CLAIMED)
         groups = list(table.groupby(["estimator", "selection"], sort=True))
         colors = assign_colors([(key[0], grp["method"].iloc[0]) for key, grp in groups])
@@ -70,12 +71,12 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
                 "marker": MARKERS[selections.index(key[1]) % len(MARKERS)],
             }
             label = series_label(["estimator", "selection"], key, names, overrides, valid)
-            fin = grp[np.isfinite(grp["claimed_epsilon"].astype(float))]
+            fin = grp[np.isfinite(grp[CLAIMED_EPSILON].astype(float))]
             if len(fin):
                 agg = (
                     fin.groupby("setting")
                     .agg(
-                        x=("claimed_epsilon", "mean"),
+                        x=(CLAIMED_EPSILON, "mean"),
                         y=("epsilon", "mean"),
                         lo=("epsilon", "min"),
                         hi=("epsilon", "max"),
@@ -90,7 +91,7 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
                     **style,
                     **({} if valid else UNCORRECTED),
                 )
-            inf = grp[~np.isfinite(grp["claimed_epsilon"].astype(float))]
+            inf = grp[~np.isfinite(grp[CLAIMED_EPSILON].astype(float))]
             if len(inf) and side is not None:
                 y = inf["epsilon"].astype(float)
                 mean = float(y.mean())
@@ -103,8 +104,8 @@ def draw_empirical_vs_claimed(table: pd.DataFrame, fig: Mapping[str, Any] | None
                     **style,
                     **({} if valid else {"alpha": UNCORRECTED["alpha"]}),
                 )
-        draw_paper_values(ax, finite, fig.get("marks") or [], "claimed_epsilon", "epsilon")
-        ax.set_xlabel(fig.get("xlabel") or column_label("claimed_epsilon"))
+        draw_paper_values(ax, finite, fig.get("marks") or [], CLAIMED_EPSILON, "epsilon")
+        ax.set_xlabel(fig.get("xlabel") or column_label(CLAIMED_EPSILON))
         ax.set_ylabel(y_label(fig, "epsilon", table, column_label("epsilon")))
         ax.set_xlim(0, top * 1.08)
         ax.set_ylim(bottom=0)

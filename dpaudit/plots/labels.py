@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpaudit.estimators.registry import block_assumes
+from dpaudit.keys import CLAIMED_EPSILON
 
 #: Estimator methods (``estimators.registry.METHODS``) -> display name.
 METHOD_LABELS = {
@@ -99,7 +100,7 @@ VALUE_LABELS: dict[str, dict[str, str]] = {
 #: Columns -> axis label (units in words; epsilon is dimensionless).
 COLUMN_LABELS = {
     "epsilon": "ε lower bound",
-    "claimed_epsilon": "claimed ε (accountant)",
+    CLAIMED_EPSILON: "claimed ε (accountant)",
     "target_epsilon": "target ε (accountant)",
     "m": "canaries m",
     "k": "inserted canaries per model k",
@@ -120,7 +121,7 @@ COLUMN_LABELS = {
 #: Short symbols of columns whose values appear as "symbol = value" in legends.
 COLUMN_SYMBOLS = {
     "target_epsilon": "ε",
-    "claimed_epsilon": "claimed ε",
+    CLAIMED_EPSILON: "claimed ε",
     "noise_multiplier": "σ",
     "sigma": "σ",
     "epsilon_B": "ε_B",

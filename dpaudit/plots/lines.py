@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.plots import pyplot
 from dpaudit.plots.claims import (
     claim_columns,
@@ -165,9 +166,9 @@ def _draw_dots(
     extra = claim_columns(table)
     budget = fig.get("kind") == "train" and bool(extra)
     lines: list[tuple[str, str, dict]] = []
-    if fig.get("claimed", True) and "claimed_epsilon" in table:
-        main_label = claim_label("claimed_epsilon", budget, fig.get("claim_label"))
-        lines.append(("claimed_epsilon", main_label, CLAIMED))
+    if fig.get("claimed", True) and CLAIMED_EPSILON in table:
+        main_label = claim_label(CLAIMED_EPSILON, budget, fig.get("claim_label"))
+        lines.append((CLAIMED_EPSILON, main_label, CLAIMED))
         for k, col in enumerate(extra):
             lines.append((col, claim_label(col, True), EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]))
     if fig.get("references", True):
@@ -501,10 +502,10 @@ def draw_table(table: pd.DataFrame, fig: Mapping[str, Any]) -> Any:
             ax.plot([], [], color="#7f7f7f", marker="o", label=CONTROL_LABEL, **CONTROL)
         finite = table[~controls(table)]
         claims: list[tuple[Any, float]] = []
-        claimed = fig.get("claimed", True) and "claimed_epsilon" in table
+        claimed = fig.get("claimed", True) and CLAIMED_EPSILON in table
         if bars and claimed:
             extra = claim_columns(finite)
-            columns = [("claimed_epsilon", CLAIMED)] + [
+            columns = [(CLAIMED_EPSILON, CLAIMED)] + [
                 (c, EXTRA_CLAIMED[k % len(EXTRA_CLAIMED)]) for k, c in enumerate(extra)
             ]
             for col, style in columns:

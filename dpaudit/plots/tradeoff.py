@@ -30,6 +30,7 @@ import pandas as pd
 
 from dpaudit.accounting.dpsgd import dpsgd_tradeoff, eps_delta_tradeoff
 from dpaudit.estimators.multi_run.definition import cp_upper, epsilon_from_rates, rate_level, sweep
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.plots import pyplot
 from dpaudit.plots.labels import wrap_label
 from dpaudit.plots.style import (
@@ -119,7 +120,7 @@ def tradeoff_table(
     for setting, files in files_by_setting.items():
         score, member = pooled_runs(files)
         delta = float(_one_value(files, "delta"))
-        claimed = _one_value(files, "claimed_epsilon")
+        claimed = _one_value(files, CLAIMED_EPSILON)
         claim = (
             None if claimed is None else float(claimed),
             delta,
@@ -139,7 +140,7 @@ def tradeoff_table(
             curve.insert(0, "label", labels.get(setting, setting))
             curve.insert(0, "setting", setting)
             curve.insert(0, "curve", EMPIRICAL)
-            curve["claimed_epsilon"] = claim[0]
+            curve[CLAIMED_EPSILON] = claim[0]
             curve["delta"] = delta
             curve["confidence"] = confidence
             if claim[0] is not None and math.isfinite(claim[0]):
@@ -152,7 +153,7 @@ def tradeoff_table(
     for claimed, delta, sigma, q, steps in claims:
         if claimed is None or not math.isfinite(claimed):
             continue
-        base = {"fpr": CLAIM_GRID, "claimed_epsilon": claimed, "delta": delta}
+        base = {"fpr": CLAIM_GRID, CLAIMED_EPSILON: claimed, "delta": delta}
         parts.append(
             pd.DataFrame(
                 {"curve": EPS_DELTA, **base, "fnr": eps_delta_tradeoff(CLAIM_GRID, claimed, delta)}
@@ -239,7 +240,7 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
                 (POISSON_PLD, REFERENCE, "claim: DP-SGD (Poisson) PLD, ε = {eps:.3g}"),
                 (EPS_DELTA, {**CLAIMED, "ls": "-."}, "claim: (ε, δ)-DP, ε = {eps:.3g}"),
             ):
-                for eps, c in table[table["curve"] == curve].groupby("claimed_epsilon"):
+                for eps, c in table[table["curve"] == curve].groupby(CLAIMED_EPSILON):
                     ax.plot(c["fpr"], c["fnr"], **style, label=text.format(eps=eps))
             ax.set_xlabel("false positive rate")
             ax.set_ylabel("false negative rate")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpaudit.keys import CLAIMED_EPSILON, EPSILON_LOWER_BOUND
 from dpaudit.plots import pyplot
 from dpaudit.plots.labels import confidence_text, value_label
 from dpaudit.plots.style import CLAIMED, PALETTE, REFERENCE, legend, save, styled, title
@@ -50,7 +51,7 @@ def with_implementation(
 def row_labels(verdicts: pd.DataFrame) -> list[str]:
     """The y-axis label of each row: the implementation, with the claim where several differ,
     and "(no verdict)" where no row may decide one (the table's ``verdict`` says why)."""
-    several = verdicts["claimed_epsilon"].nunique() > 1
+    several = verdicts[CLAIMED_EPSILON].nunique() > 1
     return [
         (
             f"{r.implementation} (claimed ε = {r.claimed_epsilon:.3g})"
@@ -73,10 +74,10 @@ def draw_verdicts(verdicts: pd.DataFrame, heading: str = "") -> Any:
         height = max(2.0, 0.9 + 0.32 * len(verdicts))
         figure, ax = plt.subplots(figsize=(6.4, height))
         y = list(range(len(verdicts)))[::-1]
-        bound = verdicts["epsilon_lower_bound"].to_numpy(dtype=float)
+        bound = verdicts[EPSILON_LOWER_BOUND].to_numpy(dtype=float)
         flagged = verdicts["flagged"].astype(bool).to_numpy()
         has_bound = np.isfinite(bound)  # a row with no usable bound says why in its verdict
-        claimed = verdicts["claimed_epsilon"].to_numpy()
+        claimed = verdicts[CLAIMED_EPSILON].to_numpy()
         ax.plot(claimed, y, ls="none", marker="|", ms=14, mew=1.5, color=CLAIMED["color"])
         ax.plot(
             [], [], ls="none", marker="|", ms=7, mew=1.5, color=CLAIMED["color"], label="claimed ε"

@@ -20,6 +20,7 @@ import torch
 
 from dpaudit.canaries.inclusion import fair_coins
 from dpaudit.canaries.input_space import random_inputs
+from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY
 from dpaudit.models import build_for_data
 from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 from dpaudit.seeding import derive_seed
@@ -91,7 +92,7 @@ def run_setting(
     check_finite_scores(result.canary_scores[None, :], job, result.steps)
     meta = {
         "claimed_epsilons": claimed_epsilons(result, train["delta"]),
-        "format_version": FORMAT_VERSION,
+        FORMAT_VERSION_KEY: FORMAT_VERSION,
         "experiment": experiment,
         "setting": setting,
         "seed": seed,
@@ -100,7 +101,7 @@ def run_setting(
         "threat_model": "black_box_loss",
         "score": "minus_loss",
         "canary_type": canaries["type"],
-        "claimed_epsilon": result.claimed_epsilon,
+        CLAIMED_EPSILON: result.claimed_epsilon,
         "target_epsilon": target_epsilon,
         "delta": train["delta"],
         "accountant": result.accountant,

@@ -49,6 +49,7 @@ import torch
 from dpaudit.accounting.dpsgd import calibrate_noise, poisson_epsilon
 from dpaudit.canaries import gradient_space
 from dpaudit.canaries.inclusion import lidp_split, single_target_coin
+from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY
 from dpaudit.models import build_for_data
 from dpaudit.scores import FAIR_COIN, FIXED_INCLUSION, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
 from dpaudit.training.canary_scores import (
@@ -316,7 +317,7 @@ def _shard_meta(
     ``counts`` (models, training records, parameters), the canaries and ``accuracy``."""
     t, threat_model = spec.train, spec.threat_model
     meta = {
-        "format_version": FORMAT_VERSION,
+        FORMAT_VERSION_KEY: FORMAT_VERSION,
         "experiment": job_id.experiment,
         "setting": job_id.setting,
         "seed": job_id.seed,
@@ -331,7 +332,7 @@ def _shard_meta(
         "adversary": c["adversary"],
         "statistic": c["statistic"] if threat_model == "per_step_dot" else None,
         "prefix_batches": c["prefix_batches"] if threat_model == "per_step_dot" else None,
-        "claimed_epsilon": claimed,
+        CLAIMED_EPSILON: claimed,
         "target_epsilon": spec.target_epsilon,
         "delta": float(t["delta"]),
         "accountant": f"opacus_{t['accountant']}_poisson" if claimed is not None else "none",

@@ -47,6 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from dpaudit.accounting.run_counts import RunCountDistribution, TruncatedNegativeBinomial
+from dpaudit.keys import FORMAT_VERSION_KEY
 from dpaudit.scores import ScoreFile
 from dpaudit.training.spec import JobId, RunSpec
 
@@ -219,7 +220,7 @@ def run_tuning(
     stats = statistics_of_runs(setup, lam, g)
     chosen, released = assemble(plan, g, stats[stat_name])
     meta = _tuning_meta(first_meta, plan, sel, chosen, lr_of_run, acc)
-    meta["format_version"] = FORMAT_VERSION
+    meta[FORMAT_VERSION_KEY] = FORMAT_VERSION
     n = len(plan.world)
     return ScoreFile(
         score=released[:, None],

@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpaudit"
 #: Layers from the bottom up; a unit is a subpackage or a top-level module of ``dpaudit``
 #: (``""`` is the package itself, which holds only ``__version__``).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "defaults", "io", "joblog", "opacus_import", "seeding"),
+    ("", "defaults", "io", "joblog", "keys", "opacus_import", "seeding"),
     ("accounting", "scores", "likelihood_ratios", "manifest"),
     ("data", "models", "canaries"),
     ("training", "mechanisms"),

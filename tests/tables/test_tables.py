@@ -436,7 +436,8 @@ def test_issue37_the_verdict_table_shows_the_conformance_report_beside_the_bound
     union over the seeds), the unseen ones, the measured epsilon (largest) beside the claim; a
     file without a report gets none of them."""
     from dpaudit.attach.conformance import STAGES, Check, report
-    from dpaudit.audit import CONFORMANCE_COLUMNS, audit
+    from dpaudit.audit import audit
+    from dpaudit.keys import CONFORMANCE_COLUMNS
     from dpaudit.verdict import verdict_table
 
     def with_report(seed: int, departs: bool, eps: float):

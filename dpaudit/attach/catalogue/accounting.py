@@ -16,6 +16,7 @@ from dpaudit.attach.catalogue.common import (
     opacus_training,
     train_opacus,
 )
+from dpaudit.keys import CLAIMED_EPSILON
 
 #: Physical batches accumulated into one noisy step (jax_privacy #234, #288, PR #267).
 ACCUMULATION = 2
@@ -42,7 +43,7 @@ def fewer_steps_claimed(data: dict[str, np.ndarray], audit: Any, seed: int, devi
     audit.opacus(optimizer, data_loader=loader, coordinates=where)
     train_opacus(model, optimizer, loader, run.epochs)
     return {
-        "claimed_epsilon": run.target,
+        CLAIMED_EPSILON: run.target,
         "accountant": run.accountant,
         "test_accuracy": run.accuracy(),
         "meta": {"bug": "fewer_steps_claimed"},
@@ -65,7 +66,7 @@ def larger_dataset_claimed(
     sigma = run.sigma(run.batch / full_dataset_size(data))  # BUG: not the training set's size
     loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
     result = opacus_training(run, audit, loader, sigma, "larger_dataset_claimed")
-    return result | {"claimed_epsilon": run.target}
+    return result | {CLAIMED_EPSILON: run.target}
 
 
 def accumulation_counted_twice(
@@ -94,7 +95,7 @@ def accumulation_counted_twice(
     # the claim counts physical batches: rate q / 2 over twice the steps
     eps = poisson_epsilon(sigma, physical_q, physical_steps, run.delta, run.accountant)
     return {
-        "claimed_epsilon": eps,
+        CLAIMED_EPSILON: eps,
         "accountant": run.accountant,
         "test_accuracy": run.accuracy(),
         "meta": {"bug": "accumulation_counted_twice"},

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.seeding import derive_seed
 
 
@@ -305,7 +306,7 @@ def claim_settings(sigma: float, q: float, steps: int, run: Run, bug: str) -> di
 def claim_of(engine: Any, run: Run, **meta: Any) -> dict[str, Any]:
     """What the user reports after an Opacus training: their engine's epsilon."""
     return {
-        "claimed_epsilon": float(engine.get_epsilon(run.delta)),
+        CLAIMED_EPSILON: float(engine.get_epsilon(run.delta)),
         "accountant": run.accountant,
         "test_accuracy": run.accuracy(),
         "meta": meta,

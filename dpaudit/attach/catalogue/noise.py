@@ -14,6 +14,7 @@ from dpaudit.attach.catalogue.common import (
     loop,
     opacus_training,
 )
+from dpaudit.keys import CLAIMED_EPSILON
 
 
 def noise_for_mean_on_sum(data: dict[str, np.ndarray], audit: Any, seed: int, device: str) -> dict:
@@ -82,4 +83,4 @@ def noise_multiplier_above_target(
     loader = DataLoader(TensorDataset(run.x, run.y), batch_size=run.batch)
     result = opacus_training(run, audit, loader, sigma, "noise_multiplier_above_target")
     # "trained to the target epsilon", by the accountant that searched for it
-    return result | {"claimed_epsilon": target, "accountant": accountant}
+    return result | {CLAIMED_EPSILON: target, "accountant": accountant}

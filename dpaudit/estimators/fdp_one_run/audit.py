@@ -33,6 +33,7 @@ from dpaudit.estimators.fdp_one_run import families, tails
 from dpaudit.estimators.fdp_one_run import guesses as fdp
 from dpaudit.estimators.registry import assumes
 from dpaudit.estimators.selection import multi_split, rules
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.scores import ScoreFile, ScoreFileError
 
 SELECTIONS = rules.ONE_RUN_SELECTIONS
@@ -271,7 +272,7 @@ def run_released_guess_audit(
         "guess": p["guess"],
         "r_fixed": None if r_fixed is None else int(r_fixed),
         "r_grid": p["r_grid"],
-        "claimed_epsilon": sf.claimed_epsilon,
+        CLAIMED_EPSILON: sf.claimed_epsilon,
         "bound": bound,
     }
     confidence = float(p["confidence"])
