@@ -222,6 +222,9 @@ class OpacusProbeHook:
         self._params = [p for p in optimizer.params if p.requires_grad]
         self._offsets = np.asarray(offsets)
         self._edges = np.arange(len(self._params) + 1)
+        dtypes = {p.dtype for p in self._params}
+        self._dtype = dtypes.pop() if len(dtypes) == 1 else None  # the rows' one dtype, if so
+        self._on_cpu = all(p.device.type == "cpu" for p in self._params)
         self._runs: dict[tuple[int, int], list[tuple[int, int]]] = {}  # per (b, probes)
         # the pending step's layout (_layout), made by _place and reused by read
         self._step: tuple[Any, ...] | None = None
@@ -268,11 +271,16 @@ class OpacusProbeHook:
         self._step = _, order, cuts, local, _ = self._layout(coords)
         at_t = torch.from_numpy(at[order])
         values_t = torch.from_numpy(values[order])
+        if self._dtype is not None:  # one dtype: convert once
+            values_t = values_t.to(self._dtype)
         for k, g in enumerate(rows):
             lo, hi = cuts[k], cuts[k + 1]
             if hi == lo:
                 continue
-            at_k, local_k = at_t[lo:hi].to(g.device), local[lo:hi].to(g.device)
+            if self._on_cpu:  # no copies between devices
+                at_k, local_k = at_t[lo:hi], local[lo:hi]
+            else:
+                at_k, local_k = at_t[lo:hi].to(g.device), local[lo:hi].to(g.device)
             if g.is_contiguous():
                 target, idx = g.view(len(g), -1), (at_k, local_k)
             else:  # strided rows: index the parameter's own shape
@@ -297,10 +305,13 @@ class OpacusProbeHook:
             lo, hi = cuts[k], cuts[k + 1]
             if hi > lo:
                 flat = p.summed_grad.detach().reshape(-1)
-                parts.append(flat[local[lo:hi].to(flat.device)].double())
-        device = parts[0].device
-        got = torch.cat([v.to(device) for v in parts])
-        self.probes.measure(got[back.to(device)])
+                parts.append(flat[local[lo:hi] if self._on_cpu else local[lo:hi].to(flat.device)])
+        if self._on_cpu and self._dtype is not None:  # one concatenation, one conversion
+            got = torch.cat(parts).double()
+        else:
+            device = parts[0].device
+            got = torch.cat([v.double().to(device) for v in parts])
+        self.probes.measure(got[back if self._on_cpu else back.to(device)])
 
     def release(self) -> None:
         """The optimizer's own ``clip_and_accumulate`` again."""
