@@ -176,9 +176,8 @@ class OpacusAuditor(GradientCanaries):
         hit = np.flatnonzero(draw[self._order])
         if hit.size:
             cuts = np.searchsorted(hit, self._bounds).tolist()
-            for k in range(len(self._params)):
+            for k, (p, _, clip) in self._group_of.items():  # the parameters with canaries
                 if cuts[k + 1] > cuts[k]:
-                    p, _, clip = self._group_of[k]
                     flat = p.summed_grad.view(-1)  # contiguous (Opacus' einsum / clone)
                     idx = torch.from_numpy(self._local[hit[cuts[k] : cuts[k + 1]]])
                     flat.index_add_(
@@ -191,12 +190,13 @@ class OpacusAuditor(GradientCanaries):
         free = ~draw  # coordinates without a canary gradient this step (the noise check)
         self.noise_df += int(free.sum())
         for groups, ids, acc, nonfinite, sq in self._buckets:
-            vals = torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups]).detach()
+            vals = torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups])
+            vals = vals.detach().double()  # once for both sums (issue 37, Done when 3)
             acc += vals
             # a non-finite running sum stays non-finite: count the steps since the first
             nonfinite += ~torch.isfinite(acc.sum())
             mask = torch.from_numpy(free[ids]).to(vals.device, non_blocking=True)
-            sq += torch.where(mask, vals.double(), 0.0).square().sum()
+            sq += torch.where(mask, vals, 0.0).square_().sum()
 
     def _scale_grad(self) -> None:
         p, at = self._divisor_at

@@ -115,6 +115,8 @@ class SensitivityProbes:
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.values: list[Any] = []  # s v per measured step (arrays or 1-d tensors)
         self.large: list[np.ndarray] = []  # which of the step's probes were large
+        # (rows, large, scale) of probe_layout per (batch size, probes)
+        self._layouts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @property
     def active(self) -> bool:
@@ -129,11 +131,18 @@ class SensitivityProbes:
                 "a sensitivity probe was placed twice in one step: place it once per logical "
                 "step (probe_rows() before the clipping), then observe the step"
             )
-        rows, large = probe_layout(b, min(self.per_step, self.coordinates.size))
+        k = min(self.per_step, self.coordinates.size)
+        layout = self._layouts.get((b, k))
+        if layout is None:  # once per batch size (issue 37, Done when 3); kept read-only
+            rows, large = probe_layout(b, k)
+            scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE)
+            for a in (rows, large, scale):
+                a.setflags(write=False)
+            layout = self._layouts[b, k] = (rows, large, scale)
+        rows, large, scale = layout
         coords = self._rng.choice(self.coordinates, size=rows.size, replace=False)
         signs = np.where(self._rng.random(rows.size) < 0.5, 1.0, -1.0)
         self.pending = (rows, coords, signs, large)
-        scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE)
         return rows, coords, signs * scale * self.clip_norm
 
     def measure(self, values: Any) -> None:
@@ -212,17 +221,28 @@ class OpacusProbeHook:
         self.probes = probes
         self._params = [p for p in optimizer.params if p.requires_grad]
         self._offsets = np.asarray(offsets)
+        self._edges = np.arange(len(self._params) + 1)
+        dtypes = {p.dtype for p in self._params}
+        self._dtype = dtypes.pop() if len(dtypes) == 1 else None  # the rows' one dtype, if so
+        self._on_cpu = all(p.device.type == "cpu" for p in self._params)
+        self._runs: dict[tuple[int, int], list[tuple[int, int]]] = {}  # per (b, probes)
+        # the pending step's layout (_layout), made by _place and reused by read
+        self._step: tuple[Any, ...] | None = None
         self._original = optimizer.clip_and_accumulate
         optimizer.clip_and_accumulate = self._clip_and_accumulate
 
-    def _split(self, coords: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """(parameter index, positions among ``coords``, flat index within the parameter) for
-        each parameter holding some of ``coords``."""
-        which = np.searchsorted(self._offsets, coords, side="right") - 1
-        return [
-            (int(k), np.flatnonzero(which == k), coords[which == k] - int(self._offsets[k]))
-            for k in np.unique(which)
-        ]
+    def _layout(self, coords: np.ndarray) -> tuple[Any, ...]:
+        """The step's probes grouped by parameter, once per step (issue 37, Done when 3):
+        (coords, order, cuts, local, back): probes ``order[cuts[k]:cuts[k + 1]]`` (ascending)
+        sit on parameter ``k`` at its flat indices ``local[cuts[k]:cuts[k + 1]]`` (a tensor);
+        ``back`` (a tensor) puts values gathered in that order back in the probes' order."""
+        import torch
+
+        owner = np.searchsorted(self._offsets, coords, side="right") - 1
+        order = np.argsort(owner, kind="stable")
+        cuts = np.searchsorted(owner[order], self._edges).tolist()
+        local = torch.from_numpy(coords[order] - self._offsets[owner[order]])
+        return coords, order, cuts, local, torch.from_numpy(np.argsort(order))
 
     def _clip_and_accumulate(self) -> None:
         if self.probes.pending is None:
@@ -237,24 +257,37 @@ class OpacusProbeHook:
         each probe's value at its coordinate (one indexed write per parameter)."""
         import torch
 
-        at, coords, values = self.probes.draw(len(rows[0]))
+        b = len(rows[0])
+        at, coords, values = self.probes.draw(b)
         # the probe rows as runs of consecutive rows: one zero_ per run and parameter (cheaper
-        # than index_fill_ per step: issue 37, Done when 3)
-        runs = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
+        # than index_fill_ per step: issue 37, Done when 3); the runs of each batch size once
+        runs = self._runs.get((b, at.size))
+        if runs is None:
+            split = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
+            runs = self._runs[b, at.size] = [(int(run[0]), int(run[-1]) + 1) for run in split]
         for g in rows:
-            for run in runs:
-                g[int(run[0]) : int(run[-1]) + 1].zero_()
-        for k, pos, local in self._split(coords):
-            g = rows[k]
-            at_k = at[pos]
+            for lo, hi in runs:
+                g[lo:hi].zero_()
+        self._step = _, order, cuts, local, _ = self._layout(coords)
+        at_t = torch.from_numpy(at[order])
+        values_t = torch.from_numpy(values[order])
+        if self._dtype is not None:  # one dtype: convert once
+            values_t = values_t.to(self._dtype)
+        for k, g in enumerate(rows):
+            lo, hi = cuts[k], cuts[k + 1]
+            if hi == lo:
+                continue
+            if self._on_cpu:  # no copies between devices
+                at_k, local_k = at_t[lo:hi], local[lo:hi]
+            else:
+                at_k, local_k = at_t[lo:hi].to(g.device), local[lo:hi].to(g.device)
             if g.is_contiguous():
-                target, idx = g.view(len(g), -1), (at_k, local)
+                target, idx = g.view(len(g), -1), (at_k, local_k)
             else:  # strided rows: index the parameter's own shape
-                target, idx = g, (at_k, *np.unravel_index(local, tuple(g.shape[1:])))
-            target.index_put_(
-                tuple(torch.as_tensor(i, device=g.device) for i in idx),
-                torch.as_tensor(values[pos], dtype=g.dtype, device=g.device),
-            )
+                unravel = np.unravel_index(local[lo:hi].numpy(), tuple(g.shape[1:]))
+                target = g
+                idx = (at_k, *(torch.from_numpy(i).to(g.device) for i in unravel))
+            target.index_put_(idx, values_t[lo:hi].to(dtype=g.dtype, device=g.device))
 
     def read(self) -> None:
         """Record the clipped sum at the pending probes' coordinates (before the noise), in the
@@ -262,15 +295,23 @@ class OpacusProbeHook:
         import torch
 
         _, coords, _, _ = self.probes.pending  # type: ignore[misc]
-        parts, order = [], []
-        for k, pos, local in self._split(coords):
-            flat = self._params[k].summed_grad.detach().reshape(-1)
-            parts.append(flat[torch.as_tensor(local, device=flat.device)].double())
-            order.append(pos)
-        device = parts[0].device
-        got = torch.cat([v.to(device) for v in parts])
-        back = torch.as_tensor(np.argsort(np.concatenate(order)), device=device)
-        self.probes.measure(got[back])
+        step = self._step
+        if step is None or step[0] is not coords:  # placed by someone else: lay it out here
+            step = self._layout(coords)
+        self._step = None
+        _, _, cuts, local, back = step
+        parts = []
+        for k, p in enumerate(self._params):
+            lo, hi = cuts[k], cuts[k + 1]
+            if hi > lo:
+                flat = p.summed_grad.detach().reshape(-1)
+                parts.append(flat[local[lo:hi] if self._on_cpu else local[lo:hi].to(flat.device)])
+        if self._on_cpu and self._dtype is not None:  # one concatenation, one conversion
+            got = torch.cat(parts).double()
+        else:
+            device = parts[0].device
+            got = torch.cat([v.double().to(device) for v in parts])
+        self.probes.measure(got[back if self._on_cpu else back.to(device)])
 
     def release(self) -> None:
         """The optimizer's own ``clip_and_accumulate`` again."""

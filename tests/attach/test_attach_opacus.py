@@ -382,3 +382,44 @@ def test_issue37_bad_use_the_hand_written_calls_on_an_opacus_auditor() -> None:
     assert (aud.draws, aud.steps) == (4, 4)
     aud.audit(1.0, delta=1e-5)
     aud.detach()
+
+
+#: SHA-256 of :func:`_pinned_run_parts` on the code before the per-step speed-ups (issue 37,
+#: Done when 3); CPU, float32, this project's pinned torch and Opacus.
+PINNED_DIGEST = "3d3f63bdf7191f7f094f8886de7b1ac32921db3f728f34d174e742c6ea1fab0a"
+
+
+def _pinned_run_parts() -> list[bytes]:
+    """A short audited Opacus run (5 logical steps) as bytes: its scores, score-file meta
+    (conformance report included), probes' measured values and the normalisation divisor."""
+    import json
+
+    data = _data(n=64, d=6, seed=3)
+    torch.manual_seed(0)  # the initial weights
+    model = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 3))
+    _, model, opt, loader = _private(model, data, 1.0, batch=16, seed=1)
+    aud = opacus(opt, m=60, seed=7, data_loader=loader)
+    torch.manual_seed(2)
+    steps = 0
+    while steps < 5:
+        for xb, yb in loader:
+            if steps < 5:
+                _step(model, opt, xb, yb)
+                steps += 1
+    sf = aud.audit(delta=1e-5, accountant="rdp").score_file
+    assert "conformance" in sf.meta and aud.probes.values and aud._divisor_steps == 5
+    return [
+        *(np.ascontiguousarray(a).tobytes() for a in (sf.score, sf.membership, sf.canary_id)),
+        json.dumps(sf.meta, sort_keys=True, default=str).encode(),
+        np.ascontiguousarray(aud.probes.contributions()).tobytes(),
+        np.concatenate(aud.probes.large).tobytes(),
+        repr(aud._normalisation_measured()).encode(),
+    ]
+
+
+def test_issue37_done_when_3_speedups_leave_the_result_bit_identical() -> None:
+    """issue 37, Done when 3: the per-step speed-ups of the canaries, probes and checks change
+    no result: the SHA-256 of a short run's results was computed on the code before them."""
+    import hashlib
+
+    assert hashlib.sha256(b"".join(_pinned_run_parts())).hexdigest() == PINNED_DIGEST
