@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--m", type=int, default=1000, help="canaries")
     p.add_argument("--placement", default="low_gradient", choices=["low_gradient", "random"])
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=600, help="expected (Poisson) batch size")
+    p.add_argument("--batch-size", type=int, default=500, help="expected (Poisson) batch size")
     p.add_argument("--noise-multiplier", type=float, default=3.0)
     p.add_argument(
         "--claim-noise-multiplier",

@@ -24,7 +24,9 @@ def _load(name: str):
 @pytest.mark.parametrize("kind", ["gradient", "mislabeled"])
 def test_audit_opacus_example(tmp_path, capsys, kind) -> None:
     warnings.filterwarnings("ignore", message=".*(Secure RNG|Full backward hook).*")
-    args = ["--m", "30", "--epochs", "1", "--batch-size", "600", "--out", str(tmp_path)]
+    # 1,797 records in batches of 500: q = 1/4, int(n q) = 449 for n - 1, n and n + 1 (at batches
+    # of 600, q = 1/3 and int(n q) = 599 against 598: the normalisation check departs, Opacus #819)
+    args = ["--m", "30", "--epochs", "1", "--batch-size", "500", "--out", str(tmp_path)]
     assert _load("audit_opacus").main([*args, "--kind", kind]) == 0
     out = capsys.readouterr().out
     assert "verdict: not flagged: no evidence at 30 canaries" in out
@@ -32,7 +34,7 @@ def test_audit_opacus_example(tmp_path, capsys, kind) -> None:
     assert sf.n_canaries == 30 and sf.meta["claim_source"] == "given"
     assert sf.meta["threat_model"] == ("per_step_dot" if kind == "gradient" else "black_box_loss")
     if kind == "gradient":  # measured from the loader; the given claim does not drop it
-        seen = "sampling, steps, sensitivity, noise, accounting"
+        seen = "sampling, steps, sensitivity, noise, normalisation, accounting"
         assert f"conformance: no departure measured at {seen}" in out
         assert sf.meta["measured_mechanism"]["epsilon_lower"] > 0
     table = tables.read_audit_csv(tmp_path / "audit.csv")
