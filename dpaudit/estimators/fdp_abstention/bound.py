@@ -40,7 +40,7 @@ from scipy import special
 
 from dpaudit.estimators.common.checks import check_confidence
 from dpaudit.estimators.fdp_one_run.bound import PARAM_MAX, FdpBound, no_guess_bound
-from dpaudit.estimators.fdp_one_run.families import FAMILIES, canonical_family, to_epsilon
+from dpaudit.estimators.fdp_one_run.families import canonical_family, to_epsilon
 
 #: The null families this test supports.
 ABSTENTION_FAMILIES = ("gdp", "laplace", "approx_dp", "subsampled_gaussian")
@@ -341,19 +341,7 @@ def epsilon_lower_bound(
         epsilon = sgm_epsilon(theta, float(q), int(steps), delta)
     else:
         epsilon = to_epsilon(family, theta, delta)
-    return FdpBound(
-        family=family,
-        param_name=FAMILIES[family],
-        param=theta,
-        epsilon=epsilon,
-        p_value=math.nan,
-        n=int(n),
-        r=int(r),
-        wrong=int(wrong),
-        delta=float(delta),
-        confidence=float(confidence),
-        tail=TAIL,
-    )
+    return FdpBound.of(family, theta, epsilon, math.nan, (n, r, wrong), (delta, confidence, TAIL))
 
 
 def best_over_grid(

@@ -55,6 +55,29 @@ class FdpBound:
     confidence: float
     tail: str
 
+    @classmethod
+    def of(
+        cls, family: str, param: float, epsilon: float, p_value: float, counts: tuple, level: tuple
+    ) -> FdpBound:
+        """The result at ``param`` of the null ``family`` (its parameter named by
+        :data:`.families.FAMILIES`), with ``counts`` = (n, r, wrong) and ``level`` = (delta,
+        confidence, tail); the counts are stored as ``int``, delta and confidence as ``float``."""
+        n, r, wrong = counts
+        delta, confidence, tail = level
+        return cls(
+            family=family,
+            param_name=FAMILIES[family],
+            param=param,
+            epsilon=epsilon,
+            p_value=p_value,
+            n=int(n),
+            r=int(r),
+            wrong=int(wrong),
+            delta=float(delta),
+            confidence=float(confidence),
+            tail=tail,
+        )
+
 
 def no_guess_bound(
     n: int, family: str, delta: float, confidence: float, tail: str = "chernoff"
@@ -62,19 +85,7 @@ def no_guess_bound(
     """The result of a guess count r at which every guess was abstained on (a tie straddling
     the cut, :mod:`.common.ties`): no guess released, nothing rejected, epsilon 0 (p-value 1).
     :func:`epsilon_lower_bound` itself needs r >= 1."""
-    return FdpBound(
-        family=family,
-        param_name=FAMILIES[family],
-        param=0.0,
-        epsilon=0.0,
-        p_value=1.0,
-        n=int(n),
-        r=0,
-        wrong=0,
-        delta=float(delta),
-        confidence=float(confidence),
-        tail=tail,
-    )
+    return FdpBound.of(family, 0.0, 0.0, 1.0, (n, 0, 0), (delta, confidence, tail))
 
 
 def param_lower_bound(
@@ -181,16 +192,5 @@ def epsilon_lower_bound(
     """
     family = canonical_family(family)
     theta, p = param_lower_bound(n, r, wrong, family, confidence, delta, q, tail)
-    return FdpBound(
-        family=family,
-        param_name=FAMILIES[family],
-        param=theta,
-        epsilon=to_epsilon(family, theta, delta, q),
-        p_value=p,
-        n=int(n),
-        r=int(r),
-        wrong=int(wrong),
-        delta=float(delta),
-        confidence=float(confidence),
-        tail=tail,
-    )
+    epsilon = to_epsilon(family, theta, delta, q)
+    return FdpBound.of(family, theta, epsilon, p, (n, r, wrong), (delta, confidence, tail))
