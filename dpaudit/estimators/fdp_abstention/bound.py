@@ -39,6 +39,7 @@ import numpy as np
 from scipy import special
 
 from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.search import bisect_rejected, bracket
 from dpaudit.estimators.fdp_one_run.bound import PARAM_MAX, FdpBound, no_guess_bound
 from dpaudit.estimators.fdp_one_run.families import canonical_family, to_epsilon
 
@@ -293,23 +294,10 @@ def param_lower_bound(
 
     if correct == 0 or not rejected(0.0):
         return 0.0
-    lo, hi = 0.0, 1.0
-    while rejected(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > PARAM_MAX:
-            return PARAM_MAX if rejected(PARAM_MAX) else _bisect(rejected, lo, PARAM_MAX, tol)
-    return _bisect(rejected, lo, hi, tol)
-
-
-def _bisect(rejected, lo: float, hi: float, tol: float = PARAM_TOL) -> float:
-    """The rejected end of a bracket [lo (rejected), hi (not)] narrowed to ``tol``."""
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        if rejected(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    lo, hi = bracket(rejected, PARAM_MAX)
+    if hi > PARAM_MAX:
+        return PARAM_MAX if rejected(PARAM_MAX) else bisect_rejected(rejected, lo, PARAM_MAX, tol)
+    return bisect_rejected(rejected, lo, hi, tol)
 
 
 def epsilon_lower_bound(

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.search import bisect_rejected, bracket
 from dpaudit.estimators.fdp_one_run.families import (
     FAMILIES,
     canonical_family,
@@ -141,22 +142,16 @@ def param_lower_bound(
 
     if not rejected(0.0):
         return 0.0, math.exp(evaluate(0.0)[0])
-    lo, hi = 0.0, 1.0
-    while rejected(hi):
-        lo, hi = hi, 2 * hi
-        if hi > PARAM_MAX:
-            raise ValueError(
-                f"every {family} parameter up to {PARAM_MAX} is rejected (n={n}, r={r}, "
-                f"wrong={wrong}); the null family cannot describe these guesses"
-            )
+    lo, hi = bracket(rejected, PARAM_MAX)
+    if hi > PARAM_MAX:
+        raise ValueError(
+            f"every {family} parameter up to {PARAM_MAX} is rejected (n={n}, r={r}, "
+            f"wrong={wrong}); the null family cannot describe these guesses"
+        )
     if f(lo) > 0 and f(hi) < 0:
         theta = optimize.brentq(f, lo, hi, xtol=PARAM_TOL, rtol=1e-12)
     else:  # z saturated at an end: plain bisection on the rejection itself
-        a, b = lo, hi
-        while b - a > PARAM_TOL:
-            mid = 0.5 * (a + b)
-            a, b = (mid, b) if rejected(mid) else (a, mid)
-        theta = a
+        theta = bisect_rejected(rejected, lo, hi, PARAM_TOL)
     # The conservative end: step down until the returned parameter is itself rejected.
     step = PARAM_TOL
     while not rejected(theta):
