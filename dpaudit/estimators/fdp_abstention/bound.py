@@ -38,7 +38,7 @@ import math
 import numpy as np
 from scipy import special
 
-from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.checks import check_confidence, check_integers
 from dpaudit.estimators.common.search import bisect_rejected, bracket
 from dpaudit.estimators.fdp_one_run.bound import PARAM_MAX, FdpBound, no_guess_bound
 from dpaudit.estimators.fdp_one_run.families import canonical_family, to_epsilon
@@ -225,9 +225,7 @@ def _check_k(k: int) -> int:
 
 
 def _check_counts(m: int, guesses: int, correct: int) -> None:
-    for name, val in (("m", m), ("guesses", guesses), ("correct", correct)):
-        if not isinstance(val, int | np.integer):
-            raise TypeError(f"{name} must be an integer, got {val!r}")
+    check_integers(m=m, guesses=guesses, correct=correct)
     if m < 1:
         raise ValueError(f"need m >= 1 canaries, got m={m}")
     if not 0 <= guesses <= m:
