@@ -185,6 +185,15 @@ def read_yaml(path: str | Path) -> Any:
         raise ValueError(f"{path}: not valid YAML ({exc})") from exc
 
 
+def parse_json(text: str, what: str, way_out: str, error: type[Exception] = ValueError) -> Any:
+    """Parse the JSON ``text``; a syntax error raises ``error`` saying that ``what`` (the file,
+    or the part of it, that holds the text) "is not valid JSON", why, and ``way_out``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} is not valid JSON ({exc}); {way_out}") from exc
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as indented, key-sorted JSON, atomically."""
     with atomic_path(path) as tmp:

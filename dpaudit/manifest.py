@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import json
 import logging
 import os
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dpaudit.io import TEMP_MARKER, check_writable, write_json
+from dpaudit.io import TEMP_MARKER, check_writable, parse_json, write_json
 from dpaudit.joblog import job_log
 
 #: Version of the record's layout.
@@ -96,12 +95,8 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
         text = record_path.read_text()
     except FileNotFoundError:
         return None
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ManifestError(
-            f"{record_path}: the record of {path} is not valid JSON ({exc}); {way_out(path)}"
-        ) from exc
+    what = f"{record_path}: the record of {path}"
+    record = parse_json(text, what, way_out(path), ManifestError)
     if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
         raise ManifestError(f"{record_path}: not a dpaudit record of {path}; {way_out(path)}")
     return record

@@ -451,32 +451,21 @@ def run_entry_point(
 def train_entry_point(
     data: dict[str, np.ndarray],
     *,
-    experiment: str,
-    setting: str,
-    seed: int,
-    shard: int,
-    run_spec: Mapping[str, Any],
     out: Any,
     device: str = "cpu",
     max_physical_batch: int | None = None,
+    **job: Any,
 ) -> Any:
     """The training job of an experiment with ``train.entry_point``, called like
-    :func:`dpaudit.training.job.train_job` (the rule ``train`` picks it): :func:`run_entry_point`,
-    its score file written to ``out`` (atomically). ``max_physical_batch`` is the user's
-    function's business (not passed on). An ``out`` that cannot be written raises an
-    ``OSError`` naming it before the user's function runs."""
+    :func:`dpaudit.training.job.train_job` (the rule ``train`` picks it): :func:`run_entry_point`
+    with the job's keywords ``job`` (experiment, setting, seed, shard, run_spec), its score file
+    written to ``out`` (atomically). ``max_physical_batch`` is the user's function's business
+    (not passed on). An ``out`` that cannot be written raises an ``OSError`` naming it before
+    the user's function runs."""
     from dpaudit import scores
     from dpaudit.io import check_writable
 
     check_writable(out)
-    sf = run_entry_point(
-        data,
-        experiment=experiment,
-        setting=setting,
-        seed=seed,
-        shard=shard,
-        run_spec=run_spec,
-        device=device,
-    )
+    sf = run_entry_point(data, device=device, **job)
     scores.write(out, sf)
     return sf

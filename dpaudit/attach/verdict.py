@@ -203,29 +203,21 @@ def make_score_file(
     claimed_epsilon: float | None = None,
     *,
     delta: float,
-    accountant: str | None = None,
-    noise_multiplier: float | None = None,
-    sample_rate: float | None = None,
-    steps: int | None = None,
     threat_model: str = "black_box_loss",
     experiment: str = "own_training",
     setting: str = "default",
     seed: int = 0,
     extra_meta: Mapping[str, Any] | None = None,
+    **claim_settings: Any,
 ) -> ScoreFile:
     """The ``one_run`` score file of final per-canary ``scores`` (m,; higher means IN, e.g.
     minus the loss) and their fair-coin ``membership`` (m,), computed by any framework (a JAX
-    loop included); the claim as in :func:`resolve_claim`. Audit it with :func:`audit_file`,
-    write it with :func:`dpaudit.scores.write` (then ``dpaudit audit`` reads it)."""
+    loop included); the claim as in :func:`resolve_claim`, from ``claimed_epsilon``,
+    ``delta`` and its other keywords (``accountant``, ``noise_multiplier``, ``sample_rate``,
+    ``steps``) in ``claim_settings``. Audit it with :func:`audit_file`, write it with
+    :func:`dpaudit.scores.write` (then ``dpaudit audit`` reads it)."""
     score, member = check_scores(scores, membership)
-    claim = resolve_claim(
-        claimed_epsilon,
-        delta=delta,
-        accountant=accountant,
-        noise_multiplier=noise_multiplier,
-        sample_rate=sample_rate,
-        steps=steps,
-    )
+    claim = resolve_claim(claimed_epsilon, delta=delta, **claim_settings)
     meta = {
         FORMAT_VERSION_KEY: FORMAT_VERSION,
         "experiment": experiment,

@@ -96,6 +96,27 @@ def _vision(name: str, tv: str, shape: tuple[int, ...], splits: tuple[int, int])
     )
 
 
+def _shokri(
+    name: str, title: str, features: int, classes: int, rows: int, *mirrors: str, **checksum: Any
+) -> DatasetEntry:
+    """A tabular set of Shokri et al. (2017) from privacytrustlab/datasets (``mirrors``: further
+    URLs of the same file; ``checksum``: its ``sha256`` or ``checksum_required``)."""
+    filename = f"dataset_{name}.tgz"
+    return DatasetEntry(
+        name=name,
+        kind="tabular",
+        source=f"{title} of Shokri et al. (2017), privacytrustlab/datasets",
+        loader="dpaudit.data.tabular.load_tabular",
+        shape=(features,),
+        classes=classes,
+        rows=rows,
+        checksum_key="sha256",
+        urls=(f"{_PRIVACYTRUSTLAB}/{filename}", *mirrors),
+        filename=filename,
+        **checksum,
+    )
+
+
 #: Every dataset, by the name the config's ``dataset.name`` takes.
 CATALOG: dict[str, DatasetEntry] = {
     "synthetic": DatasetEntry(
@@ -108,34 +129,22 @@ CATALOG: dict[str, DatasetEntry] = {
     "fashionmnist": _vision("fashionmnist", "FashionMNIST", (1, 28, 28), (60000, 10000)),
     "cifar10": _vision("cifar10", "CIFAR10", (3, 32, 32), (50000, 10000)),
     "svhn": _vision("svhn", "SVHN", (3, 32, 32), (73257, 26032)),
-    "location": DatasetEntry(
-        name="location",
-        kind="tabular",
-        source="Location-30 of Shokri et al. (2017), privacytrustlab/datasets",
-        loader="dpaudit.data.tabular.load_tabular",
-        shape=(446,),
-        classes=30,
-        rows=5010,
+    "location": _shokri(
+        "location",
+        "Location-30",
+        446,
+        30,
+        5010,
         sha256="927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33",
-        checksum_key="sha256",
-        urls=(f"{_PRIVACYTRUSTLAB}/dataset_location.tgz",),
-        filename="dataset_location.tgz",
     ),
-    "purchase": DatasetEntry(
-        name="purchase",
-        kind="tabular",
-        source="Purchase-100 of Shokri et al. (2017), privacytrustlab/datasets",
-        loader="dpaudit.data.tabular.load_tabular",
-        shape=(600,),
-        classes=100,
-        rows=197324,
-        checksum_key="sha256",
+    "purchase": _shokri(
+        "purchase",
+        "Purchase-100",
+        600,
+        100,
+        197324,
+        "https://www.comp.nus.edu.sg/~reza/files/dataset_purchase.tgz",
         checksum_required=True,
-        urls=(
-            f"{_PRIVACYTRUSTLAB}/dataset_purchase.tgz",
-            "https://www.comp.nus.edu.sg/~reza/files/dataset_purchase.tgz",
-        ),
-        filename="dataset_purchase.tgz",
     ),
     "digits": DatasetEntry(
         name="digits",

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.data.catalog import DATASET_NAMES, DEFAULT_TEST_FRACTION, entry
-from dpaudit.io import atomic_path
+from dpaudit.io import atomic_path, parse_json
 from dpaudit.keys import FORMAT_VERSION_KEY
 
 FORMAT_VERSION = 1
@@ -194,12 +194,8 @@ def load_prepared(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[
     violation raises :class:`PreparedDataError` (a ``ValueError``) naming the file.
     """
     arrays, meta_text = _read_npz(path)
-    try:
-        meta = json.loads(meta_text)
-    except json.JSONDecodeError as exc:
-        raise PreparedDataError(
-            f"{os.fspath(path)}: 'meta' is not valid JSON ({exc}); {_fix_hint(path)}"
-        ) from exc
+    what = f"{os.fspath(path)}: 'meta'"
+    meta = parse_json(meta_text, what, _fix_hint(path), PreparedDataError)
     _check_prepared(path, arrays, meta)
     return arrays, meta
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import torch
 from torch import nn
+
+from dpaudit.models.image import flat_size, image_channels
 
 
 class SmallTanhCNN(nn.Sequential):
@@ -22,9 +23,7 @@ class SmallTanhCNN(nn.Sequential):
     """
 
     def __init__(self, input_shape: tuple[int, ...] = (3, 32, 32), num_classes: int = 10):
-        if len(input_shape) != 3:
-            raise ValueError(f"SmallTanhCNN needs an image input (C, H, W), got {input_shape}")
-        c, h, w = input_shape
+        c = image_channels("SmallTanhCNN", input_shape)
         layers: list[nn.Module] = []
         for width in (32, 64, 128):
             layers += [
@@ -36,8 +35,7 @@ class SmallTanhCNN(nn.Sequential):
             ]
             c = width
         features = nn.Sequential(*layers)
-        with torch.no_grad():
-            n_flat = features(torch.zeros(1, *input_shape)).numel()
+        n_flat = flat_size(features, input_shape)
         classifier = nn.Sequential(
             nn.Flatten(), nn.Linear(n_flat, 128), nn.Tanh(), nn.Linear(128, num_classes)
         )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import torch
 from torch import nn
+
+from dpaudit.models.image import flat_size, image_channels
 
 
 class LeNet5(nn.Sequential):
@@ -20,9 +21,7 @@ class LeNet5(nn.Sequential):
     """
 
     def __init__(self, input_shape: tuple[int, ...] = (1, 28, 28), num_classes: int = 10):
-        if len(input_shape) != 3:
-            raise ValueError(f"LeNet5 needs an image input (C, H, W), got shape {input_shape}")
-        c, h, w = input_shape
+        c = image_channels("LeNet5", input_shape)
         features = nn.Sequential(
             nn.Conv2d(c, 6, kernel_size=5, stride=1, padding=2),
             nn.Tanh(),
@@ -31,8 +30,7 @@ class LeNet5(nn.Sequential):
             nn.Tanh(),
             nn.AvgPool2d(2),
         )
-        with torch.no_grad():
-            n_flat = features(torch.zeros(1, c, h, w)).numel()
+        n_flat = flat_size(features, input_shape)
         classifier = nn.Sequential(
             nn.Flatten(),
             nn.Linear(n_flat, 120),

@@ -210,23 +210,11 @@ def draw_tradeoff(table: pd.DataFrame, heading: str = "") -> Any:
                 color = PALETTE[i % len(PALETTE)]
                 name = f"{c['label'].iloc[0]}, {int(n):,} runs"
                 conf = _confidence_text(float(c["confidence"].iloc[0]))
-                ax.step(
-                    c["fpr"],
-                    c["fnr"],
-                    where="post",
-                    color=color,
-                    lw=0.8,
-                    **UNCORRECTED,
-                    label=f"{name}: {RAW_TEXT}",
-                )
-                ax.step(
-                    c["fpr_upper"],
-                    c["fnr_upper"],
-                    where="post",
-                    color=color,
-                    lw=1.4,
-                    label=wrap_label(f"{name}: {conf}", 90),
-                )
+                for fpr, fnr, style, label in (
+                    ("fpr", "fnr", {"lw": 0.8, **UNCORRECTED}, f"{name}: {RAW_TEXT}"),
+                    ("fpr_upper", "fnr_upper", {"lw": 1.4}, wrap_label(f"{name}: {conf}", 90)),
+                ):
+                    ax.step(c[fpr], c[fnr], where="post", color=color, **style, label=label)
                 ax.fill_between(
                     c["fpr_upper"],
                     c["fnr_upper"],

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.checks import check_confidence, check_integers
 from dpaudit.estimators.fdp_abstention import bound as abstention
 from dpaudit.estimators.fdp_one_run import audit as fdp_audit
 from dpaudit.estimators.fdp_one_run import bound as fdp_bound
@@ -43,3 +43,19 @@ def test_every_family_rejects_a_bad_confidence_with_the_one_message():
     for call in calls:
         with pytest.raises(ValueError, match=MESSAGE + " 1.0"):
             call(1.0)
+
+
+def test_check_integers_names_the_first_count_that_is_not_an_integer():
+    """issue 38: the count checks of the f-DP one-run tails and the abstention bound, written
+    once."""
+    assert check_integers(n=3, r=np.int64(2)) is None
+    with pytest.raises(TypeError, match=r"^r must be an integer, got 2\.0$"):
+        check_integers(n=3, r=2.0, wrong="x")
+    calls = [
+        lambda: fdp_bound.param_lower_bound(100, 10.0, 2, "gdp"),
+        lambda: fdp_bound.param_lower_bound(100, 10, 2.0, "gdp"),
+        lambda: abstention.param_lower_bound(100, 10, 8.0, "gdp"),
+    ]
+    for call, name in zip(calls, ("r", "wrong", "correct"), strict=True):
+        with pytest.raises(TypeError, match=f"^{name} must be an integer"):
+            call()

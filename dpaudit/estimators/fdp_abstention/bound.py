@@ -38,9 +38,10 @@ import math
 import numpy as np
 from scipy import special
 
-from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.checks import check_confidence, check_integers
+from dpaudit.estimators.common.search import bisect_rejected, bracket
 from dpaudit.estimators.fdp_one_run.bound import PARAM_MAX, FdpBound, no_guess_bound
-from dpaudit.estimators.fdp_one_run.families import FAMILIES, canonical_family, to_epsilon
+from dpaudit.estimators.fdp_one_run.families import canonical_family, to_epsilon
 
 #: The null families this test supports.
 ABSTENTION_FAMILIES = ("gdp", "laplace", "approx_dp", "subsampled_gaussian")
@@ -224,9 +225,7 @@ def _check_k(k: int) -> int:
 
 
 def _check_counts(m: int, guesses: int, correct: int) -> None:
-    for name, val in (("m", m), ("guesses", guesses), ("correct", correct)):
-        if not isinstance(val, int | np.integer):
-            raise TypeError(f"{name} must be an integer, got {val!r}")
+    check_integers(m=m, guesses=guesses, correct=correct)
     if m < 1:
         raise ValueError(f"need m >= 1 canaries, got m={m}")
     if not 0 <= guesses <= m:
@@ -293,23 +292,10 @@ def param_lower_bound(
 
     if correct == 0 or not rejected(0.0):
         return 0.0
-    lo, hi = 0.0, 1.0
-    while rejected(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > PARAM_MAX:
-            return PARAM_MAX if rejected(PARAM_MAX) else _bisect(rejected, lo, PARAM_MAX, tol)
-    return _bisect(rejected, lo, hi, tol)
-
-
-def _bisect(rejected, lo: float, hi: float, tol: float = PARAM_TOL) -> float:
-    """The rejected end of a bracket [lo (rejected), hi (not)] narrowed to ``tol``."""
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        if rejected(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    lo, hi = bracket(rejected, PARAM_MAX)
+    if hi > PARAM_MAX:
+        return PARAM_MAX if rejected(PARAM_MAX) else bisect_rejected(rejected, lo, PARAM_MAX, tol)
+    return bisect_rejected(rejected, lo, hi, tol)
 
 
 def epsilon_lower_bound(
@@ -341,19 +327,7 @@ def epsilon_lower_bound(
         epsilon = sgm_epsilon(theta, float(q), int(steps), delta)
     else:
         epsilon = to_epsilon(family, theta, delta)
-    return FdpBound(
-        family=family,
-        param_name=FAMILIES[family],
-        param=theta,
-        epsilon=epsilon,
-        p_value=math.nan,
-        n=int(n),
-        r=int(r),
-        wrong=int(wrong),
-        delta=float(delta),
-        confidence=float(confidence),
-        tail=TAIL,
-    )
+    return FdpBound.of(family, theta, epsilon, math.nan, (n, r, wrong), (delta, confidence, TAIL))
 
 
 def best_over_grid(

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpaudit.estimators.common.checks import check_confidence
+from dpaudit.estimators.common.search import bisect_rejected, bracket
 from dpaudit.estimators.fdp_one_run.families import (
     FAMILIES,
     canonical_family,
@@ -55,6 +56,29 @@ class FdpBound:
     confidence: float
     tail: str
 
+    @classmethod
+    def of(
+        cls, family: str, param: float, epsilon: float, p_value: float, counts: tuple, level: tuple
+    ) -> FdpBound:
+        """The result at ``param`` of the null ``family`` (its parameter named by
+        :data:`.families.FAMILIES`), with ``counts`` = (n, r, wrong) and ``level`` = (delta,
+        confidence, tail); the counts are stored as ``int``, delta and confidence as ``float``."""
+        n, r, wrong = counts
+        delta, confidence, tail = level
+        return cls(
+            family=family,
+            param_name=FAMILIES[family],
+            param=param,
+            epsilon=epsilon,
+            p_value=p_value,
+            n=int(n),
+            r=int(r),
+            wrong=int(wrong),
+            delta=float(delta),
+            confidence=float(confidence),
+            tail=tail,
+        )
+
 
 def no_guess_bound(
     n: int, family: str, delta: float, confidence: float, tail: str = "chernoff"
@@ -62,19 +86,7 @@ def no_guess_bound(
     """The result of a guess count r at which every guess was abstained on (a tie straddling
     the cut, :mod:`.common.ties`): no guess released, nothing rejected, epsilon 0 (p-value 1).
     :func:`epsilon_lower_bound` itself needs r >= 1."""
-    return FdpBound(
-        family=family,
-        param_name=FAMILIES[family],
-        param=0.0,
-        epsilon=0.0,
-        p_value=1.0,
-        n=int(n),
-        r=0,
-        wrong=0,
-        delta=float(delta),
-        confidence=float(confidence),
-        tail=tail,
-    )
+    return FdpBound.of(family, 0.0, 0.0, 1.0, (n, 0, 0), (delta, confidence, tail))
 
 
 def param_lower_bound(
@@ -130,22 +142,16 @@ def param_lower_bound(
 
     if not rejected(0.0):
         return 0.0, math.exp(evaluate(0.0)[0])
-    lo, hi = 0.0, 1.0
-    while rejected(hi):
-        lo, hi = hi, 2 * hi
-        if hi > PARAM_MAX:
-            raise ValueError(
-                f"every {family} parameter up to {PARAM_MAX} is rejected (n={n}, r={r}, "
-                f"wrong={wrong}); the null family cannot describe these guesses"
-            )
+    lo, hi = bracket(rejected, PARAM_MAX)
+    if hi > PARAM_MAX:
+        raise ValueError(
+            f"every {family} parameter up to {PARAM_MAX} is rejected (n={n}, r={r}, "
+            f"wrong={wrong}); the null family cannot describe these guesses"
+        )
     if f(lo) > 0 and f(hi) < 0:
         theta = optimize.brentq(f, lo, hi, xtol=PARAM_TOL, rtol=1e-12)
     else:  # z saturated at an end: plain bisection on the rejection itself
-        a, b = lo, hi
-        while b - a > PARAM_TOL:
-            mid = 0.5 * (a + b)
-            a, b = (mid, b) if rejected(mid) else (a, mid)
-        theta = a
+        theta = bisect_rejected(rejected, lo, hi, PARAM_TOL)
     # The conservative end: step down until the returned parameter is itself rejected.
     step = PARAM_TOL
     while not rejected(theta):
@@ -181,16 +187,5 @@ def epsilon_lower_bound(
     """
     family = canonical_family(family)
     theta, p = param_lower_bound(n, r, wrong, family, confidence, delta, q, tail)
-    return FdpBound(
-        family=family,
-        param_name=FAMILIES[family],
-        param=theta,
-        epsilon=to_epsilon(family, theta, delta, q),
-        p_value=p,
-        n=int(n),
-        r=int(r),
-        wrong=int(wrong),
-        delta=float(delta),
-        confidence=float(confidence),
-        tail=tail,
-    )
+    epsilon = to_epsilon(family, theta, delta, q)
+    return FdpBound.of(family, theta, epsilon, p, (n, r, wrong), (delta, confidence, tail))

@@ -30,6 +30,7 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
+from dpaudit.estimators.common.search import bisect_rejected, bracket
 from dpaudit.estimators.fdp_one_run.families import canonical_family, error_quantile, p_min
 
 #: Families whose h this module integrates by quadrature, and the one it integrates exactly.
@@ -152,10 +153,5 @@ def param_lower_bound(
 
     if not rejected(0.0):
         return 0.0
-    lo, hi = 0.0, 1.0
-    while rejected(hi):
-        lo, hi = hi, 2 * hi
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if rejected(mid) else (lo, mid)
-    return lo
+    lo, hi = bracket(rejected)
+    return bisect_rejected(rejected, lo, hi, tol)

@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special, stats
 
+from dpaudit.estimators.common.checks import check_integers
 from dpaudit.estimators.fdp_one_run.families import (
     canonical_family,
     check_family_args,
@@ -69,16 +70,13 @@ J_GEOMETRIC = 400
 
 
 def check_counts(n: int, r: int, wrong: int | None = None) -> None:
-    for name, val in (("n", n), ("r", r)):
-        if not isinstance(val, int | np.integer):
-            raise TypeError(f"{name} must be an integer, got {val!r}")
+    check_integers(n=n, r=r)
     if n < 1:
         raise ValueError(f"need n >= 1 bits, got n={n}")
     if not 1 <= r <= n:
         raise ValueError(f"need 1 <= r <= n released guesses, got r={r}, n={n}")
     if wrong is not None:
-        if not isinstance(wrong, int | np.integer):
-            raise TypeError(f"wrong must be an integer, got {wrong!r}")
+        check_integers(wrong=wrong)
         if not 0 <= wrong <= r:
             raise ValueError(f"need 0 <= wrong <= r, got wrong={wrong}, r={r}")
 
