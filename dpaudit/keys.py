@@ -68,5 +68,5 @@ CONFORMANCE_COLUMNS = (
 
 # ---- verdict-table columns --------------------------------------------------------------------
 
-#: The best valid lower bound of a verdict (:mod:`dpaudit.attach.verdict`).
+#: The best valid lower bound of a verdict (:mod:`dpaudit.attach.claim`).
 EPSILON_LOWER_BOUND = "epsilon_lower_bound"

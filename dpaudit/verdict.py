@@ -2,7 +2,7 @@
 and why, the words of each verdict, and how several bounds combine (the union bound).
 
 Read by the audit tables (:mod:`dpaudit.tables`, the ``verdict`` column of ``audit.csv`` and the
-``verdict:`` table), by the audit of a user's own training (:mod:`dpaudit.attach.verdict`: its
+``verdict:`` table), by the audit of a user's own training (:mod:`dpaudit.attach.claim`: its
 estimators, :data:`VERDICT_ESTIMATORS`, are the registry's family-free bounds) and by the verdict
 figure (:mod:`dpaudit.plots.verdict`, which only draws). A valid lower bound above the claim
 refutes the claim at the bound's confidence (Annamalai, Balle, Hayes, De Cristofaro 2024,
@@ -404,7 +404,7 @@ def verdict_table(
 def own_training_verdict(
     table: pd.DataFrame, names: list[str], meta: Mapping[str, Any], confidence: float
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The verdict of an audit of one own training (:func:`dpaudit.attach.verdict.audit_file`):
+    """The verdict of an audit of one own training (:func:`dpaudit.attach.claim.audit_file`):
     ``table`` (its audit rows, from one score file of metadata ``meta``) with ``in_verdict``
     (its estimator is one of ``names``, each run at :func:`split_confidence`), and
     ``exceeds_claim`` and ``verdict`` (:func:`add_verdicts`; :data:`OUTSIDE_VERDICT` and never

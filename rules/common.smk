@@ -21,6 +21,7 @@ from dpaudit.pipeline import paths
 from dpaudit.pipeline.params import canonical
 from dpaudit.pipeline.settings import applicable_estimators
 from dpaudit.pipeline import cluster as pipeline_cluster
+from dpaudit.pipeline import figure_kinds as pipeline_figure_kinds
 from dpaudit.pipeline import params as pipeline_params
 from dpaudit.pipeline import preflight as pipeline_preflight
 from dpaudit.pipeline import resources as pipeline_resources

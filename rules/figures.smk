@@ -65,37 +65,39 @@ rule figure:
         "../scripts/plot_figure.py"
 
 
-rule figure_roc:
+rule figure_kind:
     input:
-        scores=per_job(pipeline_targets.score_files, "experiment"),
+        unpack(per_job(pipeline_targets.figure_kind_inputs, "kind", "experiment")),
     output:
         pdf=report(
-            paths.figure(name=paths.ROC_FIGURE, ext="pdf"),
-            caption="../report/roc_figure.rst",
+            paths.figure(name="{kind}", ext="pdf"),
+            caption="../report/figure.rst",
             category="{experiment}",
             subcategory="Figures",
         ),
         png=report(
-            paths.figure(name=paths.ROC_FIGURE, ext="png"),
-            caption="../report/roc_figure.rst",
+            paths.figure(name="{kind}", ext="png"),
+            caption="../report/figure.rst",
             category="{experiment}",
             subcategory="Figures",
         ),
     log:
-        paths.log("{experiment}", "figure_roc"),
+        paths.log("{experiment}", "figure_{kind}"),
     benchmark:
-        paths.benchmark("figure_roc", "roc")
+        paths.benchmark("figure_{kind}", "{kind}")
     wildcard_constraints:
-        experiment=pipeline_targets.kind_pattern(config, "train", "simulate"),
+        kind=pipeline_figure_kinds.kind_pattern(),
+        experiment=pipeline_targets.figure_kind_experiments(config),
     conda:
         "../envs/dpaudit.yaml"
     resources:
         **JOB_RESOURCES,
     params:
-        figure=per_job(pipeline_params.roc_figure_params, "experiment"),
-        code=library_code("plot_roc"),
+        figure=per_job(pipeline_figure_kinds.job_params, "kind", "experiment"),
+        caption=per_job(pipeline_figure_kinds.job_caption, "kind", "experiment"),
+        code=library_code("plot_kind"),
     script:
-        "../scripts/plot_roc.py"
+        "../scripts/plot_kind.py"
 
 
 rule verdict_table:

@@ -12,9 +12,7 @@ and accounting against the claim; :func:`check_conformance` (and the pytest fixt
 """
 
 from dpaudit.attach.ci import check_conformance
-from dpaudit.attach.conformance import ConformanceError, ConformanceReport
-from dpaudit.attach.core import GradientCanaries, InputCanaries
-from dpaudit.attach.verdict import (
+from dpaudit.attach.claim import (
     VERDICT_ESTIMATORS,
     AuditResult,
     Claim,
@@ -24,6 +22,8 @@ from dpaudit.attach.verdict import (
     make_score_file,
     resolve_claim,
 )
+from dpaudit.attach.conformance import ConformanceError, ConformanceReport
+from dpaudit.attach.core import GradientCanaries, InputCanaries
 
 __all__ = [
     "VERDICT_ESTIMATORS",

@@ -1,6 +1,6 @@
 """The conformance report of an audited training: each DP-SGD stage measured against its claim.
 
-The certified lower bound (:mod:`dpaudit.attach.verdict`) sees only what reaches the canaries'
+The certified lower bound (:mod:`dpaudit.attach.claim`) sees only what reaches the canaries'
 coordinates after the noise call. The conformance report measures the stages before it from the
 user's own objects (the loader's batch sampler, the optimizer's noise calls and noise
 multiplier), never from an argument only the author of a bug could give:

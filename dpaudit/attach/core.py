@@ -23,11 +23,11 @@ coin; the IN ones join the training data; after training every canary is scored 
 model (e.g. minus its loss).
 
 Both end in an ordinary score file (:meth:`score_file`, design ``one_run``) and an audit with a
-verdict (:meth:`audit`, see :mod:`dpaudit.attach.verdict`). Any framework drives them: the
+verdict (:meth:`audit`, see :mod:`dpaudit.attach.claim`). Any framework drives them: the
 Opacus adapter (:mod:`dpaudit.attach.opacus_adapter`), the dataset wrapper
 (:mod:`dpaudit.attach.dataset`), a hand-written PyTorch loop (``examples/audit_handwritten.py``)
 or a JAX loop (hand in the noisy update as a NumPy array, or final scores to
-:func:`dpaudit.attach.verdict.make_score_file`).
+:func:`dpaudit.attach.claim.make_score_file`).
 """
 
 from __future__ import annotations
@@ -38,11 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attach.conformance import DEFAULT_ALPHA, ConformanceReport
-from dpaudit.attach.power import unseen_after
-from dpaudit.attach.probes import SensitivityProbes, probe_coordinates
-from dpaudit.attach.sampling_record import SamplingRecord
-from dpaudit.attach.verdict import (
+from dpaudit.attach.claim import (
     DIRAC_SCORE,
     AuditResult,
     audit_file,
@@ -50,6 +46,10 @@ from dpaudit.attach.verdict import (
     check_rate,
     make_score_file,
 )
+from dpaudit.attach.conformance import DEFAULT_ALPHA, ConformanceReport
+from dpaudit.attach.power import unseen_after
+from dpaudit.attach.probes import SensitivityProbes, probe_coordinates
+from dpaudit.attach.sampling_record import SamplingRecord
 from dpaudit.canaries import input_space
 from dpaudit.canaries.gradient_space import dirac_coordinates
 from dpaudit.canaries.inclusion import fair_coins
@@ -98,7 +98,7 @@ class _Audited:
         """The ``one_run`` score file of these canaries (:mod:`dpaudit.scores`): write it with
         :func:`dpaudit.scores.write`; ``dpaudit audit`` and every estimator read it unchanged.
 
-        The claim (:func:`dpaudit.attach.verdict.resolve_claim`): ``claimed_epsilon`` from the
+        The claim (:func:`dpaudit.attach.claim.resolve_claim`): ``claimed_epsilon`` from the
         user's accountant, or computed at ``delta`` by ``accountant`` from ``noise_multiplier``,
         ``sample_rate`` and ``steps`` (keywords; an attached auditor fills in what it saw).
         ``scores``: the final scores (black box only)."""
@@ -134,7 +134,7 @@ class _Audited:
         conformance_alpha: float = DEFAULT_ALPHA,
         **kwargs: Any,
     ) -> AuditResult:
-        """The audit table and verdict (:func:`dpaudit.attach.verdict.audit_file`) of
+        """The audit table and verdict (:func:`dpaudit.attach.claim.audit_file`) of
         :meth:`score_file` (same arguments) at ``confidence``, and the conformance report of
         what the auditor measured (``result.conformance``, each stage's checks at error
         probability ``conformance_alpha``; :mod:`dpaudit.attach.conformance`). The measured

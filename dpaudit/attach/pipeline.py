@@ -28,7 +28,7 @@ usual path (``results/<experiment>/scores/<setting>/seed<N>.shard0.npz``).
 
 What the function returns adds facts, never the claim, the design or the identity: a ``meta``
 key the pipeline owns (:func:`owned_meta`) or a value JSON cannot hold is an error; the claim
-settings are numbers of their kind (:func:`dpaudit.attach.verdict.check_claim_settings`) and
+settings are numbers of their kind (:func:`dpaudit.attach.claim.check_claim_settings`) and
 ``steps`` is the count the canaries observed (:data:`OBSERVED_SETTINGS`). Every check runs
 before the score file is written. The score file carries the auditor's conformance report
 (``measured_mechanism``, ``conformance``; :mod:`dpaudit.attach.conformance`), as
@@ -246,7 +246,7 @@ class EntryPointAudit:
 
 
 def _check_result(result: Any, key: str) -> dict[str, Any]:
-    from dpaudit.attach.verdict import check_claim_settings
+    from dpaudit.attach.claim import check_claim_settings
 
     if not isinstance(result, Mapping):
         raise EntryPointError(
@@ -317,7 +317,7 @@ def _check_observed(result: Mapping[str, Any], canaries: Any, key: str) -> None:
     """The DP-SGD settings the entry point returned against those its canaries observed
     (:data:`OBSERVED_SETTINGS`): a mismatch would account a training other than the audited
     one (the canaries saw every step the noise was added at)."""
-    from dpaudit.attach.verdict import check_claim_settings
+    from dpaudit.attach.claim import check_claim_settings
 
     seen = canaries._claim_settings()
     claimed = check_claim_settings(**{k: result.get(k) for k in CLAIM_SETTINGS})
@@ -337,7 +337,7 @@ def owned_meta(pipeline_meta: Mapping[str, Any]) -> frozenset[str]:
     (:data:`dpaudit.attach.conformance.SCORE_META_KEYS`, also where the canaries measure none)
     and the keys of the returned dict itself (:data:`RETURN_KEYS`)."""
     from dpaudit import scores
-    from dpaudit.attach.verdict import claim_meta_keys
+    from dpaudit.attach.claim import claim_meta_keys
     from dpaudit.audit import DECLARED_META
 
     return frozenset(pipeline_meta).union(

@@ -1,6 +1,6 @@
 """What one audit of a user's own training can see: its ceiling and its power.
 
-The verdict of :mod:`dpaudit.attach.verdict` flags a training when the largest of its
+The verdict of :mod:`dpaudit.attach.claim` flags a training when the largest of its
 family-free lower bounds (:data:`dpaudit.verdict.VERDICT_ESTIMATORS`: Steinke, Nasr,
 Jagielski 2023, arXiv:2305.08846, Theorem 3.1; Mahloujifar, Melis, Chaudhuri 2025,
 arXiv:2410.22235, Algorithm 3 with the ``approx_dp`` null; each with the Bonferroni selection
@@ -203,7 +203,7 @@ def flags(
     delta: float,
     confidence: float = 0.95,
 ) -> np.ndarray:
-    """(runs,) whether the verdict (:func:`dpaudit.attach.verdict.audit_file` at
+    """(runs,) whether the verdict (:func:`dpaudit.attach.claim.audit_file` at
     ``confidence``) flags ``claimed_epsilon`` on each run, rows of ``score`` and ``member``
     (runs, m), scores without ties."""
     score = np.atleast_2d(np.asarray(score, dtype=float))

@@ -190,15 +190,6 @@ def figure_caption(config: Config, experiment: str, eps: bool = False) -> str:
     return caption(exp, experiment)
 
 
-def roc_figure_params(config: Config, experiment: str) -> dict[str, Any]:
-    """The ROC figure's title (``figure.title``, else the short title of the description)."""
-    from dpaudit.plots.labels import short_title
-
-    exp = config["experiments"][experiment]
-    title = (exp.get("figure") or {}).get("title")
-    return {"title": short_title(exp.get("description", "")) if title is None else title}
-
-
 def description(config: Config, experiment: str) -> str:
     """An experiment's description ("" if it has none)."""
     return config["experiments"][experiment].get("description", "")

@@ -27,8 +27,6 @@ AUDIT_JOB = "{setting}"
 #: the others.
 EPS_FIGURE = "eps_empirical_vs_claimed"
 FIGURE = "figure"
-#: The ROC curves of the score files of a train or simulate experiment (a curve per setting).
-ROC_FIGURE = "roc"
 #: The practitioner's verdict figure of a train experiment with a ``verdict`` block.
 VERDICT_FIGURE = "verdicts"
 #: The empirical trade-off curves of a train experiment with a ``tradeoff`` block.
@@ -105,7 +103,8 @@ def tradeoff_table(experiment: str = "{experiment}") -> str:
 
 def figure(experiment: str = "{experiment}", name: str = FIGURE, ext: str = "pdf") -> str:
     """A figure of an experiment (``name``: :data:`EPS_FIGURE`, :data:`FIGURE`,
-    :data:`ROC_FIGURE`, :data:`VERDICT_FIGURE` or :data:`TRADEOFF_FIGURE`)."""
+    :data:`VERDICT_FIGURE`, :data:`TRADEOFF_FIGURE` or a figure kind of
+    :mod:`dpaudit.pipeline.figure_kinds`)."""
     return f"{RESULTS}/{experiment}/figures/{name}.{ext}"
 
 

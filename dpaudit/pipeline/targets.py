@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpaudit.pipeline import paths
+from dpaudit.pipeline import figure_kinds, paths
 from dpaudit.pipeline.settings import data_variant, experiment_settings, setting_columns
 
 Config = dict[str, Any]
@@ -111,11 +111,35 @@ def figure_files(config: Config, experiment: str) -> dict[str, str]:
     return {ext: paths.figure(experiment, name, ext) for ext in ("pdf", "png")}
 
 
-def roc_figure_files(config: Config, experiment: str) -> list[str]:
-    """The ROC figure of an experiment with score files (train, simulate); none otherwise."""
-    if config["experiments"][experiment]["kind"] not in SCORE_KINDS:
-        return []
-    return [paths.figure(experiment, paths.ROC_FIGURE, ext) for ext in ("pdf", "png")]
+def figure_kind_files(config: Config, experiment: str) -> list[str]:
+    """The figures of the figure kinds an experiment gets (:mod:`dpaudit.pipeline.figure_kinds`;
+    the ROC curves of an experiment with score files), pdf then png of each."""
+    return [
+        paths.figure(experiment, kind, ext)
+        for kind in figure_kinds.kinds_of(config, experiment)
+        for ext in ("pdf", "png")
+    ]
+
+
+def figure_kind_experiments(config: Config) -> str:
+    """A wildcard pattern matching exactly the experiments that get a figure kind."""
+    names = [n for n in config["experiments"] if figure_kinds.kinds_of(config, n)]
+    return "|".join(names) or NO_MATCH
+
+
+def figure_kind_inputs(config: Config, kind: str, experiment: str) -> dict[str, Any]:
+    """What the job drawing figure kind ``kind`` of ``experiment`` reads: its score files
+    (``scores``) or its audit table (``table``). An experiment that does not get ``kind`` is an
+    error naming both."""
+    if kind not in figure_kinds.kinds_of(config, experiment):
+        exp_kind = config["experiments"][experiment]["kind"]
+        raise ValueError(
+            f"experiments.{experiment}: a {exp_kind} experiment has no figure {kind!r} "
+            f"(figure kinds of its kind: {figure_kinds.kinds_of(config, experiment)})"
+        )
+    if figure_kinds.figure_kind(kind).reads == figure_kinds.SCORES:
+        return {"scores": score_files(config, experiment)}
+    return {"table": paths.audit_table(experiment)}
 
 
 def experiments_with(config: Config, block: str) -> list[str]:
@@ -271,7 +295,7 @@ def all_targets(config: Config) -> list[str]:
         targets += [main_table(config, name), figures["pdf"], figures["png"]]
         if exp["kind"] == "train" and figure_name(config, name) != paths.EPS_FIGURE:
             targets += [paths.figure(name, paths.EPS_FIGURE, ext) for ext in ("pdf", "png")]
-        targets += roc_figure_files(config, name)
+        targets += figure_kind_files(config, name)
         for product in PRODUCTS[1:]:
             if exp["kind"] == "train" and exp.get(product):
                 targets += list(product_files(name, product).values())

@@ -301,7 +301,7 @@ def test_no_noise_claims_nothing_and_gets_no_verdict() -> None:
 
 def test_verdict_estimators_are_family_free():
     # the verdict must hold for every mechanism meeting the claim: no block may assume a family
-    from dpaudit.attach.verdict import VERDICT_ESTIMATORS
+    from dpaudit.attach.claim import VERDICT_ESTIMATORS
     from dpaudit.estimators.registry import block_assumes
 
     assert {name: block_assumes(spec) for name, spec in VERDICT_ESTIMATORS.items()} == {

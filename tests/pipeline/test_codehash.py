@@ -180,6 +180,6 @@ def test_snakemake_reruns_the_audit_after_an_estimator_edit(tmp_path):
 def test_an_attach_edit_reruns_only_entry_point_training(copy):
     """The own-training audit's code counts for jobs that run a user's entry point only."""
     before = _hashes(copy)
-    module = copy / "dpaudit/attach/verdict.py"
+    module = copy / "dpaudit/attach/claim.py"
     module.write_text(module.read_text() + "\nCHANGED = 1\n")
     assert _changed(before, _hashes(copy)) == {"train_entry_point"}

@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from dpaudit.pipeline import paths
-from dpaudit.pipeline.targets import all_targets, roc_figure_files
+from dpaudit.pipeline.targets import all_targets, figure_kind_files
 from dpaudit.plots.roc import curves_of, draw_roc, plot_roc, roc_points, thin
 from dpaudit.plots.style import fits_canvas
 from dpaudit.scores import ScoreFile
@@ -92,12 +92,12 @@ def test_pipeline_draws_the_roc_figure_of_every_experiment_with_score_files():
             "table": {"kind": "analysis"},
         }
     }
-    assert roc_figure_files(config, "sim") == [
+    assert figure_kind_files(config, "sim") == [
         "results/sim/figures/roc.pdf",
         "results/sim/figures/roc.png",
     ]
-    assert roc_figure_files(config, "trained")[0] == paths.figure("trained", paths.ROC_FIGURE)
-    assert roc_figure_files(config, "table") == []
+    assert figure_kind_files(config, "trained")[0] == paths.figure("trained", "roc")
+    assert figure_kind_files(config, "table") == []
 
 
 def test_default_config_targets_include_the_roc_figures(repo):
@@ -107,7 +107,7 @@ def test_default_config_targets_include_the_roc_figures(repo):
     validate_config(default_config, load_schema())
     targets = all_targets(default_config)
     for name, exp in default_config["experiments"].items():
-        want = paths.figure(name, paths.ROC_FIGURE, "png")
+        want = paths.figure(name, "roc", "png")
         assert (want in targets) == (exp["kind"] in ("train", "simulate")), name
 
 

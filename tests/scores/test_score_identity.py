@@ -85,8 +85,9 @@ def test_a_file_without_shard_metadata_is_shard_0():
 
 
 def test_figure_readers_check_the_path_too(tmp_path, monkeypatch):
-    # the ROC and trade-off figure jobs read score files themselves (scripts/plot_roc.py,
-    # scripts/plot_tradeoff.py): a copied file is the same error there
+    # the ROC and trade-off figure jobs read score files themselves (the figure kinds through
+    # dpaudit/pipeline/figure_kinds.py, scripts/plot_tradeoff.py): a copied file is the same
+    # error there
     from dpaudit.pipeline.paths import read_score_file
 
     monkeypatch.chdir(tmp_path)
@@ -97,7 +98,7 @@ def test_figure_readers_check_the_path_too(tmp_path, monkeypatch):
     shutil.copy(eps4, nonprivate)
     with pytest.raises(ScoreFileError, match="metadata 'setting' is 'eps4'"):
         read_score_file(nonprivate)
-    scripts = Path(__file__).resolve().parents[2] / "scripts"
-    for script in ("plot_roc.py", "plot_tradeoff.py"):
-        text = (scripts / script).read_text()
+    repo = Path(__file__).resolve().parents[2]
+    for script in ("dpaudit/pipeline/figure_kinds.py", "scripts/plot_tradeoff.py"):
+        text = (repo / script).read_text()
         assert "read_score_file(path)" in text and "scores.read(" not in text, script

@@ -201,7 +201,7 @@ def test_deleting_a_score_file_reruns_only_its_job(run_dir):
         "audit": 1,  # one job: one_run and attack_metrics on its setting
         "audit_table": 1,
         "figure_eps": 1,
-        "figure_roc": 1,
+        "figure_kind": 1,
         "report": 1,
         "all": 1,
     }
