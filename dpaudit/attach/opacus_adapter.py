@@ -126,6 +126,7 @@ class OpacusAuditor(GradientCanaries):
         self._local = self.coordinates[self._order] - offsets[owner[self._order]]
         self._bounds = np.searchsorted(owner[self._order], np.arange(len(params) + 1))
         self._group_of: dict[int, tuple[torch.nn.Parameter, torch.Tensor, torch.Tensor]] = {}
+        self._on_cpu = all(p.device.type == "cpu" for p in params)  # no copies between devices
         buckets: dict[torch.device, list[int]] = {}
         for k, p in enumerate(params):
             lo, hi = int(self._bounds[k]), int(self._bounds[k + 1])
@@ -176,13 +177,17 @@ class OpacusAuditor(GradientCanaries):
         hit = np.flatnonzero(draw[self._order])
         if hit.size:
             cuts = np.searchsorted(hit, self._bounds).tolist()
+            local = self._local[hit]  # their flat indices in their parameters, in that order
             for k, (p, _, clip) in self._group_of.items():  # the parameters with canaries
-                if cuts[k + 1] > cuts[k]:
+                lo, hi = cuts[k], cuts[k + 1]
+                if hi > lo:
                     flat = p.summed_grad.view(-1)  # contiguous (Opacus' einsum / clone)
-                    idx = torch.from_numpy(self._local[hit[cuts[k] : cuts[k + 1]]])
-                    flat.index_add_(
-                        0, idx.to(flat.device, non_blocking=True), clip[: len(idx)].to(flat.dtype)
-                    )
+                    idx = torch.from_numpy(local[lo:hi])
+                    if self._on_cpu and flat.dtype == clip.dtype:
+                        flat.index_add_(0, idx, clip[: hi - lo])
+                    else:
+                        idx = idx.to(flat.device, non_blocking=True)
+                        flat.index_add_(0, idx, clip[: hi - lo].to(flat.dtype))
         self._original_add_noise()
         self.steps += 1
         if self.sampling_record is not None:
@@ -190,19 +195,23 @@ class OpacusAuditor(GradientCanaries):
         free = ~draw  # coordinates without a canary gradient this step (the noise check)
         self.noise_df += int(free.sum())
         for groups, ids, acc, nonfinite, sq in self._buckets:
+            # (p.grad holds no autograd history: Opacus sets it under no_grad)
             vals = torch.cat([p.grad.view(-1).index_select(0, i) for p, i, _ in groups])
-            vals = vals.detach().double()  # once for both sums (issue 37, Done when 3)
+            vals = vals.double()  # once for both sums (issue 37, Done when 3)
             acc += vals
             # a non-finite running sum stays non-finite: count the steps since the first
             nonfinite += ~torch.isfinite(acc.sum())
-            mask = torch.from_numpy(free[ids]).to(vals.device, non_blocking=True)
+            mask = torch.from_numpy(free[ids])
+            if not self._on_cpu:
+                mask = mask.to(vals.device, non_blocking=True)
             sq += torch.where(mask, vals, 0.0).square_().sum()
 
     def _scale_grad(self) -> None:
         p, at = self._divisor_at
-        before = p.grad.view(-1).index_select(0, at).norm(dtype=torch.float64)
+        norm = torch.linalg.vector_norm  # what Tensor.norm() calls, without its Python layers
+        before = norm(p.grad.view(-1).index_select(0, at), dtype=torch.float64)
         self._original_scale_grad()
-        ratio = before / p.grad.view(-1).index_select(0, at).norm(dtype=torch.float64)
+        ratio = before / norm(p.grad.view(-1).index_select(0, at), dtype=torch.float64)
         # NaN where both are 0: ignored by fmin / fmax
         torch.fmin(self._divisor_low, ratio, out=self._divisor_low)
         torch.fmax(self._divisor_high, ratio, out=self._divisor_high)

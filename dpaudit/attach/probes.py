@@ -115,7 +115,7 @@ class SensitivityProbes:
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.values: list[Any] = []  # s v per measured step (arrays or 1-d tensors)
         self.large: list[np.ndarray] = []  # which of the step's probes were large
-        # (rows, large, scale) of probe_layout per (batch size, probes)
+        # (rows, large, B_r C) of probe_layout per (batch size, probes)
         self._layouts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @property
@@ -135,25 +135,32 @@ class SensitivityProbes:
         layout = self._layouts.get((b, k))
         if layout is None:  # once per batch size (issue 37, Done when 3); kept read-only
             rows, large = probe_layout(b, k)
-            scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE)
+            # the probes' norms: (B_r C), the sign applied per step (exact either way)
+            scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE) * self.clip_norm
             for a in (rows, large, scale):
                 a.setflags(write=False)
             layout = self._layouts[b, k] = (rows, large, scale)
         rows, large, scale = layout
-        coords = self._rng.choice(self.coordinates, size=rows.size, replace=False)
+        # the same draw as choice(self.coordinates, ...), without its checks of an array
+        pick = self._rng.choice(self.coordinates.size, size=rows.size, replace=False)
+        coords = self.coordinates[pick]
         signs = np.where(self._rng.random(rows.size) < 0.5, 1.0, -1.0)
         self.pending = (rows, coords, signs, large)
-        return rows, coords, signs * scale * self.clip_norm
+        return rows, coords, signs * scale
 
-    def measure(self, values: Any) -> None:
+    def measure(self, values: Any, back: np.ndarray | None = None) -> None:
         """Record the values at the pending probes' coordinates (after the clipping), times
-        their signs; a tensor is kept on its device (no host sync per step)."""
+        their signs; a tensor is kept on its device as it is (no host sync, no operation per
+        step: the conversion to float64 and the signs are applied on the host when read,
+        :func:`_host`; both exact). ``back``: the permutation that puts ``values`` in the
+        probes' order, when they were gathered in another (the Opacus hook's, by parameter)."""
         assert self.pending is not None
         _, _, signs, large = self.pending
         if hasattr(values, "new_tensor"):  # torch
-            self.values.append(values * values.new_tensor(signs))
+            self.values.append(_Deferred(values, back, signs))
         else:
-            self.values.append(np.asarray(values, dtype=np.float64) * signs)
+            values = np.asarray(values, dtype=np.float64)
+            self.values.append((values if back is None else values[back]) * signs)
         self.large.append(large)
         self.pending = None
 
@@ -197,8 +204,23 @@ class SensitivityProbes:
         return out
 
 
+class _Deferred:
+    """A step's probe values as gathered on the device (any float dtype), in the order
+    ``back`` undoes (None: the probes' order), and the probes' signs: read on the host by
+    :func:`_host` (issue 37, Done when 3: no tensor operation per step for them)."""
+
+    __slots__ = ("back", "signs", "values")
+
+    def __init__(self, values: Any, back: np.ndarray | None, signs: np.ndarray) -> None:
+        self.values, self.back, self.signs = values, back, signs
+
+
 def _host(values: Any) -> np.ndarray:
-    """A step's measured values as a float64 NumPy vector."""
+    """A step's measured values (``s v``) as a float64 NumPy vector."""
+    if isinstance(values, _Deferred):
+        got = values.values.detach().cpu().double().numpy()
+        # float64 conversion and the signs (+-1) are exact: the same numbers as on the device
+        return (got if values.back is None else got[values.back]) * values.signs
     if hasattr(values, "detach"):
         values = values.detach().cpu().double().numpy()
     return np.asarray(values, dtype=np.float64).ravel()
@@ -222,6 +244,8 @@ class OpacusProbeHook:
         self._params = [p for p in optimizer.params if p.requires_grad]
         self._offsets = np.asarray(offsets)
         self._edges = np.arange(len(self._params) + 1)
+        # the length of each parameter's per-example gradient row (its flat size)
+        self._row_len = np.array([p.numel() for p in self._params], dtype=np.int64)
         dtypes = {p.dtype for p in self._params}
         self._dtype = dtypes.pop() if len(dtypes) == 1 else None  # the rows' one dtype, if so
         self._on_cpu = all(p.device.type == "cpu" for p in self._params)
@@ -233,16 +257,21 @@ class OpacusProbeHook:
 
     def _layout(self, coords: np.ndarray) -> tuple[Any, ...]:
         """The step's probes grouped by parameter, once per step (issue 37, Done when 3):
-        (coords, order, cuts, local, back): probes ``order[cuts[k]:cuts[k + 1]]`` (ascending)
-        sit on parameter ``k`` at its flat indices ``local[cuts[k]:cuts[k + 1]]`` (a tensor);
-        ``back`` (a tensor) puts values gathered in that order back in the probes' order."""
+        (coords, order, spans, owner, local, local_t, back): for each ``(k, lo, hi)`` in
+        ``spans`` (the parameters with probes), probes ``order[lo:hi]`` (ascending) sit on
+        parameter ``k`` (``owner[lo:hi]``) at its flat indices ``local[lo:hi]`` (``local_t``:
+        the same as a tensor); ``back`` puts values gathered in that order back in the probes'
+        order."""
         import torch
 
         owner = np.searchsorted(self._offsets, coords, side="right") - 1
         order = np.argsort(owner, kind="stable")
-        cuts = np.searchsorted(owner[order], self._edges).tolist()
-        local = torch.from_numpy(coords[order] - self._offsets[owner[order]])
-        return coords, order, cuts, local, torch.from_numpy(np.argsort(order))
+        owner = owner[order]
+        cuts = np.searchsorted(owner, self._edges).tolist()
+        pairs = enumerate(zip(cuts[:-1], cuts[1:], strict=True))
+        spans = [(k, lo, hi) for k, (lo, hi) in pairs if hi > lo]
+        local = coords[order] - self._offsets[owner]
+        return coords, order, spans, owner, local, torch.from_numpy(local), np.argsort(order)
 
     def _clip_and_accumulate(self) -> None:
         if self.probes.pending is None:
@@ -254,44 +283,44 @@ class OpacusProbeHook:
 
     def _place(self, rows: list[Any]) -> None:
         """Zero the step's probe rows of every parameter's per-example gradients and write
-        each probe's value at its coordinate (one indexed write per parameter)."""
+        each probe's value at its coordinate (one indexed write per parameter with probes)."""
         import torch
 
         b = len(rows[0])
         at, coords, values = self.probes.draw(b)
-        # the probe rows as runs of consecutive rows: one zero_ per run and parameter (cheaper
-        # than index_fill_ per step: issue 37, Done when 3); the runs of each batch size once
+        # the probe rows as runs of consecutive rows, zeroed by one call for every run of
+        # every parameter (issue 37, Done when 3); the runs of each batch size once
         runs = self._runs.get((b, at.size))
         if runs is None:
             split = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
             runs = self._runs[b, at.size] = [(int(run[0]), int(run[-1]) + 1) for run in split]
-        for g in rows:
-            for lo, hi in runs:
-                g[lo:hi].zero_()
-        self._step = _, order, cuts, local, _ = self._layout(coords)
-        at_t = torch.from_numpy(at[order])
+        torch._foreach_zero_([g[lo:hi] for g in rows for lo, hi in runs])
+        self._step = _, order, spans, owner, local, local_t, _ = self._layout(coords)
+        at = at[order]
         values_t = torch.from_numpy(values[order])
         if self._dtype is not None:  # one dtype: convert once
             values_t = values_t.to(self._dtype)
-        for k, g in enumerate(rows):
-            lo, hi = cuts[k], cuts[k + 1]
-            if hi == lo:
+        if self._on_cpu:  # each probe's flat index in its parameter's rows, at once
+            flat_t = torch.from_numpy(at * self._row_len[owner] + local)
+        for k, lo, hi in spans:
+            g = rows[k]
+            if self._on_cpu and g.dtype == values_t.dtype and g.is_contiguous():
+                g.view(-1).index_put_((flat_t[lo:hi],), values_t[lo:hi])  # one flat write
                 continue
-            if self._on_cpu:  # no copies between devices
-                at_k, local_k = at_t[lo:hi], local[lo:hi]
-            else:
-                at_k, local_k = at_t[lo:hi].to(g.device), local[lo:hi].to(g.device)
+            value = values_t[lo:hi].to(dtype=g.dtype, device=g.device)
+            at_k = torch.from_numpy(at[lo:hi]).to(g.device)
             if g.is_contiguous():
-                target, idx = g.view(len(g), -1), (at_k, local_k)
+                target, idx = g.view(len(g), -1), (at_k, local_t[lo:hi].to(g.device))
             else:  # strided rows: index the parameter's own shape
-                unravel = np.unravel_index(local[lo:hi].numpy(), tuple(g.shape[1:]))
+                unravel = np.unravel_index(local[lo:hi], tuple(g.shape[1:]))
                 target = g
                 idx = (at_k, *(torch.from_numpy(i).to(g.device) for i in unravel))
-            target.index_put_(idx, values_t[lo:hi].to(dtype=g.dtype, device=g.device))
+            target.index_put_(idx, value)
 
     def read(self) -> None:
         """Record the clipped sum at the pending probes' coordinates (before the noise), in the
-        probes' order, kept on the device."""
+        order gathered (by parameter) with the permutation back to the probes' order, kept on
+        the device (:meth:`SensitivityProbes.measure`)."""
         import torch
 
         _, coords, _, _ = self.probes.pending  # type: ignore[misc]
@@ -299,19 +328,18 @@ class OpacusProbeHook:
         if step is None or step[0] is not coords:  # placed by someone else: lay it out here
             step = self._layout(coords)
         self._step = None
-        _, _, cuts, local, back = step
+        _, _, spans, _, _, local_t, back = step
         parts = []
-        for k, p in enumerate(self._params):
-            lo, hi = cuts[k], cuts[k + 1]
-            if hi > lo:
-                flat = p.summed_grad.detach().reshape(-1)
-                parts.append(flat[local[lo:hi] if self._on_cpu else local[lo:hi].to(flat.device)])
-        if self._on_cpu and self._dtype is not None:  # one concatenation, one conversion
-            got = torch.cat(parts).double()
+        for k, lo, hi in spans:  # (detached on the host read, _host)
+            flat = self._params[k].summed_grad.reshape(-1)
+            idx = local_t[lo:hi]
+            parts.append(flat.index_select(0, idx if self._on_cpu else idx.to(flat.device)))
+        if self._on_cpu and self._dtype is not None:  # one concatenation, converted on read
+            got = torch.cat(parts)
         else:
             device = parts[0].device
             got = torch.cat([v.double().to(device) for v in parts])
-        self.probes.measure(got[back if self._on_cpu else back.to(device)])
+        self.probes.measure(got, back)
 
     def release(self) -> None:
         """The optimizer's own ``clip_and_accumulate`` again."""

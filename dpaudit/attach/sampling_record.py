@@ -74,7 +74,7 @@ class SamplingRecord:
         if self.unobservable is not None:
             return
         try:
-            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+            idx = np.array(indices, dtype=np.int64).reshape(-1)  # a copy: kept till next step
         except (TypeError, ValueError):
             self.unobservable = (
                 f"batch {self.batches_delivered} holds indices that are not integers "
@@ -109,22 +109,37 @@ class SamplingRecord:
         else:
             batches = list(self._pending)
             self._pending.clear()
-        idx = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
-        if idx.size and (idx.min() < 0 or idx.max() >= self.n_records):
+        if len(batches) == 1:
+            idx = batches[0]
+        else:
+            idx = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+        # a strictly increasing batch (Opacus' Poisson sampler yields one) is its own distinct
+        # records, each once, and its ends are its extremes: no sort (issue 37, Done when 3)
+        increasing = idx.size < 2 or bool((idx[1:] > idx[:-1]).all())
+        if idx.size and (
+            (idx[0] < 0 or idx[-1] >= self.n_records)
+            if increasing
+            else (idx.min() < 0 or idx.max() >= self.n_records)
+        ):
             bad = (idx < 0) | (idx >= self.n_records)
             self.out_of_range += int(bad.sum())
             if self.first_out_of_range is None:
                 self.first_out_of_range = len(self.sizes) + 1
             idx = idx[~bad]
-        uniq, counts = _unique_counts(idx)
-        self.presence[uniq] += 1
+        if increasing:
+            uniq, top_count = idx, 1 if idx.size else 0
+        else:
+            uniq, counts = _unique_counts(idx)
+            top_count = int(counts.max()) if counts.size else 0
         if uniq.size:
-            self._top = max(self._top, int(self.presence[uniq].max()))
+            present = self.presence[uniq] + 1
+            self.presence[uniq] = present
+            self._top = max(self._top, int(present.max()))
         self.top_counts.append(self._top)
         self.overlaps.append(int(self._previous[uniq].sum()))
         self._previous[self._last] = False
         self._previous[uniq] = True
         self._last = uniq
         self.sizes.append(int(uniq.size))
-        self.max_multiplicity.append(int(counts.max()) if counts.size else 0)
+        self.max_multiplicity.append(top_count)
         self.batches_per_step.append(len(batches))
