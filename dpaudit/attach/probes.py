@@ -100,17 +100,21 @@ def probe_layout(b: int, k: int = PROBES_PER_STEP) -> tuple[np.ndarray, np.ndarr
 
 
 class SensitivityProbes:
-    """The probes of each logical step on ``coordinates`` with clipping norm ``clip_norm`` (see
-    the module docstring). :meth:`draw` gives the step's probes; :meth:`measure` records the
+    """The probes of each logical step on ``coordinates`` (distinct, ascending: as
+    :func:`probe_coordinates` gives them) with clipping norm ``clip_norm`` (see the module
+    docstring). :meth:`draw` gives the step's probes; :meth:`measure` records the
     values read at their coordinates after the user's clipping."""
 
     def __init__(
         self, coordinates: np.ndarray, clip_norm: float, seed: int, per_step: int = PROBES_PER_STEP
     ) -> None:
         self.coordinates = np.asarray(coordinates, dtype=np.int64)
+        if self.coordinates.ndim != 1 or (np.diff(self.coordinates) <= 0).any():
+            raise ValueError("probe coordinates must be distinct and ascending (probe_coordinates)")
         self.clip_norm = float(clip_norm)
         self.per_step = int(per_step)
         self._rng = np.random.default_rng(derive_seed(seed, "attach", "probes"))
+        self.pick = np.zeros(0, dtype=np.int64)
         # (rows, coordinates, signs, large) placed, not read
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.values: list[Any] = []  # s v per measured step (arrays or 1-d tensors)
@@ -146,6 +150,7 @@ class SensitivityProbes:
         coords = self.coordinates[pick]
         signs = np.where(self._rng.random(rows.size) < 0.5, 1.0, -1.0)
         self.pending = (rows, coords, signs, large)
+        self.pick = pick  # the pending probes' places in ``coordinates``
         return rows, coords, signs * scale
 
     def measure(self, values: Any, back: np.ndarray | None = None) -> None:
@@ -243,9 +248,8 @@ class OpacusProbeHook:
         self.probes = probes
         self._params = [p for p in optimizer.params if p.requires_grad]
         self._offsets = np.asarray(offsets)
-        self._edges = np.arange(len(self._params) + 1)
-        # the length of each parameter's per-example gradient row (its flat size)
-        self._row_len = np.array([p.numel() for p in self._params], dtype=np.int64)
+        self._sizes = np.array([p.numel() for p in self._params], dtype=np.int64)
+        self._tables_of: Any = None  # the coordinates _tables describe
         dtypes = {p.dtype for p in self._params}
         self._dtype = dtypes.pop() if len(dtypes) == 1 else None  # the rows' one dtype, if so
         self._on_cpu = all(p.device.type == "cpu" for p in self._params)
@@ -255,23 +259,37 @@ class OpacusProbeHook:
         self._original = optimizer.clip_and_accumulate
         optimizer.clip_and_accumulate = self._clip_and_accumulate
 
-    def _layout(self, coords: np.ndarray) -> tuple[Any, ...]:
-        """The step's probes grouped by parameter, once per step (issue 37, Done when 3):
-        (coords, order, spans, owner, local, local_t, back): for each ``(k, lo, hi)`` in
-        ``spans`` (the parameters with probes), probes ``order[lo:hi]`` (ascending) sit on
-        parameter ``k`` (``owner[lo:hi]``) at its flat indices ``local[lo:hi]`` (``local_t``:
-        the same as a tensor); ``back`` puts values gathered in that order back in the probes'
-        order."""
+    def _tables(self) -> None:
+        """Per probe coordinate (ascending), once per coordinates object: its parameter's row
+        length (the parameter's flat size) and its flat index in the parameter; ``_cuts``: the
+        coordinates of parameter k are [_cuts[k], _cuts[k + 1])."""
+        coords = self.probes.coordinates
+        if (np.diff(coords) <= 0).any():
+            raise ValueError("probe coordinates must be distinct and ascending (probe_coordinates)")
+        owner = np.searchsorted(self._offsets, coords, side="right") - 1
+        self._cuts = np.searchsorted(owner, np.arange(len(self._params) + 1))
+        self._row_len = self._sizes[owner]
+        self._local = coords - self._offsets[owner]
+        self._tables_of = coords
+
+    def _layout(self, pick: np.ndarray) -> tuple[Any, ...]:
+        """The step's probes (``pick``: their places in the probes' coordinates) grouped by
+        parameter, once per step (issue 37, Done when 3): (pick, order, spans, ordered, local_t,
+        back): for each ``(k, lo, hi)`` in ``spans`` (the parameters with probes), probes
+        ``order[lo:hi]`` sit on parameter ``k`` at its flat indices ``local_t[lo:hi]`` (a
+        tensor); ``ordered``: their places, ``pick[order]``; ``back`` puts values gathered in
+        that order back in the probes' order."""
         import torch
 
-        owner = np.searchsorted(self._offsets, coords, side="right") - 1
-        order = np.argsort(owner, kind="stable")
-        owner = owner[order]
-        cuts = np.searchsorted(owner, self._edges).tolist()
+        if self._tables_of is not self.probes.coordinates:
+            self._tables()
+        order = np.argsort(pick)  # ascending coordinates: grouped by parameter
+        ordered = pick[order]
+        cuts = np.searchsorted(ordered, self._cuts).tolist()
         pairs = enumerate(zip(cuts[:-1], cuts[1:], strict=True))
         spans = [(k, lo, hi) for k, (lo, hi) in pairs if hi > lo]
-        local = coords[order] - self._offsets[owner]
-        return coords, order, spans, owner, local, torch.from_numpy(local), np.argsort(order)
+        local_t = torch.from_numpy(self._local[ordered])
+        return pick, order, spans, ordered, local_t, np.argsort(order)
 
     def _clip_and_accumulate(self) -> None:
         if self.probes.pending is None:
@@ -287,7 +305,7 @@ class OpacusProbeHook:
         import torch
 
         b = len(rows[0])
-        at, coords, values = self.probes.draw(b)
+        at, _, values = self.probes.draw(b)
         # the probe rows as runs of consecutive rows, zeroed by one call for every run of
         # every parameter (issue 37, Done when 3); the runs of each batch size once
         runs = self._runs.get((b, at.size))
@@ -295,13 +313,13 @@ class OpacusProbeHook:
             split = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
             runs = self._runs[b, at.size] = [(int(run[0]), int(run[-1]) + 1) for run in split]
         torch._foreach_zero_([g[lo:hi] for g in rows for lo, hi in runs])
-        self._step = _, order, spans, owner, local, local_t, _ = self._layout(coords)
+        self._step = _, order, spans, ordered, local_t, _ = self._layout(self.probes.pick)
         at = at[order]
         values_t = torch.from_numpy(values[order])
         if self._dtype is not None:  # one dtype: convert once
             values_t = values_t.to(self._dtype)
         if self._on_cpu:  # each probe's flat index in its parameter's rows, at once
-            flat_t = torch.from_numpy(at * self._row_len[owner] + local)
+            flat_t = torch.from_numpy(at * self._row_len[ordered] + self._local[ordered])
         for k, lo, hi in spans:
             g = rows[k]
             if self._on_cpu and g.dtype == values_t.dtype and g.is_contiguous():
@@ -312,7 +330,7 @@ class OpacusProbeHook:
             if g.is_contiguous():
                 target, idx = g.view(len(g), -1), (at_k, local_t[lo:hi].to(g.device))
             else:  # strided rows: index the parameter's own shape
-                unravel = np.unravel_index(local[lo:hi], tuple(g.shape[1:]))
+                unravel = np.unravel_index(local_t[lo:hi].numpy(), tuple(g.shape[1:]))
                 target = g
                 idx = (at_k, *(torch.from_numpy(i).to(g.device) for i in unravel))
             target.index_put_(idx, value)
@@ -323,12 +341,12 @@ class OpacusProbeHook:
         the device (:meth:`SensitivityProbes.measure`)."""
         import torch
 
-        _, coords, _, _ = self.probes.pending  # type: ignore[misc]
+        pick = self.probes.pick
         step = self._step
-        if step is None or step[0] is not coords:  # placed by someone else: lay it out here
-            step = self._layout(coords)
+        if step is None or step[0] is not pick:  # placed by someone else: lay it out here
+            step = self._layout(pick)
         self._step = None
-        _, _, spans, _, _, local_t, back = step
+        _, _, spans, _, local_t, back = step
         parts = []
         for k, lo, hi in spans:  # (detached on the host read, _host)
             flat = self._params[k].summed_grad.reshape(-1)

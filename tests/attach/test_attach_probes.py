@@ -14,6 +14,7 @@ from dpaudit.attach.probes import (
     PARTNER_RATIO,
     PROBE_SCALE,
     PROBES_PER_STEP,
+    SensitivityProbes,
     probe_coordinates,
     probe_layout,
 )
@@ -182,3 +183,13 @@ def test_no_probe_leaves_sensitivity_unseen() -> None:
         c.observe(rng.standard_normal(40))
     rep = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
     assert "sensitivity" in rep.unseen
+
+
+def test_issue37_done_when_3_probe_coordinates_must_ascend() -> None:
+    """issue 37, Done when 3: the Opacus hook groups each step's probes by parameter from the
+    coordinates' order, so probes on coordinates that are not distinct and ascending are a
+    clear error (probe_coordinates gives them sorted)."""
+    for bad in ([5, 3], [2, 2]):
+        with pytest.raises(ValueError, match="distinct and ascending"):
+            SensitivityProbes(np.array(bad), 1.0, 0)
+    assert SensitivityProbes(np.array([1, 4]), 1.0, 0).active
