@@ -319,7 +319,7 @@ class OpacusProbeHook:
         if self._dtype is not None:  # one dtype: convert once
             values_t = values_t.to(self._dtype)
         if self._on_cpu:  # each probe's flat index in its parameter's rows, at once
-            flat_t = torch.from_numpy(at * self._row_len[ordered] + self._local[ordered])
+            flat_t = torch.from_numpy(at * self._row_len[ordered] + local_t.numpy())
         for k, lo, hi in spans:
             g = rows[k]
             if self._on_cpu and g.dtype == values_t.dtype and g.is_contiguous():

@@ -524,19 +524,30 @@ def _mixed_steps(n: int, steps: int, seed: int) -> list[list[np.ndarray]]:
     return out
 
 
-def test_issue37_done_when_3_record_of_increasing_batches_matches_a_plain_reference() -> None:
+@pytest.mark.parametrize("every", [1, 3, 64])
+def test_issue37_done_when_3_record_of_increasing_batches_matches_a_plain_reference(
+    monkeypatch, every
+) -> None:
     """issue 37, Done when 3 (the per-step cost): a strictly increasing batch (what Opacus'
-    Poisson sampler yields) skips the sort; on increasing batches mixed with unsorted ones,
-    out-of-range indices at either end, steps of two batches and empty steps, every per-step
-    series equals a plain np.unique reference, and a delivered array the caller changes
-    afterwards changes nothing (the record keeps a copy)."""
+    Poisson sampler yields) skips the sort, and closed steps are counted every ``DEFERRED``
+    steps or when read; on increasing batches mixed with unsorted ones, out-of-range indices
+    at either end, steps of two batches and empty steps, counted after every step, every third
+    or in blocks of 64, with reads in between, every per-step series equals a plain np.unique
+    reference, and a delivered array the caller changes afterwards changes nothing (the record
+    keeps a copy)."""
+    from dpaudit.attach import sampling_record
+
+    monkeypatch.setattr(sampling_record, "DEFERRED", every)
     n = 40
     rec = SamplingRecord(n)
-    for batches in _mixed_steps(n, 80, 5):
+    for step, batches in enumerate(_mixed_steps(n, 80, 5)):
         for b in batches:
             rec.deliver(b)
             b[:] = 0  # the caller reuses its array
         rec.close_step()
+        assert rec.steps == step + 1
+        if step == 30:
+            assert len(rec.sizes) == 31  # a read counts the steps set aside
     presence, prev = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
     sizes, mult, tops, overlaps, out = [], [], [], [], 0
     for batches in _mixed_steps(n, 80, 5):
