@@ -64,6 +64,10 @@ TOLERANCE = 1e-3
 PROBES_PER_STEP = 32
 #: Probe coordinates drawn per auditor (each step's probes take distinct ones among them).
 N_PROBE_COORDINATES = 2 * PROBES_PER_STEP
+#: Steps whose probes are drawn at once while steps take the full number of probes (batches of
+#: at least 4 x PROBES_PER_STEP records): the same draws, cheaper back to back (issue 37, Done
+#: when 3); a step that takes fewer rewinds the generator first (SensitivityProbes._picks).
+DRAW_AHEAD = 16
 
 
 def probe_coordinates(
@@ -116,6 +120,12 @@ class SensitivityProbes:
         self.per_step = int(per_step)
         self._rng = np.random.default_rng(derive_seed(seed, "attach", "probes"))
         self.pick = np.zeros(0, dtype=np.int64)
+        # draws made ahead (_picks): for which (probes, coordinates), the generator's state
+        # before them, how many were made, and those not taken yet (the next one last)
+        self._ahead_key: tuple[int, int] | None = None
+        self._ahead_state: dict[str, Any] | None = None
+        self._ahead_made = 0
+        self._ahead: list[tuple[np.ndarray, np.ndarray]] = []
         # (rows, coordinates, signs, large) placed, not read
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.values: list[Any] = []  # s v per measured step (arrays or 1-d tensors)
@@ -146,13 +156,40 @@ class SensitivityProbes:
                 a.setflags(write=False)
             layout = self._layouts[b, k] = (rows, large, scale)
         rows, large, scale = layout
-        # the same draw as choice(self.coordinates, ...), without its checks of an array
-        pick = self._rng.choice(self.coordinates.size, size=rows.size, replace=False)
+        pick, uniform = self._picks(rows.size, k)
         coords = self.coordinates[pick]
-        signs = np.where(self._rng.random(rows.size) < 0.5, 1.0, -1.0)
+        signs = np.where(uniform < 0.5, 1.0, -1.0)
         self.pending = (rows, coords, signs, large)
         self.pick = pick  # the pending probes' places in ``coordinates``
         return rows, coords, signs * scale
+
+    def _draw_one(self, n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """One step's draws of ``n`` probes among ``size`` coordinates: their places (the same
+        draw as ``choice(self.coordinates, ...)``, without its checks of an array) and the
+        uniforms of their signs."""
+        pick = self._rng.choice(size, size=n, replace=False)
+        return pick, self._rng.random(n)
+
+    def _picks(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_draw_one` of this step, from the generator as if every step drew its own:
+        when the step takes the full ``k`` probes, from :data:`DRAW_AHEAD` steps drawn at once
+        (the same calls back to back); a step that takes another number first rewinds the
+        generator to the state before them and repeats the draws taken."""
+        key = (n, self.coordinates.size)
+        if self._ahead and key == self._ahead_key:
+            return self._ahead.pop()
+        if self._ahead:  # draws made for steps that did not come: undo them
+            assert self._ahead_key is not None
+            self._rng.bit_generator.state = self._ahead_state
+            for _ in range(self._ahead_made - len(self._ahead)):
+                self._draw_one(*self._ahead_key)
+            self._ahead = []
+        if n != k or n == 0:
+            return self._draw_one(*key)
+        self._ahead_key, self._ahead_state = key, self._rng.bit_generator.state
+        self._ahead = [self._draw_one(*key) for _ in range(DRAW_AHEAD)][::-1]
+        self._ahead_made = DRAW_AHEAD
+        return self._ahead.pop()
 
     def measure(self, values: Any, back: np.ndarray | None = None) -> None:
         """Record the values at the pending probes' coordinates (after the clipping), times

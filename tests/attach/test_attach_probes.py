@@ -231,3 +231,30 @@ def test_issue37_done_when_3_probe_rows_placed_exactly_on_every_memory_layout(ro
     for got, w in zip(rows, want, strict=True):
         assert torch.equal(got.reshape(40, -1), w)
     assert at.size == 10 and len(set(coords.tolist())) == 10
+
+
+def test_issue37_done_when_3_probes_drawn_ahead_are_the_draws_of_each_step() -> None:
+    """issue 37, Done when 3: steps that take the full number of probes have them drawn
+    DRAW_AHEAD steps at once; a step of another size (a small batch, an empty one), or new
+    coordinates, rewinds the generator. Over such a sequence every step's probes (rows,
+    coordinates, signed values) equal those of a generator drawing each step on its own
+    (the code before the speed-up)."""
+    from dpaudit.attach.probes import DRAW_AHEAD
+    from dpaudit.seeding import derive_seed
+
+    coords = probe_coordinates(5000, np.arange(100), seed=4)
+    probes = SensitivityProbes(coords, 0.5, seed=4)
+    rng = np.random.default_rng(derive_seed(4, "attach", "probes"))
+    sizes = [300] * 3 + [40, 300, 0] + [500] * (DRAW_AHEAD + 2) + [129, 128, 127, 300]
+    for step, b in enumerate(sizes):
+        if step == len(sizes) - 2:  # new coordinates (their number halved), drawn ahead before
+            probes.coordinates = coords = coords[::2].copy()
+        at, got, values = probes.draw(b)
+        probes.pending = None
+        k = min(PROBES_PER_STEP, coords.size)
+        rows, large = probe_layout(b, k)
+        want = rng.choice(coords, size=rows.size, replace=False)
+        signs = np.where(rng.random(rows.size) < 0.5, 1.0, -1.0)
+        scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE)
+        assert (at == rows).all() and (got == want).all()
+        assert (values == signs * scale * 0.5).all()
