@@ -126,6 +126,8 @@ class SensitivityProbes:
         self._ahead_state: dict[str, Any] | None = None
         self._ahead_made = 0
         self._ahead: list[tuple[np.ndarray, np.ndarray]] = []
+        # called with the places drawn ahead (the Opacus hook lays them out at once)
+        self.on_ahead: Any = None
         # (rows, coordinates, signs, large) placed, not read
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.values: list[Any] = []  # s v per measured step (arrays or 1-d tensors)
@@ -189,6 +191,8 @@ class SensitivityProbes:
         self._ahead_key, self._ahead_state = key, self._rng.bit_generator.state
         self._ahead = [self._draw_one(*key) for _ in range(DRAW_AHEAD)][::-1]
         self._ahead_made = DRAW_AHEAD
+        if self.on_ahead is not None:
+            self.on_ahead([pick for pick, _ in self._ahead])
         return self._ahead.pop()
 
     def measure(self, values: Any, back: np.ndarray | None = None) -> None:
@@ -302,6 +306,9 @@ class OpacusProbeHook:
         self._runs: dict[tuple[int, int], tuple[list[Any], list[Any]]] = {}
         # the pending step's layout (_layout), made by _place and reused by read
         self._step: tuple[Any, ...] | None = None
+        # the layouts of the probes drawn ahead, made back to back (by id of their places)
+        self._laid_out: dict[int, tuple[Any, ...]] = {}
+        probes.on_ahead = self._lay_out_ahead
         self._original = optimizer.clip_and_accumulate
         optimizer.clip_and_accumulate = self._clip_and_accumulate
 
@@ -337,6 +344,10 @@ class OpacusProbeHook:
         local_t = torch.from_numpy(self._local[ordered])
         return pick, order, spans, ordered, local_t, np.argsort(order)
 
+    def _lay_out_ahead(self, picks: list[np.ndarray]) -> None:
+        """:meth:`_layout` of the probes drawn ahead, at once (issue 37, Done when 3)."""
+        self._laid_out = {id(pick): self._layout(pick) for pick in picks}
+
     def _clip_and_accumulate(self) -> None:
         if self.probes.pending is None:
             rows = [p.grad_sample for p in self._params]
@@ -367,7 +378,11 @@ class OpacusProbeHook:
                 strided.extend(g[lo:hi] for lo, hi in runs)
         if strided:
             torch._foreach_zero_(strided)
-        self._step = _, order, spans, ordered, local_t, _ = self._layout(self.probes.pick)
+        pick = self.probes.pick
+        step = self._laid_out.pop(id(pick), None)
+        if step is None or step[0] is not pick:
+            step = self._layout(pick)
+        self._step = _, order, spans, ordered, local_t, _ = step
         at = at[order]
         values_t = torch.from_numpy(values[order])
         if self._dtype is not None:  # one dtype: convert once
@@ -424,3 +439,4 @@ class OpacusProbeHook:
     def release(self) -> None:
         """The optimizer's own ``clip_and_accumulate`` again."""
         self.optimizer.clip_and_accumulate = self._original
+        self.probes.on_ahead = None

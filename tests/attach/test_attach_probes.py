@@ -196,41 +196,47 @@ def test_issue37_done_when_3_probe_coordinates_must_ascend() -> None:
 
 
 @pytest.mark.parametrize("rows_kind", ["contiguous", "strided", "float64"])
-def test_issue37_done_when_3_probe_rows_placed_exactly_on_every_memory_layout(rows_kind) -> None:
+@pytest.mark.parametrize("b", [40, 200])
+def test_issue37_done_when_3_probe_rows_placed_exactly_on_every_memory_layout(
+    rows_kind, b
+) -> None:
     """issue 37, Done when 3: the Opacus hook zeroes the probe rows with memset where the rows
     are contiguous CPU memory in the parameters' dtype, and by tensor calls otherwise (strided
-    rows, rows of another dtype); either way each probe row is exactly its probe (0 elsewhere)
-    and every other row is untouched."""
+    rows, rows of another dtype), and lays out probes drawn ahead at once (b = 200: every step
+    takes all 17 coordinates); either way, step after step, each probe row is exactly its
+    probe (0 elsewhere) and every other row is untouched."""
     import types
 
     import torch
 
-    from dpaudit.attach.probes import OpacusProbeHook
+    from dpaudit.attach.probes import DRAW_AHEAD, OpacusProbeHook
 
     params = [torch.nn.Parameter(torch.zeros(3, 4)), torch.nn.Parameter(torch.zeros(5))]
     opt = types.SimpleNamespace(params=params, clip_and_accumulate=lambda: None)
     probes = SensitivityProbes(np.arange(17), 2.0, seed=1)
     hook = OpacusProbeHook(opt, probes, np.array([0, 12, 17]))
     gen = torch.Generator().manual_seed(0)
-    ref = [torch.randn(40, 3, 4, generator=gen), torch.randn(40, 5, generator=gen)]
-    rows = [r.clone() for r in ref]
-    if rows_kind == "strided":  # the same values, not contiguous
-        rows[0] = rows[0].transpose(1, 2).contiguous().transpose(1, 2)
-        assert not rows[0].is_contiguous()
-    if rows_kind == "float64":
-        rows = [r.double() for r in rows]
-    hook._place(rows)
-    at, coords, signs, large = probes.pending
-    scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE) * 2.0
-    want = [r.clone().to(rows[0].dtype).reshape(40, -1) for r in ref]
-    for w in want:
-        w[torch.from_numpy(at)] = 0
-    for row, coord, value in zip(at, coords, signs * scale, strict=True):
-        k, local = (0, coord) if coord < 12 else (1, coord - 12)
-        want[k][row, local] = value
-    for got, w in zip(rows, want, strict=True):
-        assert torch.equal(got.reshape(40, -1), w)
-    assert at.size == 10 and len(set(coords.tolist())) == 10
+    for _ in range(DRAW_AHEAD + 3):
+        ref = [torch.randn(b, 3, 4, generator=gen), torch.randn(b, 5, generator=gen)]
+        rows = [r.clone() for r in ref]
+        if rows_kind == "strided":  # the same values, not contiguous
+            rows[0] = rows[0].transpose(1, 2).contiguous().transpose(1, 2)
+            assert not rows[0].is_contiguous()
+        if rows_kind == "float64":
+            rows = [r.double() for r in rows]
+        hook._place(rows)
+        at, coords, signs, large = probes.pending
+        probes.pending = None
+        scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE) * 2.0
+        want = [r.clone().to(rows[0].dtype).reshape(b, -1) for r in ref]
+        for w in want:
+            w[torch.from_numpy(at)] = 0
+        for row, coord, value in zip(at, coords, signs * scale, strict=True):
+            k, local = (0, coord) if coord < 12 else (1, coord - 12)
+            want[k][row, local] = value
+        for got, w in zip(rows, want, strict=True):
+            assert torch.equal(got.reshape(b, -1), w)
+        assert at.size == (10 if b == 40 else 17) and len(set(coords.tolist())) == at.size
 
 
 def test_issue37_done_when_3_probes_drawn_ahead_are_the_draws_of_each_step() -> None:
