@@ -236,6 +236,8 @@ class OpacusAuditor(GradientCanaries):
         self._original_scale_grad()
         self._divisor_pending.append((before, p.grad.view(-1).index_select(0, at)))
         self._divisor_steps += 1  # the ratio of their norms: _fold
+        if len(self._divisor_pending) >= _DEFERRED:
+            self._fold()
 
     def _normalisation_measured(self) -> Normalisation | None:
         """The optimizer's ``loss_reduction`` and ``expected_batch_size``, the size of the
