@@ -296,6 +296,7 @@ class OpacusProbeHook:
         self._offsets = np.asarray(offsets)
         self._sizes = np.array([p.numel() for p in self._params], dtype=np.int64)
         # bytes per row of each parameter's per-example gradients in the parameters' dtype
+        self._row_elems = [p.numel() for p in self._params]
         self._row_bytes = [p.numel() * p.element_size() for p in self._params]
         self._tables_of: Any = None  # the coordinates _tables describe
         dtypes = {p.dtype for p in self._params}
@@ -369,8 +370,9 @@ class OpacusProbeHook:
         # call for all (issue 37, Done when 3)
         runs, spans_of = self._runs.get((b, at.size)) or self._make_runs(b, at)
         strided = []
-        for g, byte_runs in zip(rows, spans_of, strict=True):
-            if self._on_cpu and g.dtype == self._dtype and g.is_contiguous():
+        for g, byte_runs, n in zip(rows, spans_of, self._row_elems, strict=True):
+            # (b whole rows of the parameter's size: every run lies inside g's memory)
+            if self._on_cpu and g.dtype == self._dtype and g.is_contiguous() and g.numel() == b * n:
                 base = g.data_ptr()
                 for offset, size in byte_runs:
                     _memset(base + offset, 0, size)
