@@ -216,6 +216,11 @@ class GradientCanaries(_Audited):
                 raise ValueError(f"coordinates must lie in 0..{self.n_params - 1}")
         self.coordinates = coords.astype(np.int64)
         self._rng = np.random.default_rng(derive_seed(self.seed, "attach", "sampling"))
+        # Poisson: the uniforms of the next steps, drawn at once (random((r, m)) gives the
+        # rows that r calls of random(m) give, in order: the same draws, issue 37, Done
+        # when 3); at most about 1 MB of them
+        self._uniforms = np.zeros((0, self.m))
+        self._uniform_row = 0
         self._score = np.zeros(self.m)
         self._epoch_slot: np.ndarray | None = None
         self.steps = 0
@@ -253,7 +258,11 @@ class GradientCanaries(_Audited):
                 "to the summed clipped gradient, add the noise, then observe(noisy_sum)"
             )
         if self.sampling == "poisson":
-            hit = self._rng.random(self.m) < self.sample_rate
+            if self._uniform_row == len(self._uniforms):
+                ahead = max(1, min(16, 2**17 // self.m))
+                self._uniforms, self._uniform_row = self._rng.random((ahead, self.m)), 0
+            hit = self._uniforms[self._uniform_row] < self.sample_rate
+            self._uniform_row += 1
         else:
             k = self.steps_per_epoch
             pos = self.draws % k

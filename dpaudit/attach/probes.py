@@ -44,6 +44,7 @@ apart share a group), and an excess or a deficit below what the noise and the da
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,10 @@ TOLERANCE = 1e-3
 PROBES_PER_STEP = 32
 #: Probe coordinates drawn per auditor (each step's probes take distinct ones among them).
 N_PROBE_COORDINATES = 2 * PROBES_PER_STEP
+#: Steps whose probes are drawn at once while steps take the full number of probes (batches of
+#: at least 4 x PROBES_PER_STEP records): the same draws, cheaper back to back (issue 37, Done
+#: when 3); a step that takes fewer rewinds the generator first (SensitivityProbes._picks).
+DRAW_AHEAD = 16
 
 
 def probe_coordinates(
@@ -100,22 +105,34 @@ def probe_layout(b: int, k: int = PROBES_PER_STEP) -> tuple[np.ndarray, np.ndarr
 
 
 class SensitivityProbes:
-    """The probes of each logical step on ``coordinates`` with clipping norm ``clip_norm`` (see
-    the module docstring). :meth:`draw` gives the step's probes; :meth:`measure` records the
+    """The probes of each logical step on ``coordinates`` (distinct, ascending: as
+    :func:`probe_coordinates` gives them) with clipping norm ``clip_norm`` (see the module
+    docstring). :meth:`draw` gives the step's probes; :meth:`measure` records the
     values read at their coordinates after the user's clipping."""
 
     def __init__(
         self, coordinates: np.ndarray, clip_norm: float, seed: int, per_step: int = PROBES_PER_STEP
     ) -> None:
         self.coordinates = np.asarray(coordinates, dtype=np.int64)
+        if self.coordinates.ndim != 1 or (np.diff(self.coordinates) <= 0).any():
+            raise ValueError("probe coordinates must be distinct and ascending (probe_coordinates)")
         self.clip_norm = float(clip_norm)
         self.per_step = int(per_step)
         self._rng = np.random.default_rng(derive_seed(seed, "attach", "probes"))
+        self.pick = np.zeros(0, dtype=np.int64)
+        # draws made ahead (_picks): for which (probes, coordinates), the generator's state
+        # before them, how many were made, and those not taken yet (the next one last)
+        self._ahead_key: tuple[int, int] | None = None
+        self._ahead_state: dict[str, Any] | None = None
+        self._ahead_made = 0
+        self._ahead: list[tuple[np.ndarray, np.ndarray]] = []
+        # called with the places drawn ahead (the Opacus hook lays them out at once)
+        self.on_ahead: Any = None
         # (rows, coordinates, signs, large) placed, not read
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.values: list[Any] = []  # s v per measured step (arrays or 1-d tensors)
         self.large: list[np.ndarray] = []  # which of the step's probes were large
-        # (rows, large, scale) of probe_layout per (batch size, probes)
+        # (rows, large, B_r C) of probe_layout per (batch size, probes)
         self._layouts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @property
@@ -135,25 +152,62 @@ class SensitivityProbes:
         layout = self._layouts.get((b, k))
         if layout is None:  # once per batch size (issue 37, Done when 3); kept read-only
             rows, large = probe_layout(b, k)
-            scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE)
+            # the probes' norms: (B_r C), the sign applied per step (exact either way)
+            scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE) * self.clip_norm
             for a in (rows, large, scale):
                 a.setflags(write=False)
             layout = self._layouts[b, k] = (rows, large, scale)
         rows, large, scale = layout
-        coords = self._rng.choice(self.coordinates, size=rows.size, replace=False)
-        signs = np.where(self._rng.random(rows.size) < 0.5, 1.0, -1.0)
+        pick, uniform = self._picks(rows.size, k)
+        coords = self.coordinates[pick]
+        signs = np.where(uniform < 0.5, 1.0, -1.0)
         self.pending = (rows, coords, signs, large)
-        return rows, coords, signs * scale * self.clip_norm
+        self.pick = pick  # the pending probes' places in ``coordinates``
+        return rows, coords, signs * scale
 
-    def measure(self, values: Any) -> None:
+    def _draw_one(self, n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """One step's draws of ``n`` probes among ``size`` coordinates: their places (the same
+        draw as ``choice(self.coordinates, ...)``, without its checks of an array) and the
+        uniforms of their signs."""
+        pick = self._rng.choice(size, size=n, replace=False)
+        return pick, self._rng.random(n)
+
+    def _picks(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_draw_one` of this step, from the generator as if every step drew its own:
+        when the step takes the full ``k`` probes, from :data:`DRAW_AHEAD` steps drawn at once
+        (the same calls back to back); a step that takes another number first rewinds the
+        generator to the state before them and repeats the draws taken."""
+        key = (n, self.coordinates.size)
+        if self._ahead and key == self._ahead_key:
+            return self._ahead.pop()
+        if self._ahead:  # draws made for steps that did not come: undo them
+            assert self._ahead_key is not None
+            self._rng.bit_generator.state = self._ahead_state
+            for _ in range(self._ahead_made - len(self._ahead)):
+                self._draw_one(*self._ahead_key)
+            self._ahead = []
+        if n != k or n == 0:
+            return self._draw_one(*key)
+        self._ahead_key, self._ahead_state = key, self._rng.bit_generator.state
+        self._ahead = [self._draw_one(*key) for _ in range(DRAW_AHEAD)][::-1]
+        self._ahead_made = DRAW_AHEAD
+        if self.on_ahead is not None:
+            self.on_ahead([pick for pick, _ in self._ahead])
+        return self._ahead.pop()
+
+    def measure(self, values: Any, back: np.ndarray | None = None) -> None:
         """Record the values at the pending probes' coordinates (after the clipping), times
-        their signs; a tensor is kept on its device (no host sync per step)."""
+        their signs; a tensor is kept on its device as it is (no host sync, no operation per
+        step: the conversion to float64 and the signs are applied on the host when read,
+        :func:`_host`; both exact). ``back``: the permutation that puts ``values`` in the
+        probes' order, when they were gathered in another (the Opacus hook's, by parameter)."""
         assert self.pending is not None
         _, _, signs, large = self.pending
         if hasattr(values, "new_tensor"):  # torch
-            self.values.append(values * values.new_tensor(signs))
+            self.values.append(_Deferred(values, back, signs))
         else:
-            self.values.append(np.asarray(values, dtype=np.float64) * signs)
+            values = np.asarray(values, dtype=np.float64)
+            self.values.append((values if back is None else values[back]) * signs)
         self.large.append(large)
         self.pending = None
 
@@ -197,8 +251,27 @@ class SensitivityProbes:
         return out
 
 
+class _Deferred:
+    """A step's probe values as gathered on the device (any float dtype), in the order
+    ``back`` undoes (None: the probes' order), and the probes' signs: read on the host by
+    :func:`_host` (issue 37, Done when 3: no tensor operation per step for them)."""
+
+    __slots__ = ("back", "signs", "values")
+
+    def __init__(self, values: Any, back: np.ndarray | None, signs: np.ndarray) -> None:
+        self.values, self.back, self.signs = values, back, signs
+
+
+#: C's memset (zeroing the probe rows' bytes: float zero is all zero bits)
+_memset = ctypes.memset
+
+
 def _host(values: Any) -> np.ndarray:
-    """A step's measured values as a float64 NumPy vector."""
+    """A step's measured values (``s v``) as a float64 NumPy vector."""
+    if isinstance(values, _Deferred):
+        got = values.values.detach().cpu().double().numpy()
+        # float64 conversion and the signs (+-1) are exact: the same numbers as on the device
+        return (got if values.back is None else got[values.back]) * values.signs
     if hasattr(values, "detach"):
         values = values.detach().cpu().double().numpy()
     return np.asarray(values, dtype=np.float64).ravel()
@@ -221,28 +294,60 @@ class OpacusProbeHook:
         self.probes = probes
         self._params = [p for p in optimizer.params if p.requires_grad]
         self._offsets = np.asarray(offsets)
-        self._edges = np.arange(len(self._params) + 1)
+        self._sizes = np.array([p.numel() for p in self._params], dtype=np.int64)
+        # bytes per row of each parameter's per-example gradients in the parameters' dtype
+        self._row_elems = [p.numel() for p in self._params]
+        self._row_bytes = [p.numel() * p.element_size() for p in self._params]
+        self._tables_of: Any = None  # the coordinates _tables describe
         dtypes = {p.dtype for p in self._params}
         self._dtype = dtypes.pop() if len(dtypes) == 1 else None  # the rows' one dtype, if so
         self._on_cpu = all(p.device.type == "cpu" for p in self._params)
-        self._runs: dict[tuple[int, int], list[tuple[int, int]]] = {}  # per (b, probes)
+        # per (b, probes): the probe rows as runs [lo, hi) of consecutive rows and, per
+        # parameter, those runs as (byte offset, bytes) in its rows
+        self._runs: dict[tuple[int, int], tuple[list[Any], list[Any]]] = {}
         # the pending step's layout (_layout), made by _place and reused by read
         self._step: tuple[Any, ...] | None = None
+        # the layouts of the probes drawn ahead, made back to back (by id of their places)
+        self._laid_out: dict[int, tuple[Any, ...]] = {}
+        probes.on_ahead = self._lay_out_ahead
         self._original = optimizer.clip_and_accumulate
         optimizer.clip_and_accumulate = self._clip_and_accumulate
 
-    def _layout(self, coords: np.ndarray) -> tuple[Any, ...]:
-        """The step's probes grouped by parameter, once per step (issue 37, Done when 3):
-        (coords, order, cuts, local, back): probes ``order[cuts[k]:cuts[k + 1]]`` (ascending)
-        sit on parameter ``k`` at its flat indices ``local[cuts[k]:cuts[k + 1]]`` (a tensor);
-        ``back`` (a tensor) puts values gathered in that order back in the probes' order."""
+    def _tables(self) -> None:
+        """Per probe coordinate (ascending), once per coordinates object: its parameter's row
+        length (the parameter's flat size) and its flat index in the parameter; ``_cuts``: the
+        coordinates of parameter k are [_cuts[k], _cuts[k + 1])."""
+        coords = self.probes.coordinates
+        if (np.diff(coords) <= 0).any():
+            raise ValueError("probe coordinates must be distinct and ascending (probe_coordinates)")
+        owner = np.searchsorted(self._offsets, coords, side="right") - 1
+        self._cuts = np.searchsorted(owner, np.arange(len(self._params) + 1))
+        self._row_len = self._sizes[owner]
+        self._local = coords - self._offsets[owner]
+        self._tables_of = coords
+
+    def _layout(self, pick: np.ndarray) -> tuple[Any, ...]:
+        """The step's probes (``pick``: their places in the probes' coordinates) grouped by
+        parameter, once per step (issue 37, Done when 3): (pick, order, spans, ordered, local_t,
+        back): for each ``(k, lo, hi)`` in ``spans`` (the parameters with probes), probes
+        ``order[lo:hi]`` sit on parameter ``k`` at its flat indices ``local_t[lo:hi]`` (a
+        tensor); ``ordered``: their places, ``pick[order]``; ``back`` puts values gathered in
+        that order back in the probes' order."""
         import torch
 
-        owner = np.searchsorted(self._offsets, coords, side="right") - 1
-        order = np.argsort(owner, kind="stable")
-        cuts = np.searchsorted(owner[order], self._edges).tolist()
-        local = torch.from_numpy(coords[order] - self._offsets[owner[order]])
-        return coords, order, cuts, local, torch.from_numpy(np.argsort(order))
+        if self._tables_of is not self.probes.coordinates:
+            self._tables()
+        order = np.argsort(pick)  # ascending coordinates: grouped by parameter
+        ordered = pick[order]
+        cuts = np.searchsorted(ordered, self._cuts).tolist()
+        pairs = enumerate(zip(cuts[:-1], cuts[1:], strict=True))
+        spans = [(k, lo, hi) for k, (lo, hi) in pairs if hi > lo]
+        local_t = torch.from_numpy(self._local[ordered])
+        return pick, order, spans, ordered, local_t, np.argsort(order)
+
+    def _lay_out_ahead(self, picks: list[np.ndarray]) -> None:
+        """:meth:`_layout` of the probes drawn ahead, at once (issue 37, Done when 3)."""
+        self._laid_out = {id(pick): self._layout(pick) for pick in picks}
 
     def _clip_and_accumulate(self) -> None:
         if self.probes.pending is None:
@@ -254,65 +359,86 @@ class OpacusProbeHook:
 
     def _place(self, rows: list[Any]) -> None:
         """Zero the step's probe rows of every parameter's per-example gradients and write
-        each probe's value at its coordinate (one indexed write per parameter)."""
+        each probe's value at its coordinate (one indexed write per parameter with probes)."""
         import torch
 
         b = len(rows[0])
-        at, coords, values = self.probes.draw(b)
-        # the probe rows as runs of consecutive rows: one zero_ per run and parameter (cheaper
-        # than index_fill_ per step: issue 37, Done when 3); the runs of each batch size once
-        runs = self._runs.get((b, at.size))
-        if runs is None:
-            split = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
-            runs = self._runs[b, at.size] = [(int(run[0]), int(run[-1]) + 1) for run in split]
-        for g in rows:
-            for lo, hi in runs:
-                g[lo:hi].zero_()
-        self._step = _, order, cuts, local, _ = self._layout(coords)
-        at_t = torch.from_numpy(at[order])
+        at, _, values = self.probes.draw(b)
+        # the probe rows as runs of consecutive rows (once per batch size), zeroed with one
+        # memset per run and parameter where the rows are contiguous CPU memory in the
+        # parameters' dtype (cheaper than zero_ on rows no longer in the cache), else by one
+        # call for all (issue 37, Done when 3)
+        runs, spans_of = self._runs.get((b, at.size)) or self._make_runs(b, at)
+        strided = []
+        for g, byte_runs, n in zip(rows, spans_of, self._row_elems, strict=True):
+            # (b whole rows of the parameter's size: every run lies inside g's memory)
+            if self._on_cpu and g.dtype == self._dtype and g.is_contiguous() and g.numel() == b * n:
+                base = g.data_ptr()
+                for offset, size in byte_runs:
+                    _memset(base + offset, 0, size)
+            else:
+                strided.extend(g[lo:hi] for lo, hi in runs)
+        if strided:
+            torch._foreach_zero_(strided)
+        pick = self.probes.pick
+        step = self._laid_out.pop(id(pick), None)
+        if step is None or step[0] is not pick:
+            step = self._layout(pick)
+        self._step = _, order, spans, ordered, local_t, _ = step
+        at = at[order]
         values_t = torch.from_numpy(values[order])
         if self._dtype is not None:  # one dtype: convert once
             values_t = values_t.to(self._dtype)
-        for k, g in enumerate(rows):
-            lo, hi = cuts[k], cuts[k + 1]
-            if hi == lo:
+        if self._on_cpu:  # each probe's flat index in its parameter's rows, at once
+            flat_t = torch.from_numpy(at * self._row_len[ordered] + local_t.numpy())
+        for k, lo, hi in spans:
+            g = rows[k]
+            if self._on_cpu and g.dtype == values_t.dtype and g.is_contiguous():
+                g.view(-1).index_put_((flat_t[lo:hi],), values_t[lo:hi])  # one flat write
                 continue
-            if self._on_cpu:  # no copies between devices
-                at_k, local_k = at_t[lo:hi], local[lo:hi]
-            else:
-                at_k, local_k = at_t[lo:hi].to(g.device), local[lo:hi].to(g.device)
+            value = values_t[lo:hi].to(dtype=g.dtype, device=g.device)
+            at_k = torch.from_numpy(at[lo:hi]).to(g.device)
             if g.is_contiguous():
-                target, idx = g.view(len(g), -1), (at_k, local_k)
+                target, idx = g.view(len(g), -1), (at_k, local_t[lo:hi].to(g.device))
             else:  # strided rows: index the parameter's own shape
-                unravel = np.unravel_index(local[lo:hi].numpy(), tuple(g.shape[1:]))
+                unravel = np.unravel_index(local_t[lo:hi].numpy(), tuple(g.shape[1:]))
                 target = g
                 idx = (at_k, *(torch.from_numpy(i).to(g.device) for i in unravel))
-            target.index_put_(idx, values_t[lo:hi].to(dtype=g.dtype, device=g.device))
+            target.index_put_(idx, value)
+
+    def _make_runs(self, b: int, at: np.ndarray) -> tuple[list[Any], list[Any]]:
+        """The runs of the probe rows ``at`` of a step of ``b`` rows (see ``_runs``)."""
+        split = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
+        runs = [(int(run[0]), int(run[-1]) + 1) for run in split]
+        spans_of = [[(lo * n, (hi - lo) * n) for lo, hi in runs] for n in self._row_bytes]
+        self._runs[b, at.size] = runs, spans_of
+        return runs, spans_of
 
     def read(self) -> None:
         """Record the clipped sum at the pending probes' coordinates (before the noise), in the
-        probes' order, kept on the device."""
+        order gathered (by parameter) with the permutation back to the probes' order, kept on
+        the device (:meth:`SensitivityProbes.measure`)."""
         import torch
 
-        _, coords, _, _ = self.probes.pending  # type: ignore[misc]
+        pick = self.probes.pick
         step = self._step
-        if step is None or step[0] is not coords:  # placed by someone else: lay it out here
-            step = self._layout(coords)
+        if step is None or step[0] is not pick:  # placed by someone else: lay it out here
+            step = self._layout(pick)
         self._step = None
-        _, _, cuts, local, back = step
+        _, _, spans, _, local_t, back = step
         parts = []
-        for k, p in enumerate(self._params):
-            lo, hi = cuts[k], cuts[k + 1]
-            if hi > lo:
-                flat = p.summed_grad.detach().reshape(-1)
-                parts.append(flat[local[lo:hi] if self._on_cpu else local[lo:hi].to(flat.device)])
-        if self._on_cpu and self._dtype is not None:  # one concatenation, one conversion
-            got = torch.cat(parts).double()
+        for k, lo, hi in spans:  # (detached on the host read, _host)
+            flat = self._params[k].summed_grad.reshape(-1)
+            idx = local_t[lo:hi]
+            parts.append(flat.index_select(0, idx if self._on_cpu else idx.to(flat.device)))
+        if self._on_cpu and self._dtype is not None:  # one concatenation, converted on read
+            got = torch.cat(parts)
         else:
             device = parts[0].device
             got = torch.cat([v.double().to(device) for v in parts])
-        self.probes.measure(got[back if self._on_cpu else back.to(device)])
+        self.probes.measure(got, back)
 
     def release(self) -> None:
         """The optimizer's own ``clip_and_accumulate`` again."""
         self.optimizer.clip_and_accumulate = self._original
+        self.probes.on_ahead = None

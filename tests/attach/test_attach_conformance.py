@@ -507,6 +507,65 @@ def test_issue37_done_when_3_record_summaries_match_a_plain_reference() -> None:
     assert (rec.presence == presence).all() and out > 0 and max(mult) > 1
 
 
+def _mixed_steps(n: int, steps: int, seed: int) -> list[list[np.ndarray]]:
+    """Per step, the batches delivered: strictly increasing ones (some with indices below 0 or
+    past ``n`` at either end; two batches every fifth step), unsorted ones with repeats every
+    fourth step, no batch every ninth."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for step in range(steps):
+        batches = []
+        for _ in range(1 + (step % 5 == 0)):
+            size = int(rng.integers(0, 15))
+            batches.append(np.sort(rng.choice(np.arange(-3, n + 3), size=size, replace=False)))
+            if step % 4 == 1:
+                batches[-1] = rng.integers(0, n, size=6)
+        out.append([] if step % 9 == 0 else batches)
+    return out
+
+
+@pytest.mark.parametrize("every", [1, 3, 64])
+def test_issue37_done_when_3_record_of_increasing_batches_matches_a_plain_reference(
+    monkeypatch, every
+) -> None:
+    """issue 37, Done when 3 (the per-step cost): a strictly increasing batch (what Opacus'
+    Poisson sampler yields) skips the sort, and closed steps are counted every ``DEFERRED``
+    steps or when read; on increasing batches mixed with unsorted ones, out-of-range indices
+    at either end, steps of two batches and empty steps, counted after every step, every third
+    or in blocks of 64, with reads in between, every per-step series equals a plain np.unique
+    reference, and a delivered array the caller changes afterwards changes nothing (the record
+    keeps a copy)."""
+    from dpaudit.attach import sampling_record
+
+    monkeypatch.setattr(sampling_record, "DEFERRED", every)
+    n = 40
+    rec = SamplingRecord(n)
+    for step, batches in enumerate(_mixed_steps(n, 80, 5)):
+        for b in batches:
+            rec.deliver(b)
+            b[:] = 0  # the caller reuses its array
+        rec.close_step()
+        assert rec.steps == step + 1
+        if step == 30:
+            assert len(rec.sizes) == 31  # a read counts the steps set aside
+    presence, prev = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    sizes, mult, tops, overlaps, out = [], [], [], [], 0
+    for batches in _mixed_steps(n, 80, 5):
+        idx = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+        ok = idx[(idx >= 0) & (idx < n)]
+        out += idx.size - ok.size
+        uniq, counts = np.unique(ok, return_counts=True)
+        presence[uniq] += 1
+        sizes.append(uniq.size)
+        mult.append(int(counts.max()) if counts.size else 0)
+        tops.append(int(presence.max()))
+        overlaps.append(int(np.isin(uniq, prev).sum()))
+        prev = uniq
+    assert rec.sizes == sizes and rec.max_multiplicity == mult and rec.out_of_range == out
+    assert rec.top_counts == tops and rec.overlaps == overlaps
+    assert (rec.presence == presence).all() and out > 0 and max(mult) > 1
+
+
 def test_issue37_the_conformance_table_carries_every_check_and_the_unseen_stages(tmp_path):
     """issue 37, Done when: the report shows the conformance table beside the bounds. The score
     file keeps every check (measured beside claimed) and the table built from it has one row

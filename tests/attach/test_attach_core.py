@@ -334,3 +334,20 @@ def test_issue36_item1_fair_coin_run_keeps_its_bound_and_pvalue() -> None:
     assert result.flagged and result.lower_bound > 1.0
     assert (result.table["membership_pvalue"] > 1e-3).all()
     assert result.score_file.meta["inclusion_probability"] == 0.5
+
+
+@pytest.mark.parametrize("m", [1000, 20000, 200000])
+def test_issue37_done_when_3_poisson_draws_made_ahead_are_each_steps_draws(m) -> None:
+    """issue 37, Done when 3: Poisson canary draws take their uniforms from blocks of steps
+    drawn at once (up to 16 steps, about 1 MB); over more steps than a block the draws and
+    counts equal those of a generator drawing each step on its own (the code before)."""
+    from dpaudit.seeding import derive_seed
+
+    c = GradientCanaries(m, m + 5, 0.1, 1.0, seed=2)
+    rng = np.random.default_rng(derive_seed(2, "attach", "sampling"))
+    for _ in range(20):
+        draw = c.draw_step()
+        want = (rng.random(m) < 0.1) & (c.membership == 1)
+        assert (draw == want).all()
+        c.observe_values(np.zeros(m))
+    assert c.sampled_counts.sum() > 0

@@ -423,3 +423,17 @@ def test_issue37_done_when_3_speedups_leave_the_result_bit_identical() -> None:
     import hashlib
 
     assert hashlib.sha256(b"".join(_pinned_run_parts())).hexdigest() == PINNED_DIGEST
+
+
+@pytest.mark.parametrize("every", [1, 2, 3])
+def test_issue37_done_when_3_deferred_sums_fold_to_the_same_result(monkeypatch, every) -> None:
+    """issue 37, Done when 3: the Opacus auditor folds each step's gathered canary values and
+    divisor into its running sums every ``_DEFERRED`` steps (and before any read); folding
+    after every step (the per-step order of before), every second or third step (a fold in the
+    middle of the run, steps left over for the read) gives the pinned run's digest."""
+    import hashlib
+
+    from dpaudit.attach import opacus_adapter
+
+    monkeypatch.setattr(opacus_adapter, "_DEFERRED", every)
+    assert hashlib.sha256(b"".join(_pinned_run_parts())).hexdigest() == PINNED_DIGEST

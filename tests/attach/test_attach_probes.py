@@ -14,6 +14,7 @@ from dpaudit.attach.probes import (
     PARTNER_RATIO,
     PROBE_SCALE,
     PROBES_PER_STEP,
+    SensitivityProbes,
     probe_coordinates,
     probe_layout,
 )
@@ -182,3 +183,84 @@ def test_no_probe_leaves_sensitivity_unseen() -> None:
         c.observe(rng.standard_normal(40))
     rep = c.audit(delta=1e-5, noise_multiplier=1.0, accountant="rdp").conformance
     assert "sensitivity" in rep.unseen
+
+
+def test_issue37_done_when_3_probe_coordinates_must_ascend() -> None:
+    """issue 37, Done when 3: the Opacus hook groups each step's probes by parameter from the
+    coordinates' order, so probes on coordinates that are not distinct and ascending are a
+    clear error (probe_coordinates gives them sorted)."""
+    for bad in ([5, 3], [2, 2]):
+        with pytest.raises(ValueError, match="distinct and ascending"):
+            SensitivityProbes(np.array(bad), 1.0, 0)
+    assert SensitivityProbes(np.array([1, 4]), 1.0, 0).active
+
+
+@pytest.mark.parametrize("rows_kind", ["contiguous", "strided", "float64"])
+@pytest.mark.parametrize("b", [40, 200])
+def test_issue37_done_when_3_probe_rows_placed_exactly_on_every_memory_layout(
+    rows_kind, b
+) -> None:
+    """issue 37, Done when 3: the Opacus hook zeroes the probe rows with memset where the rows
+    are contiguous CPU memory in the parameters' dtype, and by tensor calls otherwise (strided
+    rows, rows of another dtype), and lays out probes drawn ahead at once (b = 200: every step
+    takes all 17 coordinates); either way, step after step, each probe row is exactly its
+    probe (0 elsewhere) and every other row is untouched."""
+    import types
+
+    import torch
+
+    from dpaudit.attach.probes import DRAW_AHEAD, OpacusProbeHook
+
+    params = [torch.nn.Parameter(torch.zeros(3, 4)), torch.nn.Parameter(torch.zeros(5))]
+    opt = types.SimpleNamespace(params=params, clip_and_accumulate=lambda: None)
+    probes = SensitivityProbes(np.arange(17), 2.0, seed=1)
+    hook = OpacusProbeHook(opt, probes, np.array([0, 12, 17]))
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(DRAW_AHEAD + 3):
+        ref = [torch.randn(b, 3, 4, generator=gen), torch.randn(b, 5, generator=gen)]
+        rows = [r.clone() for r in ref]
+        if rows_kind == "strided":  # the same values, not contiguous
+            rows[0] = rows[0].transpose(1, 2).contiguous().transpose(1, 2)
+            assert not rows[0].is_contiguous()
+        if rows_kind == "float64":
+            rows = [r.double() for r in rows]
+        hook._place(rows)
+        at, coords, signs, large = probes.pending
+        probes.pending = None
+        scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE) * 2.0
+        want = [r.clone().to(rows[0].dtype).reshape(b, -1) for r in ref]
+        for w in want:
+            w[torch.from_numpy(at)] = 0
+        for row, coord, value in zip(at, coords, signs * scale, strict=True):
+            k, local = (0, coord) if coord < 12 else (1, coord - 12)
+            want[k][row, local] = value
+        for got, w in zip(rows, want, strict=True):
+            assert torch.equal(got.reshape(b, -1), w)
+        assert at.size == (10 if b == 40 else 17) and len(set(coords.tolist())) == at.size
+
+
+def test_issue37_done_when_3_probes_drawn_ahead_are_the_draws_of_each_step() -> None:
+    """issue 37, Done when 3: steps that take the full number of probes have them drawn
+    DRAW_AHEAD steps at once; a step of another size (a small batch, an empty one), or new
+    coordinates, rewinds the generator. Over such a sequence every step's probes (rows,
+    coordinates, signed values) equal those of a generator drawing each step on its own
+    (the code before the speed-up)."""
+    from dpaudit.attach.probes import DRAW_AHEAD
+    from dpaudit.seeding import derive_seed
+
+    coords = probe_coordinates(5000, np.arange(100), seed=4)
+    probes = SensitivityProbes(coords, 0.5, seed=4)
+    rng = np.random.default_rng(derive_seed(4, "attach", "probes"))
+    sizes = [300] * 3 + [40, 300, 0] + [500] * (DRAW_AHEAD + 2) + [129, 128, 127, 300]
+    for step, b in enumerate(sizes):
+        if step == len(sizes) - 2:  # new coordinates (their number halved), drawn ahead before
+            probes.coordinates = coords = coords[::2].copy()
+        at, got, values = probes.draw(b)
+        probes.pending = None
+        k = min(PROBES_PER_STEP, coords.size)
+        rows, large = probe_layout(b, k)
+        want = rng.choice(coords, size=rows.size, replace=False)
+        signs = np.where(rng.random(rows.size) < 0.5, 1.0, -1.0)
+        scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE)
+        assert (at == rows).all() and (got == want).all()
+        assert (values == signs * scale * 0.5).all()
