@@ -1,17 +1,21 @@
-"""Sensitivity probes: oversized Dirac gradients placed *before* the user's per-example clipping,
+"""Sensitivity probes: oversized Dirac values placed *before* the user's per-example clipping,
 and their contribution to what reaches the update measured against the clipping norm C.
 
 At each logical step up to :data:`PROBES_PER_STEP` probes are placed (:func:`probe_layout`):
-the per-example gradient rows of a few records of the step are replaced, row ``r`` by
-``s B_r C e_j`` (``j`` its own coordinate, distinct within the step, drawn from the seed among
-the coordinates no canary uses; ``s`` a fair random sign, drawn from the seed, fresh for every
-probe). Half the probes are *small* (B_r = :data:`PROBE_SCALE`, far above 1) and half *large*
+in the per-example gradient rows of a few records of the step, row ``r`` takes the value
+``s B_r C`` at coordinate ``j`` (``j`` its own coordinate, distinct within the step, drawn from
+the seed among the coordinates no canary uses; ``s`` a fair random sign, drawn from the seed,
+fresh for every probe); the record's gradient stays in the row's other coordinates. Half the
+probes are *small* (B_r = :data:`PROBE_SCALE`, far above 1) and half *large*
 (B_r = PROBE_SCALE x :data:`PARTNER_RATIO`), laid out so that every small probe sits next to a
 large one both in the adjacent row and half a batch away: rows 0, 1, 2, ... (small, large,
 small, ...) and rows b/2, b/2 + 1, ... (large, small, ...). The user's clipping then processes
 the rows like any other: under per-example clipping at C (the claim's sensitivity) each probe
-row is clipped on its own and leaves exactly C at its coordinate, whatever its size and
-whatever the clipping does to the other rows. After the step the value ``v`` at each probe's
+row is clipped on its own and leaves C B_r C / |row| at its coordinate, whatever the clipping
+does to the other rows: C up to a relative (|g|^2 - g_j^2) / (2 B_r^2 C^2) for the record's own
+gradient ``g``, below the rounding slack :data:`TOLERANCE` while |g| is below 44,000 C (B_r =
+10^6), and the record's own gradient reaches the sum scaled by C / |row| <= 1 / B_r. After the
+step the value ``v`` at each probe's
 coordinate of what reaches the update (Opacus: the summed clipped gradient before the noise; a
 hand-written loop: the noisy sum it observes) is read and ``x = s v`` is the probe's measured
 contribution plus ``s`` times the data's and the noise's at its coordinate: under the claim
@@ -34,7 +38,9 @@ Two checks (:mod:`dpaudit.attach.sensitivity_checks`) read them:
   smaller, which the first check cannot see, while one record can then move its group's clipped
   gradient, and the update, by up to 2C (groups of two).
 
-The replaced records' own gradients are dropped from that step (a few records per step).
+One value is written per probe row, and the rest of the row is left as it is: the probes cost a
+few scattered writes per step whatever the model's size (issue 37, Done when 3), where
+replacing whole rows would cost a row of memory traffic per probe.
 
 Not seen: clipping that holds on the rows but not on the gradient used elsewhere (e.g. ghost
 clipping, which never materialises the rows: there is no place to put a probe), a grouping of
@@ -44,16 +50,16 @@ apart share a group), and an excess or a deficit below what the noise and the da
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 import numpy as np
 
 from dpaudit.seeding import derive_seed
 
-#: A small probe's norm in units of the clipping norm C (B >> 1: any clipping at a threshold
-#: below B C shows its threshold).
-PROBE_SCALE = 1000.0
+#: A small probe's value in units of the clipping norm C (B >> 1: any clipping at a threshold
+#: below B C shows its threshold; and B >> |g| / C for the record's own gradient ``g`` left in
+#: the row, which then moves the clipped probe by less than :data:`TOLERANCE`: module docstring).
+PROBE_SCALE = 1e6
 #: A large probe's norm over a small one's: a small probe clipped together with a large one
 #: keeps about 1 / PARTNER_RATIO of the shared clip.
 PARTNER_RATIO = 1000.0
@@ -224,8 +230,9 @@ class SensitivityProbes:
 
     def probe_rows(self, rows: Any) -> Any:
         """``rows`` (b, n_params) per-example gradients (NumPy or torch) with the step's probes
-        in place of a few rows (:func:`probe_layout`; one new row when b = 0); a copy, the input
-        is unchanged."""
+        written into a few rows (:func:`probe_layout`: each at its coordinate, the record's
+        gradient left in the row's others; one new row when b = 0); a copy, the input is
+        unchanged."""
         if hasattr(rows, "clone"):  # torch
             out = rows.clone() if len(rows) else rows.new_zeros((1, *rows.shape[1:]))
         else:
@@ -241,12 +248,10 @@ class SensitivityProbes:
             import torch
 
             at_t = torch.as_tensor(at, device=out.device)
-            out[at_t] = 0
             out[at_t, torch.as_tensor(coords, device=out.device)] = torch.as_tensor(
                 values, dtype=out.dtype, device=out.device
             )
         else:
-            out[at] = 0
             out[at, coords] = values
         return out
 
@@ -260,10 +265,6 @@ class _Deferred:
 
     def __init__(self, values: Any, back: np.ndarray | None, signs: np.ndarray) -> None:
         self.values, self.back, self.signs = values, back, signs
-
-
-#: C's memset (zeroing the probe rows' bytes: float zero is all zero bits)
-_memset = ctypes.memset
 
 
 def _host(values: Any) -> np.ndarray:
@@ -283,9 +284,9 @@ class OpacusProbeHook:
 
     It wraps ``clip_and_accumulate`` on this one optimizer object (whatever method the object
     has: Opacus' own or a user's replacement): on the first call of a logical step with a
-    non-empty batch, the probe rows (:func:`probe_layout`) of every parameter's ``grad_sample``
-    are zeroed in place and each probe's value written at its coordinate (``offsets``: the flat
-    offsets of ``optimizer.params``), then the original runs. :meth:`read` (called by the
+    non-empty batch, each probe's value is written in place at its coordinate of its row
+    (:func:`probe_layout`) of its parameter's ``grad_sample`` (``offsets``: the flat offsets of
+    ``optimizer.params``), then the original runs. :meth:`read` (called by the
     auditor before the noise) takes ``p.summed_grad`` at those coordinates, kept on its device.
     """
 
@@ -295,16 +296,10 @@ class OpacusProbeHook:
         self._params = [p for p in optimizer.params if p.requires_grad]
         self._offsets = np.asarray(offsets)
         self._sizes = np.array([p.numel() for p in self._params], dtype=np.int64)
-        # bytes per row of each parameter's per-example gradients in the parameters' dtype
-        self._row_elems = [p.numel() for p in self._params]
-        self._row_bytes = [p.numel() * p.element_size() for p in self._params]
         self._tables_of: Any = None  # the coordinates _tables describe
         dtypes = {p.dtype for p in self._params}
         self._dtype = dtypes.pop() if len(dtypes) == 1 else None  # the rows' one dtype, if so
         self._on_cpu = all(p.device.type == "cpu" for p in self._params)
-        # per (b, probes): the probe rows as runs [lo, hi) of consecutive rows and, per
-        # parameter, those runs as (byte offset, bytes) in its rows
-        self._runs: dict[tuple[int, int], tuple[list[Any], list[Any]]] = {}
         # the pending step's layout (_layout), made by _place and reused by read
         self._step: tuple[Any, ...] | None = None
         # the layouts of the probes drawn ahead, made back to back (by id of their places)
@@ -358,28 +353,12 @@ class OpacusProbeHook:
         self._original()
 
     def _place(self, rows: list[Any]) -> None:
-        """Zero the step's probe rows of every parameter's per-example gradients and write
-        each probe's value at its coordinate (one indexed write per parameter with probes)."""
+        """Write each probe's value at its coordinate of its row of the step's per-example
+        gradients (one indexed write per parameter with probes; the rest of the row is the
+        record's own gradient: module docstring)."""
         import torch
 
-        b = len(rows[0])
-        at, _, values = self.probes.draw(b)
-        # the probe rows as runs of consecutive rows (once per batch size), zeroed with one
-        # memset per run and parameter where the rows are contiguous CPU memory in the
-        # parameters' dtype (cheaper than zero_ on rows no longer in the cache), else by one
-        # call for all (issue 37, Done when 3)
-        runs, spans_of = self._runs.get((b, at.size)) or self._make_runs(b, at)
-        strided = []
-        for g, byte_runs, n in zip(rows, spans_of, self._row_elems, strict=True):
-            # (b whole rows of the parameter's size: every run lies inside g's memory)
-            if self._on_cpu and g.dtype == self._dtype and g.is_contiguous() and g.numel() == b * n:
-                base = g.data_ptr()
-                for offset, size in byte_runs:
-                    _memset(base + offset, 0, size)
-            else:
-                strided.extend(g[lo:hi] for lo, hi in runs)
-        if strided:
-            torch._foreach_zero_(strided)
+        at, _, values = self.probes.draw(len(rows[0]))
         pick = self.probes.pick
         step = self._laid_out.pop(id(pick), None)
         if step is None or step[0] is not pick:
@@ -405,14 +384,6 @@ class OpacusProbeHook:
                 target = g
                 idx = (at_k, *(torch.from_numpy(i).to(g.device) for i in unravel))
             target.index_put_(idx, value)
-
-    def _make_runs(self, b: int, at: np.ndarray) -> tuple[list[Any], list[Any]]:
-        """The runs of the probe rows ``at`` of a step of ``b`` rows (see ``_runs``)."""
-        split = np.split(at, np.flatnonzero(np.diff(at) != 1) + 1)
-        runs = [(int(run[0]), int(run[-1]) + 1) for run in split]
-        spans_of = [[(lo * n, (hi - lo) * n) for lo, hi in runs] for n in self._row_bytes]
-        self._runs[b, at.size] = runs, spans_of
-        return runs, spans_of
 
     def read(self) -> None:
         """Record the clipped sum at the pending probes' coordinates (before the noise), in the

@@ -41,7 +41,7 @@ def sensitivity_check(
         "sensitivity",
         "probe contribution after the clipping",
         f"median {median:.4g} C (largest {float(x.max()) if t else float('nan'):.4g} C) of "
-        f"probes of norm {PROBE_SCALE:g} C or more; {above} of {t} probes above C ({where})",
+        f"probes of {PROBE_SCALE:,.0f} C or more; {above} of {t} probes above C ({where})",
         f"at most C = {clip_norm:.4g} per record (per-example clipping)",
         departs,
         level,
@@ -70,8 +70,9 @@ def grouping_check(
     return Check(
         "sensitivity",
         "records clipped one by one",
-        f"mean {mean:.3g} C received by the {n} probes of norm {PROBE_SCALE:g} C that had a "
-        f"probe {PARTNER_RATIO:g} times larger in an adjacent row or half a batch away ({where})",
+        f"mean {mean:.3g} C received by the {n} probes of {PROBE_SCALE:,.0f} C that had a "
+        f"probe {PARTNER_RATIO:,.0f} times larger in an adjacent row or half a batch away "
+        f"({where})",
         f"C = {clip_norm:.4g} each (per-example clipping clips each record on its own)",
         departs,
         level,

@@ -217,11 +217,12 @@ def _epoch(model, opt, loader) -> None:
 
 
 def _opacus_run(poisson=True, memory_manager=False, weighted=False, epochs=3, claim_rate=None,
-                seed=0, clip_at=None):
+                seed=0, clip_at=None, pairs=False):
     """A correct (or weighted) Opacus training, 4 logical steps per epoch, audited as the
     README says; the claim is Opacus' own (or the epsilon at ``claim_rate``). ``clip_at``: the
     user's clipping ignores ``max_grad_norm`` and clips at this norm (Opacus PR #664), the
-    noise still at ``max_grad_norm``."""
+    noise still at ``max_grad_norm``. ``pairs``: the user's clipping clips the mean gradient of
+    each pair of adjacent records (microbatches of two, TF Privacy #620, in Opacus)."""
     torch.manual_seed(seed)
     data = _digits()
     model = nn.Linear(64, 10)
@@ -243,6 +244,16 @@ def _opacus_run(poisson=True, memory_manager=False, weighted=False, epochs=3, cl
             self.max_grad_norm = asked
 
         opt.clip_and_accumulate = types.MethodType(clip, opt)
+    if pairs:
+
+        def clip_pairs(self):  # microbatches of two records: their mean gradient clipped
+            for p in self.params:
+                g = p.grad_sample
+                odd = g[-1:] if len(g) % 2 else g[:0]
+                p.grad_sample = torch.cat([(g[0 : len(g) - 1 : 2] + g[1::2]) / 2, odd])
+            type(self).clip_and_accumulate(self)
+
+        opt.clip_and_accumulate = types.MethodType(clip_pairs, opt)
     aud = dpaudit.attach.opacus(opt, data_loader=loader, m=50, seed=seed)
     for _ in range(epochs):
         if memory_manager:
@@ -313,6 +324,30 @@ def test_opacus_clipping_that_ignores_max_grad_norm_departs_at_sensitivity(memor
     assert np.median(aud.probes.contributions()) > 5  # about 10, plus the data's share
     with pytest.raises(ConformanceError, match="sensitivity"):
         rep.raise_if_departs()
+
+
+@pytest.mark.parametrize("memory_manager", [False, True])
+def test_opacus_microbatch_clipping_departs_at_sensitivity_within_a_few_steps(
+    memory_manager,
+) -> None:
+    """Issue 37, item 1 (sensitivity): the user's clipping clips the mean gradient of each pair
+    of adjacent records (microbatches of two, TF Privacy #620, in Opacus), so one record moves
+    the update by up to 2C and no probe gets more than C. The probes in Opacus' per-example
+    rows (a quarter of the rows, at most 32; with BatchMemoryManager in the first physical
+    batch), read before the noise: the small probes beside a large one receive about 0, not C,
+    and "records clipped one by one" departs within the first 6 of the 12 logical steps
+    (anytime-valid), naming the stage; the correct training's probes (the conformance test
+    above) do not."""
+    aud, res = _opacus_run(memory_manager=memory_manager, pairs=True)
+    assert min(len(v) for v in aud.probes.large) >= 25  # b // 4 of the first (physical) batch
+    rep = res.conformance
+    assert rep.departing_stages == ["sensitivity"], str(rep)
+    check = [c for c in rep.checks if c.name == "records clipped one by one"][0]
+    assert check.departs and check.first_flagged_step is not None
+    assert check.first_flagged_step <= 6, check.first_flagged_step
+    assert float(check.measured.split()[1]) < 0.1  # mean received, in units of C
+    more = [c for c in rep.checks if c.name == "probe contribution after the clipping"][0]
+    assert not more.departs  # no probe above C: only the grouping check can see it
 
 
 def test_opacus_probes_off_leave_sensitivity_unseen_and_detach_restores() -> None:

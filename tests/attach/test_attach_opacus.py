@@ -284,7 +284,7 @@ def test_sensitivity_probe_reaches_the_clipped_sum_exactly(memory_manager, clip_
     probed = len(aud.probes.values)
     empty = aud.steps - probed  # Poisson batches with no record carry no probe
     assert probed >= aud.steps - 1 and empty >= 0 and len(got) > probed
-    # small probes (1000 C) and large ones (10^6 C) alike, each clipped on its own
+    # small probes (10^6 C) and large ones (10^9 C) alike, each clipped on its own
     np.testing.assert_allclose(got, 0.7 if clip_at is None else clip_at, rtol=1e-5)
 
 
@@ -385,8 +385,10 @@ def test_issue37_bad_use_the_hand_written_calls_on_an_opacus_auditor() -> None:
 
 
 #: SHA-256 of :func:`_pinned_run_parts` on the code before the per-step speed-ups (issue 37,
-#: Done when 3); CPU, float32, this project's pinned torch and Opacus.
-PINNED_DIGEST = "3d3f63bdf7191f7f094f8886de7b1ac32921db3f728f34d174e742c6ea1fab0a"
+#: Done when 3: bc84935) with today's probe design applied to it (each probe's value written at
+#: its coordinate, the row not zeroed; PROBE_SCALE 10^6); CPU, float32, this project's pinned
+#: torch and Opacus.
+PINNED_DIGEST = "4bc73ff96e7db66eedcf7180c7a7106d53fbea51889e9656d6b35ffb52877f80"
 
 
 def _pinned_run_parts() -> list[bytes]:

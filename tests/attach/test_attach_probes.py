@@ -14,6 +14,7 @@ from dpaudit.attach.probes import (
     PARTNER_RATIO,
     PROBE_SCALE,
     PROBES_PER_STEP,
+    TOLERANCE,
     SensitivityProbes,
     probe_coordinates,
     probe_layout,
@@ -54,9 +55,10 @@ def _grouping(c: GradientCanaries, level: float):
     return grouping_check(c.probes.small_by_step(), 1.0, level, "sim")
 
 
-def test_probe_rows_swap_a_few_rows_for_oversized_diracs_off_the_canaries() -> None:
-    """Issue 37, item 1 (sensitivity): b // 4 rows (at least 2) become Diracs of norm 1000 C
-    (small) or 10^6 C (large) on distinct coordinates no canary uses."""
+def test_probe_rows_write_oversized_values_into_a_few_rows_off_the_canaries() -> None:
+    """Issue 37, item 1 (sensitivity): b // 4 rows (at least 2) take a value of 10^6 C (small)
+    or 10^9 C (large) at distinct coordinates no canary uses; the rest of each row is the
+    record's own gradient, every other row is untouched."""
     c = GradientCanaries(8, 40, 0.5, 2.0, seed=1)
     rows = np.ones((12, 40))
     out = c.probe_rows(rows)
@@ -68,7 +70,8 @@ def test_probe_rows_swap_a_few_rows_for_oversized_diracs_off_the_canaries() -> N
     assert (rows == 1).all()  # a copy
     for r, j, s, big in zip(at, coords, signs, large, strict=True):
         size = PROBE_SCALE * (PARTNER_RATIO if big else 1.0) * 2.0
-        assert np.abs(out[r]).sum() == abs(out[r, j]) == size and np.sign(out[r, j]) == s
+        assert abs(out[r, j]) == size and np.sign(out[r, j]) == s
+        assert (np.delete(out[r], j) == 1).all()  # the record's own gradient elsewhere
     assert (np.delete(out, at, axis=0) == 1).all()
     with pytest.raises(ValueError, match="placed twice in one step"):
         c.probe_rows(rows)
@@ -86,6 +89,7 @@ def test_probe_rows_swap_a_few_rows_for_oversized_diracs_off_the_canaries() -> N
     got = c.probe_rows(torch.ones((12, 40), dtype=torch.float64))
     np.testing.assert_array_equal(got.numpy(), out * 0 + got.numpy())  # torch path runs
     assert float(got[c.probes.pending[0]].abs().sum()) == float(np.abs(out[at]).sum())
+    assert PROBE_SCALE == 1e6 and PARTNER_RATIO == 1000
 
 
 def test_probe_layout_puts_a_large_probe_beside_and_half_a_batch_from_each_small_one() -> None:
@@ -103,6 +107,32 @@ def test_probe_layout_puts_a_large_probe_beside_and_half_a_batch_from_each_small
     assert probe_layout(8)[0].tolist() == [0, 4] and probe_layout(8)[1].tolist() == [False, True]
     assert probe_layout(0)[0].tolist() == [0] and probe_layout(1)[0].tolist() == [0]
     assert probe_layout(2)[1].tolist() == [False, True]
+
+
+@pytest.mark.parametrize("record_norm", [1.0, 1e2, 1e4])
+def test_a_probe_clipped_on_its_own_leaves_c_whatever_the_record_gradient_left_in_its_row(
+    record_norm,
+) -> None:
+    """The probe row keeps its record's gradient ``g`` (only the probe's coordinate is written):
+    clipped on its own at C it leaves C (B C) / |row| at the probe's coordinate, within
+    TOLERANCE of C for |g| up to 10^4 C (deficit (|g|^2 - g_j^2) / (2 B^2 C^2) = 5e-5 for a
+    small probe, B = 10^6); at |g| = 10^5 C a small probe would fall 5e-3 short, outside it,
+    which the module docstring states as the limit."""
+    clip = 0.5
+    c = GradientCanaries(8, 400, 0.5, clip, seed=2)
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((40, 400))
+    rows *= record_norm * clip / np.linalg.norm(rows, axis=1, keepdims=True)
+    out = c.probe_rows(rows)
+    at, coords, signs, _ = c.probes.pending
+    clipped = out * np.minimum(1.0, clip / np.linalg.norm(out, axis=1, keepdims=True))
+    x = signs * clipped[at, coords]
+    assert np.all(np.abs(x / clip - 1.0) <= TOLERANCE), x / clip
+    far = rows[at].copy()  # a small probe in each row, records of norm 10^5 C
+    far *= 1e5 * clip / np.linalg.norm(far, axis=1, keepdims=True)
+    far[np.arange(len(at)), coords] = PROBE_SCALE * clip
+    got = clip * far[np.arange(len(at)), coords] / np.linalg.norm(far, axis=1)
+    assert np.all(1.0 - got / clip > TOLERANCE)  # 10^5 C: beyond the stated limit
 
 
 def test_probe_coordinates_avoid_the_canaries_and_need_a_free_one() -> None:
@@ -200,11 +230,12 @@ def test_issue37_done_when_3_probe_coordinates_must_ascend() -> None:
 def test_issue37_done_when_3_probe_rows_placed_exactly_on_every_memory_layout(
     rows_kind, b
 ) -> None:
-    """issue 37, Done when 3: the Opacus hook zeroes the probe rows with memset where the rows
-    are contiguous CPU memory in the parameters' dtype, and by tensor calls otherwise (strided
-    rows, rows of another dtype), and lays out probes drawn ahead at once (b = 200: every step
-    takes all 17 coordinates); either way, step after step, each probe row is exactly its
-    probe (0 elsewhere) and every other row is untouched."""
+    """issue 37, Done when 3: the Opacus hook writes the probes with one flat indexed write per
+    parameter where the rows are contiguous CPU memory in the parameters' dtype, and by indexing
+    the parameter's own shape otherwise (strided rows, rows of another dtype), and lays out
+    probes drawn ahead at once (b = 200: every step takes all 17 coordinates); either way,
+    step after step, each probe row holds its probe's value at its coordinate and the record's
+    own gradient elsewhere, and every other row is untouched."""
     import types
 
     import torch
@@ -229,8 +260,6 @@ def test_issue37_done_when_3_probe_rows_placed_exactly_on_every_memory_layout(
         probes.pending = None
         scale = np.where(large, PROBE_SCALE * PARTNER_RATIO, PROBE_SCALE) * 2.0
         want = [r.clone().to(rows[0].dtype).reshape(b, -1) for r in ref]
-        for w in want:
-            w[torch.from_numpy(at)] = 0
         for row, coord, value in zip(at, coords, signs * scale, strict=True):
             k, local = (0, coord) if coord < 12 else (1, coord - 12)
             want[k][row, local] = value
