@@ -150,6 +150,13 @@ class ScoreFile:
         )
 
 
+def one_run_meta(experiment: str, setting: str, seed: int) -> dict[str, Any]:
+    """The head of every one-run producer's meta: format version, the run's identity, design
+    and inclusion law, a fair coin per canary (Steinke, Nasr, Jagielski 2023, Alg. 1)."""
+    run = {"experiment": experiment, "setting": setting, "seed": seed, "design": "one_run"}
+    return {FORMAT_VERSION_KEY: FORMAT_VERSION, **run, INCLUSION_KEY: FAIR_COIN}
+
+
 def _fail(source: str, message: str) -> None:
     raise ScoreFileError(f"{source}: {message}")
 

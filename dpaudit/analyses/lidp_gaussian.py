@@ -76,13 +76,19 @@ def _protocols(
     return out
 
 
-def _check_common(n: int, reps: int, values: Sequence[int], name: str) -> None:
+def _check_common(
+    n: int, reps: int, values: Sequence[int], name: str, tuning_sets: int
+) -> None:
+    """The arguments both Fig. 4 curves take: ``n`` trials, ``reps`` evaluation sets, the
+    varied ``values`` (argument ``name``) and the ``tuning_sets`` of :func:`_protocols`."""
     if int(n) != n or n < 2:
         raise ValueError(f"n must be an integer >= 2, got {n!r}")
     if int(reps) != reps or reps < 1:
         raise ValueError(f"reps must be an integer >= 1, got {reps!r}")
     if not values or any(int(v) != v or v < 1 for v in values):
         raise ValueError(f"{name} must be a non-empty list of positive integers, got {values!r}")
+    if int(tuning_sets) != tuning_sets or tuning_sets < 1:
+        raise ValueError(f"tuning_sets must be an integer >= 1, got {tuning_sets!r}")
 
 
 def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
@@ -126,11 +132,9 @@ def correlation_curve(
     fixed = d if vary == "K" else K
     if fixed is None:
         raise ValueError(f"vary={vary!r} needs the fixed {'d' if vary == 'K' else 'K'}")
-    _check_common(n, reps, values, "values")
+    _check_common(n, reps, values, "values", tuning_sets)
     if order not in (1, 2, 4):
         raise ValueError(f"order must be 1, 2 or 4, got {order!r}")
-    if int(tuning_sets) != tuning_sets or tuning_sets < 1:
-        raise ValueError(f"tuning_sets must be an integer >= 1, got {tuning_sets!r}")
     sigma = lg.sigma_for_epsilon(epsilon, delta)
     rows = []
     for v in values:
@@ -195,10 +199,8 @@ def bias_variance_curve(
     over ``reps`` evaluation sets (each eps_hat at its own tuned tau*; ``tuning_sets`` as in
     :func:`correlation_curve`). The K = 1 baseline's tau* comes from one held-out set, so with
     ``tuning_sets = 1`` every difference carries that set's luck (about +-0.03 at n = 4096)."""
-    _check_common(n, reps, Ks, "Ks")
+    _check_common(n, reps, Ks, "Ks", tuning_sets)
     sigma = lg.sigma_for_epsilon(epsilon, delta)
-    if int(tuning_sets) != tuning_sets or tuning_sets < 1:
-        raise ValueError(f"tuning_sets must be an integer >= 1, got {tuning_sets!r}")
     base = _protocols(n, 1, d, sigma, delta, [1], reps, seed, heldout_seed, confidence, tuning_sets)
     eps11 = float(np.mean([b.epsilon for b in base[1]]))
     rows = []

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from dpaudit.keys import CLAIMED_EPSILON, EPSILON_LOWER_BOUND, FORMAT_VERSION_KEY
-from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile, ScoreFileError
+from dpaudit.keys import CLAIMED_EPSILON, EPSILON_LOWER_BOUND
+from dpaudit.scores import ScoreFile, ScoreFileError, one_run_meta
 
 # VERDICT_ESTIMATORS: re-exported, the verdict's estimators are part of this module's API
 from dpaudit.verdict import VERDICT_ESTIMATORS as VERDICT_ESTIMATORS
@@ -219,12 +219,7 @@ def make_score_file(
     score, member = check_scores(scores, membership)
     claim = resolve_claim(claimed_epsilon, delta=delta, **claim_settings)
     meta = {
-        FORMAT_VERSION_KEY: FORMAT_VERSION,
-        "experiment": experiment,
-        "setting": setting,
-        "seed": seed,
-        "design": "one_run",
-        INCLUSION_KEY: FAIR_COIN,  # the canaries' coins (audited: dpaudit.audit.fair_coin_failure)
+        **one_run_meta(experiment, setting, seed),  # coins: dpaudit.audit.fair_coin_failure
         "threat_model": threat_model,
         "m": int(score.size),
         **(dict(extra_meta) if extra_meta else {}),

@@ -17,6 +17,11 @@ def emit(result: dict[str, Any], as_json: bool, text: str) -> None:
     print(json.dumps(result, sort_keys=True) if as_json else text)
 
 
+def add_json_argument(p: argparse.ArgumentParser) -> None:
+    """``--json``: print the result as one JSON object (:func:`emit`)."""
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def claim_delta(text: str) -> float:
     """argparse type of ``--delta`` for a claim audited from counts: a number in [0, 1) (0 is
     pure DP; 1 would claim nothing). The accountant, which needs delta > 0, checks (0, 1)."""
@@ -46,4 +51,4 @@ def add_claim_arguments(p: argparse.ArgumentParser, estimator: str, joint: bool 
         default=estimator_defaults(estimator)["confidence"],
         help=("joint; " if joint else "") + "default: %(default)s (the config schema's)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p)

@@ -14,6 +14,7 @@ from dpaudit.accounting.dpsgd import (
     MAX_GRID_POINTS,
     accountant_table,
 )
+from dpaudit.commands import add_json_argument
 
 HELP = "claimed epsilon of Poisson-subsampled DP-SGD under PLD, PRV, RDP and GDP"
 
@@ -31,7 +32,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         f"{MAX_GRID_ENV}, else {MAX_GRID_POINTS:,}); a larger one is reported as that "
         "accountant's error, before it is allocated, and the other accountants still answer",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

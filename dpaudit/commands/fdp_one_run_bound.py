@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpaudit.commands import claim_delta
+from dpaudit.commands import add_json_argument, claim_delta
 from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators.fdp_one_run.bound import epsilon_lower_bound
 from dpaudit.estimators.fdp_one_run.tails import TAILS
@@ -48,7 +48,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "(the exact law of the wrong count under Theorem 1's independent channels, "
         "conditioned on the selection threshold; an extension); default: %(default)s",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from dpaudit.commands import add_json_argument
 from dpaudit.defaults import estimator_defaults
 from dpaudit.estimators.lidp import xbern
 
@@ -31,7 +32,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heldout-fraction", type=float, help=f"default: {d['heldout_fraction']}")
     p.add_argument("--split-seed", type=int, help=f"default: {d['split_seed']}")
     p.add_argument("--variant", choices=xbern.VARIANTS, help=f"default: {d['variant']}")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from dpaudit.commands import add_json_argument
+
 HELP = "epsilon of tuned DP-SGD: Algorithm 3 / Papernot-Steinke / exact (Xiang et al. 2024)"
 
 
@@ -36,7 +38,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         choices=("example1", "table3", "table4"),
         help="print our numbers next to the paper's",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from dpaudit.commands import add_json_argument
+
 #: Exit code when a file changed, is gone or is stale (0: all as recorded; 2: bad input).
 CHANGED = 3
 
@@ -31,7 +33,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="also list each file that has no record (written before records existed, or by "
         "something other than a pipeline job, e.g. the per-target reports)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY
-from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
+from dpaudit.keys import CLAIMED_EPSILON
+from dpaudit.scores import ScoreFile, one_run_meta
 
 
 def dpsgd_scores(
@@ -91,12 +91,7 @@ def dpsgd_score_file(
     accountant's (dp_accounting, discretisation 1e-4) at ``delta``."""
     score, member = dpsgd_scores(m, sigma, q, steps, np.random.default_rng(seed))
     meta = {
-        FORMAT_VERSION_KEY: FORMAT_VERSION,
-        "experiment": experiment,
-        "setting": setting or f"sigma{sigma:g}_q{q:g}_T{steps}",
-        "seed": int(seed),
-        "design": "one_run",
-        INCLUSION_KEY: FAIR_COIN,
+        **one_run_meta(experiment, setting or f"sigma{sigma:g}_q{q:g}_T{steps}", int(seed)),
         "threat_model": "simulation",
         CLAIMED_EPSILON: claimed_epsilon(sigma, q, steps, delta),
         "delta": float(delta),

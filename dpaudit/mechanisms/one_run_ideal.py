@@ -15,8 +15,8 @@ import numpy as np
 from scipy import special
 
 from dpaudit.accounting.gaussian import gdp_epsilon
-from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY
-from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
+from dpaudit.keys import CLAIMED_EPSILON
+from dpaudit.scores import ScoreFile, one_run_meta
 
 
 def gaussian_game(
@@ -34,12 +34,7 @@ def gaussian_game(
 
 def _meta(experiment: str, setting: str, seed: int, eps: float, delta: float, **extra) -> dict:
     return {
-        FORMAT_VERSION_KEY: FORMAT_VERSION,
-        "experiment": experiment,
-        "setting": setting,
-        "seed": int(seed),
-        "design": "one_run",
-        INCLUSION_KEY: FAIR_COIN,
+        **one_run_meta(experiment, setting, int(seed)),
         "threat_model": "simulation",
         CLAIMED_EPSILON: float(eps),
         "delta": float(delta),

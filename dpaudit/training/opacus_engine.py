@@ -20,9 +20,9 @@ import torch
 
 from dpaudit.canaries.inclusion import fair_coins
 from dpaudit.canaries.input_space import random_inputs
-from dpaudit.keys import CLAIMED_EPSILON, FORMAT_VERSION_KEY
+from dpaudit.keys import CLAIMED_EPSILON
 from dpaudit.models import build_for_data
-from dpaudit.scores import FAIR_COIN, FORMAT_VERSION, INCLUSION_KEY, ScoreFile
+from dpaudit.scores import ScoreFile, one_run_meta
 from dpaudit.seeding import derive_seed
 from dpaudit.training.canary_scores import check_finite_scores
 from dpaudit.training.dpsgd import summary, train_with_canaries
@@ -92,12 +92,7 @@ def run_setting(
     check_finite_scores(result.canary_scores[None, :], job, result.steps)
     meta = {
         "claimed_epsilons": claimed_epsilons(result, train["delta"]),
-        FORMAT_VERSION_KEY: FORMAT_VERSION,
-        "experiment": experiment,
-        "setting": setting,
-        "seed": seed,
-        "design": "one_run",
-        INCLUSION_KEY: FAIR_COIN,
+        **one_run_meta(experiment, setting, seed),
         "threat_model": "black_box_loss",
         "score": "minus_loss",
         "canary_type": canaries["type"],

@@ -257,6 +257,8 @@ def test_analysis_bad_input():
         al.bias_variance_curve([4], n=100, d=100, reps=0)
     with pytest.raises(ValueError, match="tuning_sets must be"):
         al.bias_variance_curve([4], n=100, d=100, tuning_sets=0)
+    with pytest.raises(ValueError, match="tuning_sets must be"):  # the same check (issue 38)
+        al.correlation_curve("d", [100], n=100, K=4, tuning_sets=1.5)
     t = al.correlation_curve("d", [100, 1000], n=128, K=4, reps=2, tuning_sets=2)
     assert set(t.loc[t["series"] == al.TERMS[0], "reps"]) == {4}
 

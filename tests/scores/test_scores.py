@@ -435,3 +435,31 @@ def test_issue36_item1_bad_inclusion_law_names_the_file_and_key(law):
     """Issue 36, item 1: a law that is not a probability or "fixed" is an error naming it."""
     with pytest.raises(ScoreFileError, match=r"<memory>: metadata 'inclusion_probability' must"):
         make(meta={**META, scores.INCLUSION_KEY: law})
+
+
+def test_one_run_meta_is_the_head_every_one_run_producer_writes():
+    """Issue 38 (one owner per fact): the format version, identity, design and fair coins of a
+    one-run score file come from :func:`dpaudit.scores.one_run_meta`, in that order, for the
+    simulated producers and a user's own scores (values and key order as before the merge)."""
+    from dpaudit.attach.claim import make_score_file
+    from dpaudit.mechanisms.dpsgd_ideal import dpsgd_score_file
+    from dpaudit.mechanisms.one_run_ideal import randomized_response_score_file
+
+    head = scores.one_run_meta("e", "s", 4)
+    assert head == {
+        "format_version": scores.FORMAT_VERSION,
+        "experiment": "e",
+        "setting": "s",
+        "seed": 4,
+        "design": "one_run",
+        "inclusion_probability": 0.5,
+    }
+    made = [
+        randomized_response_score_file(20, 1.0, seed=4, experiment="e", setting="s"),
+        dpsgd_score_file(20, 1.0, 0.1, 3, 1e-5, seed=4, experiment="e", setting="s"),
+        make_score_file(
+            np.arange(8.0), np.arange(8) % 2, 2.0, delta=1e-5, experiment="e", setting="s", seed=4
+        ),
+    ]
+    for sf in made:
+        assert list(sf.meta.items())[: len(head)] == list(head.items())
